@@ -1,0 +1,79 @@
+"""Array backends: NumPy for host memory, CuPy for device memory.
+
+The backend follows the data: a CuPy array is worked on by the CUDA kernels, a
+NumPy array by their NumPy twins. ``resolve`` turns a user's choice
+(``auto``, ``cupy`` or ``numpy``) into an array module, failing clearly when
+``cupy`` is asked for and no GPU is usable, and telling once when ``auto``
+falls back to NumPy.
+"""
+
+import functools
+import sys
+
+import numpy
+
+BACKENDS = ("auto", "cupy", "numpy")
+
+
+class BackendError(RuntimeError):
+    """The requested backend cannot be used here."""
+
+
+@functools.cache
+def cupy_status():
+    """Return ``(cupy module or None, reason it is unusable or '')``."""
+    try:
+        import cupy
+    except ImportError as exc:
+        return None, f"CuPy is not installed ({exc})"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDA driver or runtime missing
+        return None, f"CuPy cannot reach a CUDA device ({exc})"
+    if count < 1:
+        return None, "no CUDA device is visible"
+    return cupy, ""
+
+
+_notified = False
+
+
+def _notify_once(message, notify):
+    global _notified
+    if not _notified:
+        _notified = True
+        notify(message)
+
+
+def _stderr(message):
+    print(message, file=sys.stderr)
+
+
+def resolve(choice="auto", *, unavailable_reason="", notify=_stderr):
+    """Return the array module for ``choice``.
+
+    ``unavailable_reason`` lets a caller veto the GPU for its own reasons
+    (a PETSc built without CUDA, say); it is treated like a missing GPU.
+    """
+    if choice not in BACKENDS:
+        raise BackendError(f"unknown GPU backend '{choice}': valid values are {', '.join(BACKENDS)}")
+    if choice == "numpy":
+        return numpy
+    cupy, reason = cupy_status()
+    reason = unavailable_reason or reason
+    if cupy is not None and not reason:
+        return cupy
+    if choice == "cupy":
+        raise BackendError(f"GPU backend 'cupy' was requested but cannot be used: {reason}")
+    _notify_once(f"petsc-gpu-fv: no usable GPU ({reason}); using the NumPy backend", notify)
+    return numpy
+
+
+def array_module(array):
+    """The module (numpy or cupy) that owns ``array``."""
+    if isinstance(array, numpy.ndarray):
+        return numpy
+    cupy, _ = cupy_status()
+    if cupy is not None and isinstance(array, cupy.ndarray):
+        return cupy
+    raise TypeError(f"expected a NumPy or CuPy array, got {type(array).__name__}")

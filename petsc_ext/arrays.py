@@ -1,0 +1,74 @@
+"""Vec <-> array views without copies.
+
+Every access goes through PETSc's Get/Restore...AndMemType pair, so PETSc knows
+which copy (host or device) is valid and syncs it when needed; the NumPy or
+CuPy array wrapping the pointer PETSc returns is cached per (pointer, length,
+memory type), so a repeated access costs a few C calls and a dictionary lookup.
+"""
+
+import contextlib
+import ctypes
+from collections import OrderedDict
+
+import numpy
+
+from . import libpetsc as lp
+
+_GET = {"r": lp.VecGetArrayReadAndMemType, "w": lp.VecGetArrayWriteAndMemType, "rw": lp.VecGetArrayAndMemType}
+_RESTORE = {"r": lp.VecRestoreArrayReadAndMemType, "w": lp.VecRestoreArrayWriteAndMemType,
+            "rw": lp.VecRestoreArrayAndMemType}
+_CACHE_SIZE = 256
+_views = OrderedDict()
+
+
+def _wrap(address, length, on_device):
+    if length == 0:
+        return _module(on_device).empty(0)
+    if not on_device:
+        return numpy.ctypeslib.as_array(ctypes.cast(address, ctypes.POINTER(ctypes.c_double)), shape=(length,))
+    cupy = _module(True)
+    memory = cupy.cuda.UnownedMemory(address, length * 8, owner=None)
+    return cupy.ndarray((length,), numpy.float64, cupy.cuda.MemoryPointer(memory, 0))
+
+
+def _module(on_device):
+    if on_device:
+        import cupy
+        return cupy
+    return numpy
+
+
+def _handle(vec):
+    return vec if isinstance(vec, int) else vec.handle
+
+
+def get_array(vec, mode):
+    """The local part of ``vec`` (a petsc4py Vec or a raw handle) as a NumPy or CuPy array.
+
+    mode is "r", "w" or "rw"; pair every call with ``restore_array`` in the same mode.
+    """
+    handle = _handle(vec)
+    address, memtype, length = lp.c_ptr(), ctypes.c_int(), lp.c_petscint()
+    lp.check(lp.VecGetLocalSize(handle, ctypes.byref(length)))
+    lp.check(_GET[mode](handle, ctypes.byref(address), ctypes.byref(memtype)))
+    key = (address.value, length.value, memtype.value != lp.PETSC_MEMTYPE_HOST)
+    view = _views.get(key)
+    if view is None:
+        view = _views[key] = _wrap(*key)
+        if len(_views) > _CACHE_SIZE:
+            _views.popitem(last=False)
+    return view
+
+
+def restore_array(vec, mode):
+    lp.check(_RESTORE[mode](_handle(vec), None))
+
+
+@contextlib.contextmanager
+def vec_array(vec, mode="r"):
+    """``with vec_array(v, "rw") as a:`` -- a view of v's local values for the block."""
+    array = get_array(vec, mode)
+    try:
+        yield array
+    finally:
+        restore_array(vec, mode)

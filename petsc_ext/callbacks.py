@@ -1,0 +1,49 @@
+"""Python functions as PETSc C callbacks.
+
+A callback returns 0 on success; an exception becomes a PETSc error carrying
+its message (so petsc4py raises ``PETSc.Error`` with that text), with the code
+the exception names or one that fits its kind. PETSc errors raised inside pass
+through unchanged.
+"""
+
+import functools
+import traceback
+
+from petsc4py import PETSc
+
+from gpu_mats import BackendError
+
+from . import libpetsc as lp
+
+PETSC_ERR_SUP_SYS = 57
+
+
+def error_code(exc):
+    if getattr(exc, "petsc_code", None):
+        return exc.petsc_code
+    if isinstance(exc, BackendError):
+        return PETSC_ERR_SUP_SYS
+    if isinstance(exc, (TypeError, ValueError)):
+        return lp.PETSC_ERR_ARG_WRONG
+    return lp.PETSC_ERR_PYTHON
+
+
+def petsc_callback(fntype, name):
+    """Decorator: wrap ``fn`` as a C function pointer of ``fntype`` named ``name`` in tracebacks."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def call(*args):
+            try:
+                fn(*args)
+            except PETSc.Error as exc:
+                return exc.ierr
+            except Exception as exc:  # every failure must reach PETSc as an error code
+                code = error_code(exc)
+                message = str(exc) if code != lp.PETSC_ERR_PYTHON else traceback.format_exc()
+                return lp.set_error(code, name, message)
+            return 0
+
+        return fntype(call)
+
+    return decorate

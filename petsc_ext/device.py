@@ -1,0 +1,40 @@
+"""Where new objects keep their data: the ``-gpu_backend`` choice, and CuPy
+running on PETSc's CUDA stream so our kernels are ordered with PETSc's."""
+
+import functools
+
+import numpy
+from petsc4py import PETSc
+
+from gpu_mats import BACKENDS, resolve
+
+from . import libpetsc as lp
+from .options import OptionsReader
+
+
+def check_scalar_type(dtype):
+    """The kernels compute in real double precision; PETSc must too."""
+    if numpy.dtype(dtype) != numpy.float64:
+        raise TypeError(f"petsc-gpu-fv needs a PETSc configured with real double-precision scalars; "
+                        f"this PETSc uses {numpy.dtype(dtype).name}")
+
+
+def choose_backend():
+    """The array module (numpy or cupy) for a new object, from ``-gpu_backend``."""
+    check_scalar_type(PETSc.ScalarType)
+    choice = OptionsReader("", "GPU backend").choice(
+        "gpu_backend", "auto", BACKENDS, "where petsc-gpu-fv keeps matrices and runs kernels")
+    veto = "" if PETSc.Sys.hasExternalPackage("cuda") else "this PETSc was built without CUDA"
+    xp = resolve(choice, unavailable_reason=veto, notify=PETSc.Sys.Print)
+    if xp is not numpy:
+        _use_petsc_stream()
+    return xp
+
+
+@functools.cache
+def _use_petsc_stream():
+    import cupy
+
+    stream = lp.current_stream()
+    if stream:
+        cupy.cuda.ExternalStream(stream).use()

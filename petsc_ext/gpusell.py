@@ -1,0 +1,421 @@
+"""The ``gpusell`` matrix type: PETSc AIJ for assembly, SELL-C-sigma for products.
+
+A gpusell matrix is a PETSc AIJ matrix, of type ``seqaijgpusell`` or
+``mpiaijgpusell``: everything PETSc does with AIJ (preallocation,
+MatSetValues, DMDA and DMPlex matrices, ILU, MatConvert) keeps working, and
+``-mat_type gpusell`` picks the sequential or parallel one like ``aij`` does.
+Its MatMult, MatMultAdd, MatMultTranspose(Add) and MatGetDiagonal are replaced
+by the SELL kernels of gpu_mats, on the GPU with CUDA vectors or with NumPy on
+host vectors. The SELL copy follows the AIJ values lazily: the first product
+after they changed refreshes the values in place when the nonzero pattern is
+the same, and rebuilds the copy otherwise.
+
+In parallel each rank keeps the MPIAIJ split (seed 000, section 1.4):
+y = A_d x + A_o x_halo, the halo gathered by a PETSc VecScatter that runs
+while the A_d product is computed.
+"""
+
+import ctypes
+
+import numpy
+from petsc4py import PETSc
+
+from gpu_mats import DEFAULT_SIGMA, DEFAULT_SLICE_HEIGHT, VALUE_DTYPES, SellMatrix, diagonal, spmv
+from gpu_mats.halo import split_rows
+from gpu_mats.sell import INT32_MAX
+
+from . import libpetsc as lp
+from .arrays import get_array, restore_array
+from .callbacks import petsc_callback
+from .device import choose_backend
+from .options import OptionsReader
+
+TYPE, SEQ_TYPE, MPI_TYPE = "gpusell", "seqaijgpusell", "mpiaijgpusell"
+_AIJ_OF = {SEQ_TYPE: "seqaij", MPI_TYPE: "mpiaij"}
+MAT_INPLACE_MATRIX, MAT_REUSE_MATRIX = 2, 1
+
+_EVENTS = {name: PETSc.Log.Event(f"GPUSELL{name}") for name in ("Build", "Mult", "MultTr", "Halo")}
+_contexts = {}  # Mat handle -> GpuSellMat
+
+_ConvertFn = ctypes.CFUNCTYPE(ctypes.c_int, lp.c_ptr, lp.c_str, ctypes.c_int, lp.c_ptr)
+_DuplicateFn = ctypes.CFUNCTYPE(ctypes.c_int, lp.c_ptr, ctypes.c_int, lp.c_ptr)
+
+
+class _Arrays:
+    """Arrays of several vectors for one product, restored together, on the matrix's device."""
+
+    __slots__ = ("taken", "on_gpu")
+
+    def __init__(self, on_gpu):
+        self.taken, self.on_gpu = [], on_gpu
+
+    def get(self, vec, mode, name):
+        array = get_array(vec, mode)
+        self.taken.append((vec, mode))
+        if isinstance(array, numpy.ndarray) == self.on_gpu:
+            where = "on the GPU" if self.on_gpu else "in host memory"
+            wanted = "cuda" if self.on_gpu else "standard"
+            raise TypeError(f"the gpusell matrix keeps its data {where} but vector {name} does not; "
+                            f"use vectors from MatCreateVecs(), or -vec_type {wanted} (-dm_vec_type {wanted} for a DM)")
+        return array
+
+    def restore(self):
+        while self.taken:
+            restore_array(*self.taken.pop())
+
+
+class GpuSellMat:
+    """The SELL side of one gpusell matrix: its blocks, options and halo exchange."""
+
+    def __init__(self, handle, parallel):
+        self.handle, self.parallel = handle, parallel
+        self.xp = choose_backend()
+        self.on_gpu = self.xp is not numpy
+        self.slice_height, self.sigma, self.value_type = DEFAULT_SLICE_HEIGHT, DEFAULT_SIGMA, "float64"
+        self.aij_ops = {op: lp.mat_operation(handle, op) for op in _PASS_THROUGH}
+        self._state = self._nonzero_state = None
+        self.local = self.offd = None  # SellMatrix blocks: own columns, halo columns
+        self._transposes = None
+        self._split = self._scatter = self._halo = None
+        if self.on_gpu:
+            lp.check(lp.MatSetVecType(handle, b"cuda"))
+
+    # --- keeping the SELL copy current -------------------------------------
+
+    def update(self):
+        state = lp.object_state(self.handle)
+        if state == self._state:
+            return
+        _EVENTS["Build"].begin()
+        try:
+            mat = lp.mat_from_handle(self.handle)
+            indptr, indices, data = mat.getValuesCSR()
+            nonzero_state = lp.nonzero_state(self.handle)
+            if nonzero_state == self._nonzero_state:
+                self._refresh(data)
+            else:
+                self._build(mat, indptr, indices, data)
+            self._state, self._nonzero_state = state, nonzero_state
+        finally:
+            _EVENTS["Build"].end()
+
+    def _sell(self, csr, shape):
+        return SellMatrix.from_csr(*csr, shape, slice_height=self.slice_height, sigma=self.sigma,
+                                   value_dtype=VALUE_DTYPES[self.value_type], xp=self.xp)
+
+    def _build(self, mat, indptr, indices, data):
+        (m, n), (M, N) = mat.getLocalSize(), mat.getSize()
+        if max(M, N) > INT32_MAX and not self.parallel:
+            raise ValueError(f"a {M} x {N} matrix is too large for SELL's int32 column indices")
+        self._transposes = None
+        if not self.parallel:
+            self.local = self._sell((indptr, indices, data), (m, n))
+            return
+        cstart, cend = mat.getOwnershipRangeColumn()
+        self._split = split = split_rows(indptr, indices, data, cstart, cend)
+        self.local = self._sell(split.diag, (m, n))
+        self.offd = self._sell(split.offd, (m, split.halo.size))
+        self._halo = PETSc.Vec().create(PETSc.COMM_SELF)
+        self._halo.setSizes(split.halo.size)
+        self._halo.setType("cuda" if self.on_gpu else "seq")
+        halo_is = PETSc.IS().createGeneral(split.halo.astype(PETSc.IntType), comm=PETSc.COMM_SELF)
+        self._scatter = PETSc.Scatter().create(mat.createVecRight(), halo_is, self._halo, None)
+
+    def _refresh(self, data):
+        if self.parallel:
+            own, halo = self._split.split_values(data)
+            self.local.refresh_values(own)
+            self.offd.refresh_values(halo)
+        else:
+            self.local.refresh_values(data)
+        self._transposes = None
+
+    def transposes(self):
+        if self._transposes is None:
+            self._transposes = tuple(b.transpose() if b is not None else None for b in (self.local, self.offd))
+        return self._transposes
+
+    @property
+    def nnz(self):
+        return self.local.nnz + (self.offd.nnz if self.offd is not None else 0)
+
+    # --- products -------------------------------------------------------------
+
+    def mult(self, x, y, z=None, transpose=False):
+        """y = A x + z (z None: y = A x); the vectors are PETSc handles."""
+        self.update()
+        event = _EVENTS["MultTr" if transpose else "Mult"]
+        event.begin()
+        try:
+            if not self.parallel:
+                self._local_product(self.transposes()[0] if transpose else self.local, x, y, z)
+            elif transpose:
+                self._parallel_transpose_product(x, y, z)
+            else:
+                self._parallel_product(x, y, z)
+        finally:
+            event.end()
+        PETSc.Log.logFlops(2.0 * self.nnz)
+
+    def _local_product(self, block, x, y, z):
+        arrays = _Arrays(self.on_gpu)
+        try:
+            xa = arrays.get(x, "r", "x")
+            if z is None:
+                spmv(block, xa, arrays.get(y, "w", "y"))
+            elif z == y:
+                spmv(block, xa, arrays.get(y, "rw", "y"), beta=1.0)
+            else:
+                za = arrays.get(z, "r", "z")
+                spmv(block, xa, arrays.get(y, "w", "y"), beta=1.0, z=za)
+        finally:
+            arrays.restore()
+
+    def _parallel_product(self, x, y, z):
+        xv = lp.vec_from_handle(x)
+        _EVENTS["Halo"].begin()
+        self._scatter.begin(xv, self._halo, PETSc.InsertMode.INSERT_VALUES, PETSc.ScatterMode.FORWARD)
+        _EVENTS["Halo"].end()
+        self._local_product(self.local, x, y, z)
+        _EVENTS["Halo"].begin()
+        self._scatter.end(xv, self._halo, PETSc.InsertMode.INSERT_VALUES, PETSc.ScatterMode.FORWARD)
+        _EVENTS["Halo"].end()
+        arrays = _Arrays(self.on_gpu)
+        try:
+            halo = arrays.get(self._halo.handle, "r", "halo")
+            spmv(self.offd, halo, arrays.get(y, "rw", "y"), beta=1.0)
+        finally:
+            arrays.restore()
+
+    def _parallel_transpose_product(self, x, y, z):
+        local_t, offd_t = self.transposes()
+        self._local_product(local_t, x, y, z)
+        arrays = _Arrays(self.on_gpu)
+        try:
+            spmv(offd_t, arrays.get(x, "r", "x"), arrays.get(self._halo.handle, "w", "halo"))
+        finally:
+            arrays.restore()
+        yv = lp.vec_from_handle(y)
+        _EVENTS["Halo"].begin()
+        self._scatter.begin(self._halo, yv, PETSc.InsertMode.ADD_VALUES, PETSc.ScatterMode.REVERSE)
+        self._scatter.end(self._halo, yv, PETSc.InsertMode.ADD_VALUES, PETSc.ScatterMode.REVERSE)
+        _EVENTS["Halo"].end()
+
+    def get_diagonal(self, d):
+        self.update()
+        arrays = _Arrays(self.on_gpu)
+        try:
+            diagonal(self.local, arrays.get(d, "w", "d"))
+        finally:
+            arrays.restore()
+
+    # --- options and viewing ----------------------------------------------------
+
+    def set_from_options(self, mat):
+        reader = OptionsReader(mat.getOptionsPrefix(), "Matrix gpusell (SELL-C-sigma)", mat.getComm())
+        chosen = (
+            reader.int("mat_gpusell_slice_height", DEFAULT_SLICE_HEIGHT, "rows per slice C", low=1, high=1024),
+            reader.int("mat_gpusell_sigma", DEFAULT_SIGMA,
+                       "sort rows by length within windows of sigma rows (1: natural order)", low=1, high=INT32_MAX),
+            reader.choice("mat_gpusell_value_type", "float64", tuple(VALUE_DTYPES),
+                          "precision of the stored values (vectors stay float64)"),
+        )
+        if chosen != (self.slice_height, self.sigma, self.value_type):
+            self.slice_height, self.sigma, self.value_type = chosen
+            self._state = self._nonzero_state = None
+
+    def copy_options(self, other):
+        self.slice_height, self.sigma, self.value_type = other.slice_height, other.sigma, other.value_type
+
+    def describe(self, comm):
+        """Lines for -mat_view: the format and its memory, summed over the ranks."""
+        blocks = [b for b in (self.local, self.offd) if b is not None]
+        sums = numpy.array([[b.nslots, b.nnz, b.cols.nbytes, b.vals.nbytes, b.nbytes, b.nslices] for b in blocks]).sum(0)
+        slots, nnz, col_bytes, val_bytes, total, slices = comm.tompi4py().allreduce(sums)
+        where = "device" if self.on_gpu else "host"
+        mb = 1.0 / 2**20
+        return [
+            f"gpusell: SELL-C-sigma, C = {self.slice_height}, sigma = {self.sigma}, values {self.value_type}, "
+            f"backend {'cupy' if self.on_gpu else 'numpy'}",
+            f"  {slices} slices, {slots} stored entries for {nnz} nonzeros: padding ratio {slots / max(nnz, 1):.4f}",
+            f"  {total * mb:.2f} MiB on the {where} (values {val_bytes * mb:.2f}, columns {col_bytes * mb:.2f}, "
+            f"slice offsets and row order {(total - val_bytes - col_bytes) * mb:.2f})",
+        ]
+
+
+# --- the C side: hooks in the Mat function table --------------------------------
+
+def _call(op, fntype, ctx, *args):
+    lp.check(fntype(ctx.aij_ops[op])(*args))
+
+
+@petsc_callback(lp.MatVecFn, "MatMult_GPUSELL")
+def _mult(A, x, y):
+    _contexts[A].mult(x, y)
+
+
+@petsc_callback(lp.MatVecVecFn, "MatMultAdd_GPUSELL")
+def _mult_add(A, x, z, y):
+    _contexts[A].mult(x, y, z)
+
+
+@petsc_callback(lp.MatVecFn, "MatMultTranspose_GPUSELL")
+def _mult_transpose(A, x, y):
+    _contexts[A].mult(x, y, transpose=True)
+
+
+@petsc_callback(lp.MatVecVecFn, "MatMultTransposeAdd_GPUSELL")
+def _mult_transpose_add(A, x, z, y):
+    _contexts[A].mult(x, y, z, transpose=True)
+
+
+@petsc_callback(lp.MatPtrFn, "MatGetDiagonal_GPUSELL")
+def _get_diagonal(A, d):
+    _contexts[A].get_diagonal(d)
+
+
+@petsc_callback(lp.MatIntFn, "MatAssemblyEnd_GPUSELL")
+def _assembly_end(A, kind):
+    ctx = _contexts[A]
+    _call(lp.MATOP_ASSEMBLY_END, lp.MatIntFn, ctx, A, kind)
+    _install(A, _PRODUCT_HOOKS)  # AIJ's assembly may set its own (inode) products
+
+
+@petsc_callback(lp.CreateFn, "MatDestroy_GPUSELL")
+def _destroy(A):
+    ctx = _contexts.pop(A)
+    for obj in (ctx._scatter, ctx._halo):
+        if obj is not None:
+            obj.destroy()
+    _call(lp.MATOP_DESTROY, lp.CreateFn, ctx, A)
+
+
+@petsc_callback(lp.MatPtrFn, "MatSetFromOptions_GPUSELL")
+def _set_from_options(A, items):
+    ctx = _contexts[A]
+    ctx.set_from_options(lp.mat_from_handle(A))
+    _call(lp.MATOP_SET_FROM_OPTIONS, lp.MatPtrFn, ctx, A, items)
+
+
+_SHOWN_FORMATS = (PETSc.Viewer.Format.DEFAULT, PETSc.Viewer.Format.ASCII_INFO, PETSc.Viewer.Format.ASCII_INFO_DETAIL)
+
+
+@petsc_callback(lp.MatPtrFn, "MatView_GPUSELL")
+def _view(A, viewer_handle):
+    ctx = _contexts[A]
+    viewer, mat = lp.viewer_from_handle(viewer_handle), lp.mat_from_handle(A)
+    if viewer.getType() == PETSc.Viewer.Type.ASCII and viewer.getFormat() in _SHOWN_FORMATS and mat.isAssembled():
+        ctx.update()
+        for line in ctx.describe(mat.getComm()):
+            viewer.printfASCII(line + "\n")
+    _call(lp.MATOP_VIEW, lp.MatPtrFn, ctx, A, viewer_handle)
+
+
+@petsc_callback(_DuplicateFn, "MatDuplicate_GPUSELL")
+def _duplicate(A, option, out):
+    ctx = _contexts[A]
+    _call(lp.MATOP_DUPLICATE, _DuplicateFn, ctx, A, option, out)
+    _contexts[ctypes.cast(out, ctypes.POINTER(lp.c_ptr)).contents.value].copy_options(ctx)
+
+
+@petsc_callback(_ConvertFn, "MatConvert_GPUSELL")
+def _convert_from(A, newtype, reuse, out):
+    """MatConvert(A, "gpusell"): through plain AIJ, then retyped in place."""
+    source = lp.mat_from_handle(A)
+    if reuse == MAT_REUSE_MATRIX:
+        source.copy(lp.mat_from_handle(ctypes.cast(out, ctypes.POINTER(lp.c_ptr)).contents.value),
+                    PETSc.Mat.Structure.DIFFERENT_NONZERO_PATTERN)
+        return
+    if reuse == MAT_INPLACE_MATRIX:
+        if source.getType() not in _AIJ_OF.values():
+            source.convert(PETSc.Mat.Type.AIJ, source)
+        become_gpusell(source)
+        return
+    target = source.convert(PETSc.Mat.Type.AIJ, PETSc.Mat())
+    become_gpusell(target)
+    target.incRef()  # the reference handed to the caller through out
+    ctypes.cast(out, ctypes.POINTER(lp.c_ptr))[0] = target.handle
+
+
+_PRODUCT_HOOKS = {
+    lp.MATOP_MULT: _mult,
+    lp.MATOP_MULT_ADD: _mult_add,
+    lp.MATOP_MULT_TRANSPOSE: _mult_transpose,
+    lp.MATOP_MULT_TRANSPOSE_ADD: _mult_transpose_add,
+    lp.MATOP_GET_DIAGONAL: _get_diagonal,
+}
+_HOOKS = dict(_PRODUCT_HOOKS)
+_HOOKS.update({
+    lp.MATOP_ASSEMBLY_END: _assembly_end,
+    lp.MATOP_DESTROY: _destroy,
+    lp.MATOP_VIEW: _view,
+    lp.MATOP_SET_FROM_OPTIONS: _set_from_options,
+    lp.MATOP_DUPLICATE: _duplicate,
+    lp.MATOP_CONVERT_FROM: _convert_from,
+})
+_PASS_THROUGH = (lp.MATOP_ASSEMBLY_END, lp.MATOP_DESTROY, lp.MATOP_VIEW, lp.MATOP_SET_FROM_OPTIONS,
+                 lp.MATOP_DUPLICATE)
+
+
+def _install(handle, hooks):
+    for op, fn in hooks.items():
+        lp.check(lp.MatSetOperation(handle, op, ctypes.cast(fn, lp.c_ptr)))
+
+
+def _retype(handle, type_name):
+    lp.check(lp.PetscObjectChangeTypeName(handle, type_name.encode()))
+    _contexts[handle] = GpuSellMat(handle, parallel=type_name == MPI_TYPE)
+    _install(handle, _HOOKS)
+
+
+def become_gpusell(mat):
+    """Turn an assembled (seq or MPI) AIJ matrix into a gpusell matrix in place."""
+    base = mat.getType()
+    types = {aij: gpusell for gpusell, aij in _AIJ_OF.items()}
+    if base not in types:
+        raise TypeError(f"only seqaij and mpiaij matrices can become gpusell in place, not {base}")
+    _retype(mat.handle, types[base])
+    return mat
+
+
+def from_aij(mat):
+    """A new gpusell matrix with the values of an assembled matrix (MatConvert to gpusell)."""
+    return mat.convert(TYPE, PETSc.Mat())
+
+
+def context(mat):
+    """The GpuSellMat behind a gpusell petsc4py Mat (for inspection and benchmarks)."""
+    try:
+        return _contexts[mat.handle]
+    except KeyError:
+        raise TypeError(f"matrix of type {mat.getType()} is not a gpusell matrix") from None
+
+
+def _create(handle, type_name):
+    # The AIJ creator itself, not MatSetType: that would stop early when the
+    # Mat still carries the AIJ type name from before.
+    lp.check(lp.CreateFn(lp.registered_function("MatList", _AIJ_OF[type_name]))(handle))
+    _retype(handle, type_name)
+
+
+@petsc_callback(lp.CreateFn, "MatCreate_SeqAIJGPUSELL")
+def _create_seq(handle):
+    _create(handle, SEQ_TYPE)
+
+
+@petsc_callback(lp.CreateFn, "MatCreate_MPIAIJGPUSELL")
+def _create_mpi(handle):
+    _create(handle, MPI_TYPE)
+
+
+@petsc_callback(lp.CreateFn, "MatCreate_GPUSELL")
+def _create_by_comm_size(handle):
+    parallel = lp.mat_from_handle(handle).getComm().getSize() > 1
+    _create(handle, MPI_TYPE if parallel else SEQ_TYPE)
+
+
+def register():
+    """Make gpusell known to PETSc (MatSetType, -mat_type, -dm_mat_type)."""
+    for name, fn in ((SEQ_TYPE, _create_seq), (MPI_TYPE, _create_mpi), (TYPE, _create_by_comm_size)):
+        lp.check(lp.MatRegister(name.encode(), ctypes.cast(fn, lp.c_ptr)))
+    lp.check(lp.MatRegisterRootName(TYPE.encode(), SEQ_TYPE.encode(), MPI_TYPE.encode()))
