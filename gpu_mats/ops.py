@@ -22,7 +22,7 @@ def _check_block(A, name, v, length):
                         f"{type(A.vals).__module__} memory: move the vector, or the matrix, so both are on the same device")
     if v.dtype != numpy.float64:
         raise TypeError(f"{name} must be float64, got {v.dtype}")
-    if v.ndim not in (1, 2) or v.shape[-1] != length or v.strides[-1] != 8:
+    if v.ndim not in (1, 2) or v.shape[-1] != length or (length > 1 and v.strides[-1] != 8):
         raise ValueError(f"{name} must hold contiguous vectors of length {length}, got shape {v.shape}")
     if A.xp is not numpy and v.device != A.vals.device:
         raise ValueError(f"{name} is on GPU {v.device.id} but the matrix is on GPU {A.vals.device.id}")

@@ -15,6 +15,7 @@ y = A_d x + A_o x_halo, the halo gathered by a PETSc VecScatter that runs
 while the A_d product is computed.
 """
 
+import atexit
 import ctypes
 
 import numpy
@@ -72,7 +73,7 @@ class GpuSellMat:
         self.xp = choose_backend()
         self.on_gpu = self.xp is not numpy
         self.slice_height, self.sigma, self.value_type = DEFAULT_SLICE_HEIGHT, DEFAULT_SIGMA, "float64"
-        self.aij_ops = {op: lp.mat_operation(handle, op) for op in _PASS_THROUGH}
+        self.aij_ops = {op: lp.mat_operation(handle, op) for op in _HOOKS}
         self._state = self._nonzero_state = None
         self.local = self.offd = None  # SellMatrix blocks: own columns, halo columns
         self._transposes = None
@@ -246,7 +247,9 @@ class GpuSellMat:
 # --- the C side: hooks in the Mat function table --------------------------------
 
 def _call(op, fntype, ctx, *args):
-    lp.check(fntype(ctx.aij_ops[op])(*args))
+    """Call AIJ's own implementation of ``op``, if it has one."""
+    if ctx.aij_ops[op]:
+        lp.check(fntype(ctx.aij_ops[op])(*args))
 
 
 @petsc_callback(lp.MatVecFn, "MatMult_GPUSELL")
@@ -353,13 +356,25 @@ _HOOKS.update({
     lp.MATOP_DUPLICATE: _duplicate,
     lp.MATOP_CONVERT_FROM: _convert_from,
 })
-_PASS_THROUGH = (lp.MATOP_ASSEMBLY_END, lp.MATOP_DESTROY, lp.MATOP_VIEW, lp.MATOP_SET_FROM_OPTIONS,
-                 lp.MATOP_DUPLICATE)
 
 
 def _install(handle, hooks):
     for op, fn in hooks.items():
         lp.check(lp.MatSetOperation(handle, op, ctypes.cast(fn, lp.c_ptr)))
+
+
+@atexit.register
+def _detach_all():
+    """Give matrices still alive at exit their AIJ function table back.
+
+    PETSc destroys parallel objects dropped by Python's garbage collector in
+    PetscFinalize, which petsc4py runs after the interpreter is gone: no
+    Python callback may run then. (This handler runs before petsc4py's own.)
+    """
+    for handle, ctx in list(_contexts.items()):
+        for op, fn in ctx.aij_ops.items():
+            lp.check(lp.MatSetOperation(handle, op, fn))
+        del _contexts[handle]
 
 
 def _retype(handle, type_name):

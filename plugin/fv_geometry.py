@@ -22,36 +22,55 @@ class TetGeometry:
       face_normals (F, 3) unit, pointing from cell k to cell j;
       boundary_cells (B,), boundary_vertices (B, 3), boundary_areas (B,),
       boundary_normals (B, 3) unit, pointing out of the domain.
+    Coordinates are held component-major (3, n) internally, so the (n, 3)
+    attributes are transposed views: every vector operation then runs on
+    contiguous rows, several times faster than on interleaved xyz.
     """
 
     def __init__(self, points, tets):
         self.points = np.ascontiguousarray(points, dtype=np.float64)
         self.tets = np.ascontiguousarray(tets, dtype=np.int64)
-        x = self.points[self.tets]
-        e = x[:, 1:] - x[:, :1]
-        self.volumes = np.abs(np.einsum("ij,ij->i", e[:, 0], np.cross(e[:, 1], e[:, 2]))) / 6
-        self.centroids = x.mean(axis=1)
+        self._xyz = np.ascontiguousarray(self.points.T)
+        t = np.ascontiguousarray(self.tets.T)
+        m = len(self.tets)
+
+        # Outward area vectors of all 4 facets of every cell, facet-major
+        # (entry f * M + c is facet f of cell c), from contiguous per-cell
+        # data; each face's geometry is then one gather, with no need to
+        # revisit its vertices.
+        x = self._xyz[:, t]
+        p, q, r = (x[:, _TET_FACETS[:, i]] for i in range(3))
+        s = _cross(q - p, r - p)
+        d = _dot(s, p - x)  # +-6V, as facet f is opposite vertex f
+        self.volumes = np.abs(d[0]) / 6
+        self.centroids = x.mean(axis=1).T
+        s = (s * (np.sign(d) / 2)).reshape(3, -1)
 
         # A face shared by two cells appears as the same sorted vertex triple
-        # in both; after sorting all triples, such pairs are adjacent.
-        tri = np.sort(self.tets[:, _TET_FACETS], axis=2).reshape(-1, 3)
-        order = np.lexsort(tri.T[::-1])
-        tri = tri[order]
-        cell = order // 4
-        same = np.all(tri[1:] == tri[:-1], axis=1)
+        # in both, so sorting all 4M triples makes such pairs adjacent.
+        a, b, c = (t[_TET_FACETS[:, i]].ravel() for i in range(3))
+        a, b = np.minimum(a, b), np.maximum(a, b)
+        b, c = np.minimum(b, c), np.maximum(b, c)
+        a, b = np.minimum(a, b), np.maximum(a, b)
+        n = len(self.points)
+        ab = a * n + b
+        # One int64 key sorts fastest; it fits while n^3 < 2^63 (about 12M cells).
+        order = np.argsort(ab * n + c) if n**3 < 2**63 else np.lexsort((c, ab))
+        cell = order % m
+        same = (ab[order[1:]] == ab[order[:-1]]) & (c[order[1:]] == c[order[:-1]])
         if np.any(same[1:] & same[:-1]):
             raise ValueError("a face is shared by more than two cells")
         first = np.flatnonzero(same)
-        single = np.ones(len(tri), dtype=bool)
+        single = np.ones(len(order), dtype=bool)
         single[first] = single[first + 1] = False
 
-        self.face_cells = np.sort(np.stack([cell[first], cell[first + 1]], axis=1), axis=1)
-        self.face_areas, self.face_normals = self._oriented_faces(
-            tri[first], self.centroids[self.face_cells[:, 1]] - self.centroids[self.face_cells[:, 0]])
+        lo = first + (cell[first] > cell[first + 1])
+        self.face_cells = np.stack([cell[lo], cell[2 * first + 1 - lo]], axis=1)
+        self.face_areas, self.face_normals = _area_normal(s[:, order[lo]])
+        facet = order[single]
         self.boundary_cells = cell[single]
-        self.boundary_vertices = tri[single]
-        outward = self.points[self.boundary_vertices].mean(axis=1) - self.centroids[self.boundary_cells]
-        self.boundary_areas, self.boundary_normals = self._oriented_faces(self.boundary_vertices, outward)
+        self.boundary_vertices = np.stack([a[facet], b[facet], c[facet]], axis=1)
+        self.boundary_areas, self.boundary_normals = _area_normal(s[:, facet])
 
     @classmethod
     def from_meshio(cls, mesh):
@@ -65,17 +84,19 @@ class TetGeometry:
     def num_cells(self):
         return len(self.tets)
 
-    def _oriented_faces(self, tri, direction):
-        """Areas and unit normals of triangles, normals flipped to agree with `direction`.
 
-        Sorting the vertex triples destroyed their orientation, so the sign
-        is recovered from a vector known to cross the face the right way.
-        """
-        p = self.points[tri]
-        c = np.cross(p[:, 1] - p[:, 0], p[:, 2] - p[:, 0])
-        norm = np.linalg.norm(c, axis=1)
-        sign = np.sign(np.einsum("ij,ij->i", c, direction))
-        return norm / 2, c * (sign / norm)[:, None]
+def _area_normal(s):
+    """Areas and (n, 3) unit normals from area vectors s (3, n)."""
+    area = np.sqrt(_dot(s, s))
+    return area, (s / area).T
+
+
+def _dot(u, v):
+    return u[0] * v[0] + u[1] * v[1] + u[2] * v[2]
+
+
+def _cross(u, v):
+    return np.stack([u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]])
 
 
 def two_point_laplacian(geom):
@@ -87,8 +108,8 @@ def two_point_laplacian(geom):
     Columns are ascending within each row.
     """
     k, j = geom.face_cells.T
-    v = geom.centroids[j] - geom.centroids[k]
-    w = geom.face_areas / np.abs(np.einsum("ij,ij->i", geom.face_normals, v))
+    c = geom.centroids.T
+    w = geom.face_areas / np.abs(_dot(geom.face_normals.T, c[:, j] - c[:, k]))
     m = geom.num_cells
     diag = np.arange(m)
     rows = np.concatenate([k, j, diag])

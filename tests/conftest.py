@@ -1,0 +1,44 @@
+import numpy
+import pytest
+import scipy.sparse
+from hypothesis import strategies as st
+
+from gpu_mats.backend import cupy_status
+
+
+def gpu_usable():
+    """CuPy with a device, and a PETSc built with CUDA."""
+    from petsc4py import PETSc
+
+    return cupy_status()[0] is not None and PETSc.Sys.hasExternalPackage("cuda")
+
+
+def pytest_collection_modifyitems(config, items):
+    if gpu_usable():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU, CuPy and a PETSc built with CUDA")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@st.composite
+def csr_matrices(draw, max_rows=90, max_cols=90):
+    """Random sparse matrices with the shapes SELL must handle: empty rows,
+    single rows, one very long row, rectangular, sizes around multiples of C."""
+    nrows = draw(st.integers(0, max_rows))
+    ncols = draw(st.integers(1, max_cols)) if nrows else draw(st.integers(0, max_cols))
+    seed = draw(st.integers(0, 2**32 - 1))
+    density = draw(st.sampled_from([0.0, 0.02, 0.1, 0.4]))
+    rng = numpy.random.default_rng(seed)
+    dense = (rng.random((nrows, ncols)) < density) * rng.standard_normal((nrows, ncols))
+    if nrows and ncols and draw(st.booleans()):
+        dense[rng.integers(nrows)] = rng.standard_normal(ncols)  # one full (long) row
+    matrix = scipy.sparse.csr_matrix(dense)
+    matrix.sort_indices()
+    return matrix
+
+
+@pytest.fixture
+def rng():
+    return numpy.random.default_rng(20261122)
