@@ -8,9 +8,10 @@ assembled CSR arrays can be built and tested on machines without it.
 import basix
 import numpy as np
 
-# Vertex triples of the four facets of the reference tetrahedron (facet i is
-# opposite vertex i); taken from basix so the numbering matches FEniCS.
+# Vertex triples of the four facets of the reference tetrahedron, from basix
+# so that the numbering matches FEniCS.
 _TET_FACETS = np.asarray(basix.topology(basix.CellType.tetrahedron)[2])
+_OPPOSITE = 6 - _TET_FACETS.sum(axis=1)  # the vertex not on each facet
 
 
 class TetGeometry:
@@ -22,9 +23,9 @@ class TetGeometry:
       face_normals (F, 3) unit, pointing from cell k to cell j;
       boundary_cells (B,), boundary_vertices (B, 3), boundary_areas (B,),
       boundary_normals (B, 3) unit, pointing out of the domain.
-    Coordinates are held component-major (3, n) internally, so the (n, 3)
-    attributes are transposed views: every vector operation then runs on
-    contiguous rows, several times faster than on interleaved xyz.
+    Coordinates are held component-major (3, n) internally, so that vector
+    arithmetic runs on contiguous rows; the (n, 3) attributes are transposed
+    views of those arrays.
     """
 
     def __init__(self, points, tets):
@@ -35,16 +36,19 @@ class TetGeometry:
         m = len(self.tets)
 
         # Outward area vectors of all 4 facets of every cell, facet-major
-        # (entry f * M + c is facet f of cell c), from contiguous per-cell
-        # data; each face's geometry is then one gather, with no need to
-        # revisit its vertices.
-        x = self._xyz[:, t]
-        p, q, r = (x[:, _TET_FACETS[:, i]] for i in range(3))
-        s = _cross(q - p, r - p)
-        d = _dot(s, p - x)  # +-6V, as facet f is opposite vertex f
-        self.volumes = np.abs(d[0]) / 6
-        self.centroids = x.mean(axis=1).T
-        s = (s * (np.sign(d) / 2)).reshape(3, -1)
+        # (entry f * M + c is facet f of cell c), so that each face's geometry
+        # is later one gather. The facet opposite vertex v has area vector
+        # -3V grad(lambda_v), and the barycentric gradients are the rows of
+        # the inverse Jacobian, i.e. the cofactors cof_v over det.
+        x0 = self._xyz[:, t[0]]
+        e1, e2, e3 = (self._xyz[:, t[v]] - x0 for v in (1, 2, 3))
+        cof = [None, _cross(e2, e3), _cross(e3, e1), _cross(e1, e2)]
+        cof[0] = -(cof[1] + cof[2] + cof[3])
+        det = _dot(e1, cof[1])
+        self.volumes = np.abs(det) / 6
+        self.centroids = (x0 + (e1 + e2 + e3) / 4).T
+        s = np.stack([cof[v] for v in _OPPOSITE], axis=1) * (-np.sign(det) / 2)
+        s = s.reshape(3, -1)
 
         # A face shared by two cells appears as the same sorted vertex triple
         # in both, so sorting all 4M triples makes such pairs adjacent.
@@ -96,7 +100,9 @@ def _dot(u, v):
 
 
 def _cross(u, v):
-    return np.stack([u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]])
+    return np.stack([u[1] * v[2] - u[2] * v[1],
+                     u[2] * v[0] - u[0] * v[2],
+                     u[0] * v[1] - u[1] * v[0]])
 
 
 def two_point_laplacian(geom):
@@ -109,7 +115,8 @@ def two_point_laplacian(geom):
     """
     k, j = geom.face_cells.T
     c = geom.centroids.T
-    w = geom.face_areas / np.abs(_dot(geom.face_normals.T, c[:, j] - c[:, k]))
+    v = c[:, j] - c[:, k]
+    w = geom.face_areas / np.abs(_dot(geom.face_normals.T, v))
     m = geom.num_cells
     diag = np.arange(m)
     rows = np.concatenate([k, j, diag])

@@ -16,7 +16,8 @@ def cube_mesh(n, jitter=0.0, seed=0):
     rng = np.random.default_rng(seed)
     points[interior] += rng.uniform(-jitter, jitter, (interior.sum(), 3)) / n
     stride = np.array([(n + 1) ** 2, n + 1, 1])
-    corners = np.stack(np.meshgrid(*[np.arange(n)] * 3, indexing="ij"), axis=-1).reshape(-1, 3) @ stride
+    cells = np.stack(np.meshgrid(*[np.arange(n)] * 3, indexing="ij"), axis=-1).reshape(-1, 3)
+    corners = cells @ stride
     tets = []
     for perm in itertools.permutations(range(3)):
         steps = np.cumsum([0] + [stride[a] for a in perm])
@@ -40,6 +41,14 @@ def test_volume_and_boundary_area(geom):
     assert geom.boundary_areas.sum() == pytest.approx(6.0, rel=1e-12)
     # Outward normals of the cube's faces are the coordinate axes.
     assert np.allclose(np.abs(geom.boundary_normals).max(axis=1), 1.0)
+    mid = geom.points[geom.boundary_vertices].mean(axis=1)
+    assert np.all(np.einsum("ij,ij->i", geom.boundary_normals, mid - 0.5) > 0)
+
+
+def test_normals_point_from_k_to_j(geom):
+    k, j = geom.face_cells.T
+    v = geom.centroids[j] - geom.centroids[k]
+    assert np.all(np.einsum("ij,ij->i", geom.face_normals, v) > 0)
 
 
 def test_structured_counts():
@@ -89,9 +98,20 @@ def test_laplacian_spd_with_constant_null_space(geom):
     assert np.all(np.einsum("ij,ij->j", x, L @ x) > 0)
 
 
+def test_independent_of_local_vertex_order(geom):
+    """Reordering each tet's vertices flips orientations but changes no geometry."""
+    rng = np.random.default_rng(2)
+    perm = np.argsort(rng.random(geom.tets.shape), axis=1)
+    other = TetGeometry(geom.points, np.take_along_axis(geom.tets, perm, axis=1))
+    assert np.allclose(other.volumes, geom.volumes)
+    assert np.allclose(other.centroids, geom.centroids)
+    assert abs(laplacian(other) - laplacian(geom)).max() < 1e-13
+
+
 def test_from_meshio_and_nonconforming():
     points, tets = cube_mesh(2)
-    mesh = meshio.Mesh(points, [("tetra", tets[:10]), ("triangle", tets[:3, :3]), ("tetra", tets[10:])])
+    blocks = [("tetra", tets[:10]), ("triangle", tets[:3, :3]), ("tetra", tets[10:])]
+    mesh = meshio.Mesh(points, blocks)
     geom = TetGeometry.from_meshio(mesh)
     assert geom.num_cells == len(tets)
     assert geom.volumes.sum() == pytest.approx(1.0)

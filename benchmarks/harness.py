@@ -1,0 +1,88 @@
+"""What every benchmark script shares: timers, the copy-bandwidth ceiling, run
+metadata, the printed table and the JSON file.
+
+Timings follow DESIGN.md: warm-up first, then the median of repeated batches;
+device work is timed with CUDA events, whole PETSc calls by the wall clock
+after a device synchronize.
+"""
+
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import time
+
+import cupy
+
+
+def sync():
+    cupy.cuda.Device().synchronize()
+
+
+def wall_us(fn, repeats=15, batch=20, warmup=3):
+    """Median wall time of one call (us), each batch of calls closed by a synchronize."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        sync()
+        times.append((time.perf_counter() - start) / batch * 1e6)
+    return statistics.median(times)
+
+
+def event_us(fn, repeats=15, batch=20, warmup=3):
+    """Median device time of one call (us) between CUDA events on the current stream."""
+    for _ in range(warmup):
+        fn()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    times = []
+    for _ in range(repeats):
+        start.record()
+        for _ in range(batch):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, end) / batch * 1e3)
+    return statistics.median(times)
+
+
+def copy_bandwidth_GBs(nbytes=2**31):
+    """Device-to-device copy rate, counting bytes read plus bytes written."""
+    src, dst = cupy.ones(nbytes // 8), cupy.empty(nbytes // 8)
+    us = event_us(lambda: dst.data.copy_from_device_async(src.data, nbytes), repeats=10, batch=5)
+    return 2 * nbytes / (us * 1e-6) / 1e9
+
+
+def metadata(commit=None):
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    if commit is None:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                    check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            commit = os.environ.get("BENCH_COMMIT", "unknown")
+    return {"device": props["name"].decode(), "date": datetime.date.today().isoformat(), "commit": commit,
+            "cupy": cupy.__version__}
+
+
+def print_table(rows, columns):
+    """rows: list of dicts; columns: list of (key, header, format)."""
+    cells = [[header for _, header, _ in columns]]
+    cells += [[("" if row.get(key) is None else fmt.format(row[key])) for key, _, fmt in columns] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    for k, r in enumerate(cells):
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def write_json(path, payload):
+    if path:
+        with open(path, "w") as out:
+            json.dump(payload, out, indent=1)
+        print(f"wrote {path}")

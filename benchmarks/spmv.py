@@ -1,0 +1,205 @@
+"""SpMV on the GPU: gpusell against PETSc's aijcusparse and sellcuda, cuSPARSE
+CSR through CuPy, and the device-to-device copy bandwidth, in one run.
+
+    python benchmarks/spmv.py --sizes 64 128 256 --mesh .bench-data/sphere.xdmf --json spmv.json
+
+Matrices: the 7-point Laplacian on n^3 grids, the 27-point one on 128^3, and
+the two-point-flux Laplacian of a tetrahedral sphere mesh. Minimal traffic
+counts each value and column index once and x and y once:
+nnz * (value bytes + 4) + 8 * (rows + cols). Every gpusell and PETSc number is
+a whole MatMult through petsc4py on CUDA vectors (wall clock); "kernel" is the
+SELL kernel alone (CUDA events); their difference is the Python overhead.
+"""
+
+import argparse
+import ctypes
+import sys
+
+import petsc4py
+
+petsc4py.init(sys.argv[:1])
+
+import cupy  # noqa: E402
+import cupyx.cusparse  # noqa: E402
+import cupyx.scipy.sparse  # noqa: E402
+import numpy  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+import harness  # noqa: E402
+import plugin  # noqa: E402,F401
+from gpu_mats import SellMatrix, spmv  # noqa: E402
+from gpu_mats.stencils import laplacian  # noqa: E402
+from petsc_ext import gpusell, libpetsc  # noqa: E402
+from petsc_ext.arrays import get_array, restore_array  # noqa: E402
+from petsc_ext.matrices import aij_from_csr  # noqa: E402
+
+SELF = PETSc.COMM_SELF
+
+
+def test_matrices(args):
+    for n in args.sizes:
+        yield f"7-point {n}^3", laplacian(n, 7)
+    if args.stencil27:
+        yield f"27-point {args.stencil27}^3", laplacian(args.stencil27, 27)
+    if args.mesh:
+        import meshio
+
+        from plugin.fv_geometry import TetGeometry, two_point_laplacian
+
+        yield f"tet sphere ({args.mesh.rsplit('/', 1)[-1]})", two_point_laplacian(TetGeometry.from_meshio(meshio.read(args.mesh)))
+
+
+def sellcuda(csr, n):
+    """PETSc's sellcuda assembled directly with exact preallocation (converting from AIJ is far slower)."""
+    indptr, indices, data = csr
+    mat = PETSc.Mat().create(comm=SELF)
+    mat.setSizes((n, n))
+    mat.setType("sellcuda")
+    lengths = numpy.diff(indptr).astype(PETSc.IntType)
+    prealloc = libpetsc.lib.MatSeqSELLSetPreallocation
+    prealloc.argtypes = [libpetsc.c_ptr, libpetsc.c_petscint, ctypes.c_void_p]
+    libpetsc.check(prealloc(mat.handle, 0, lengths.ctypes.data))
+    mat.setValuesCSR(indptr.astype(PETSc.IntType), indices.astype(PETSc.IntType), data)
+    mat.assemble()
+    return mat
+
+
+def time_petsc(mat):
+    x, y = mat.createVecs()
+    x.setRandom()
+    us = harness.wall_us(lambda: mat.mult(x, y))
+    return us, y
+
+
+def run_matrix(name, csr, args, bandwidth):
+    indptr, indices, data = csr
+    n = indptr.size - 1
+    nnz = int(indptr[-1])
+    traffic = {64: nnz * 12 + 16 * n, 32: nnz * 8 + 16 * n}
+    results, reference = {}, None
+    start = PETSc.Log.getTime()
+    aij = aij_from_csr(*csr, (n, n), comm=SELF, mat_type="aijcusparse")
+    results["aijcusparse"], reference = time_petsc(aij)
+    ref = reference.getArray(readonly=True).copy()
+    aij.destroy()
+
+    for label, bits, prefix in (("gpusell f64", 64, "f64_"), ("gpusell f32", 32, "f32_")):
+        B = aij_from_csr(*csr, (n, n), comm=SELF, mat_type="gpusell", prefix=prefix)
+        results[label], y = time_petsc(B)
+        err = numpy.abs(y.getArray(readonly=True) - ref).max() / numpy.abs(ref).max()
+        ctx = gpusell.context(B)
+        x = B.createVecRight()
+        x.setRandom()
+        xa, ya = get_array(x, "r"), get_array(y, "w")
+        results[f"{label} kernel"] = harness.event_us(lambda: spmv(ctx.local, xa, ya))
+        restore_array(x, "r"), restore_array(y, "w")
+        results[f"{label} error"] = err
+        results[f"{label} padding"] = ctx.local.padding_ratio
+        results[f"{label} bits"] = bits
+        B.destroy()
+
+    if n <= args.sellcuda_max_rows:
+        t0 = PETSc.Log.getTime()
+        S = sellcuda(csr, n)
+        results["sellcuda assembly s"] = PETSc.Log.getTime() - t0
+        results["sellcuda"], _ = time_petsc(S)
+        S.destroy()
+
+    A = cupyx.scipy.sparse.csr_matrix((cupy.asarray(data), cupy.asarray(indices), cupy.asarray(indptr)), shape=(n, n))
+    xc, yc = cupy.random.standard_normal(n), cupy.empty(n)
+    results["cuSPARSE CSR"] = harness.event_us(lambda: cupyx.cusparse.spmv(A, xc, y=yc))
+    del A
+
+    rows = []
+    for label in ("gpusell f64", "gpusell f32", "aijcusparse", "sellcuda", "cuSPARSE CSR"):
+        if label not in results:
+            continue
+        us = results[label]
+        bytes_ = traffic[32 if label == "gpusell f32" else 64]
+        rows.append({"matrix": name, "contender": label, "us": us, "GFs": 2 * nnz / us / 1e3,
+                     "GBs": bytes_ / us / 1e3, "pct_copy": 100 * bytes_ / us / 1e3 / bandwidth,
+                     "vs_aijcusparse": results["aijcusparse"] / us,
+                     "kernel_us": results.get(f"{label} kernel"),
+                     "overhead_us": us - results[f"{label} kernel"] if f"{label} kernel" in results else None})
+    print(f"{name}: {n} rows, {nnz} nonzeros, built and timed in {PETSc.Log.getTime() - start:.1f} s; "
+          f"gpusell padding {results['gpusell f64 padding']:.4f}, max rel. difference to aijcusparse "
+          f"{results['gpusell f64 error']:.1e} (f64) {results['gpusell f32 error']:.1e} (f32)")
+    return {"matrix": name, "rows": n, "nnz": nnz, "min_bytes_f64": traffic[64], "min_bytes_f32": traffic[32],
+            "results": results}, rows
+
+
+def layout_sweep(name, csr, heights, sigmas):
+    """Kernel time of gpusell float64 for each slice height C and sort window sigma."""
+    indptr, indices, data = csr
+    n = indptr.size - 1
+    x, y = cupy.random.standard_normal(n), cupy.empty(n)
+    rows = []
+    for C in heights:
+        for sigma in sigmas:
+            A = SellMatrix.from_csr(indptr, indices, data, (n, n), slice_height=C, sigma=sigma, xp=cupy)
+            rows.append({"matrix": name, "C": C, "sigma": sigma, "padding": A.padding_ratio,
+                         "kernel_us": harness.event_us(lambda: spmv(A, x, y))})
+            del A
+    return rows
+
+
+def overhead(n):
+    """Per-call cost of MatMult through petsc4py when the GPU has almost nothing to do."""
+    csr = laplacian(n)
+    rows = n**3
+    B = aij_from_csr(*csr, (rows, rows), comm=SELF, mat_type="gpusell")
+    A = aij_from_csr(*csr, (rows, rows), comm=SELF, mat_type="aijcusparse")
+    out = {"matrix": f"7-point {n}^3"}
+    for label, mat in (("gpusell", B), ("aijcusparse", A)):
+        out[f"{label} MatMult us"], _ = time_petsc(mat)
+    ctx = gpusell.context(B)
+    x, y = B.createVecs()
+    x.setRandom()
+    xa, ya = get_array(x, "r"), get_array(y, "w")
+    out["gpusell kernel us"] = harness.event_us(lambda: spmv(ctx.local, xa, ya))
+    restore_array(x, "r"), restore_array(y, "w")
+    out["gpusell overhead us"] = out["gpusell MatMult us"] - out["gpusell kernel us"]
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="*", default=[64, 128, 256])
+    parser.add_argument("--stencil27", type=int, default=128, help="grid of the 27-point matrix (0: none)")
+    parser.add_argument("--mesh", help="tetrahedral sphere mesh (benchmarks/sphere_mesh.py)")
+    parser.add_argument("--sellcuda-max-rows", type=int, default=20_000_000)
+    parser.add_argument("--sweep", action="store_true", help="also sweep slice height and sort window")
+    parser.add_argument("--json")
+    parser.add_argument("--commit")
+    args = parser.parse_args()
+    PETSc.Options().setValue("f32_mat_gpusell_value_type", "float32")
+
+    meta = harness.metadata(args.commit)
+    bandwidth = harness.copy_bandwidth_GBs()
+    print(f"{meta['device']}, {meta['date']}, commit {meta['commit']}: copy bandwidth {bandwidth:.0f} GB/s")
+    matrices, table, sweep = [], [], []
+    for name, csr in test_matrices(args):
+        record, rows = run_matrix(name, csr, args, bandwidth)
+        matrices.append(record)
+        table += rows
+        if args.sweep and (name.startswith("tet") or name == f"7-point {max(args.sizes)}^3"):
+            sweep += layout_sweep(name, csr, heights=(16, 32, 64), sigmas=(1, 32, 256, 4096))
+    over = overhead(16)
+
+    print()
+    harness.print_table(table, [("matrix", "matrix", "{}"), ("contender", "contender", "{}"), ("us", "time us", "{:.1f}"),
+                                ("GFs", "GF/s", "{:.1f}"), ("GBs", "GB/s", "{:.0f}"), ("pct_copy", "% copy", "{:.1f}"),
+                                ("vs_aijcusparse", "x aijcusparse", "{:.2f}"), ("kernel_us", "kernel us", "{:.1f}"),
+                                ("overhead_us", "overhead us", "{:.1f}")])
+    if sweep:
+        print()
+        harness.print_table(sweep, [("matrix", "matrix", "{}"), ("C", "C", "{}"), ("sigma", "sigma", "{}"),
+                                    ("padding", "padding", "{:.4f}"), ("kernel_us", "kernel us", "{:.1f}")])
+    print()
+    print("Python overhead per MatMult, 7-point 16^3: " + ", ".join(f"{k} {v:.1f}" for k, v in over.items() if k != "matrix"))
+    harness.write_json(args.json, {**meta, "copy_bandwidth_GBs": bandwidth, "matrices": matrices, "table": table,
+                                   "sweep": sweep, "overhead": over})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""CUDA kernels against their NumPy twins, and gpusell on CUDA vectors.
+
+Run on a machine with a GPU, CuPy and a PETSc built with CUDA: pytest -m gpu.
+"""
+
+import numpy
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpu_mats import SellMatrix, diagonal, spmv
+
+from conftest import csr_matrices
+
+pytestmark = pytest.mark.gpu
+layouts = st.tuples(st.sampled_from([1, 4, 32, 64]), st.sampled_from([1, 3, 256]),
+                    st.sampled_from([numpy.float64, numpy.float32]))
+
+
+def both(matrix, C, sigma, value_dtype):
+    import cupy
+
+    return tuple(SellMatrix.from_csr(matrix.indptr, matrix.indices, matrix.data, matrix.shape, slice_height=C,
+                                     sigma=sigma, value_dtype=value_dtype, xp=xp) for xp in (numpy, cupy))
+
+
+@settings(max_examples=120, deadline=None)
+@given(matrix=csr_matrices(max_rows=300, max_cols=300), layout=layouts, seed=st.integers(0, 2**32 - 1),
+       nvec=st.integers(1, 9))
+def test_cuda_kernels_match_numpy(matrix, layout, seed, nvec):
+    import cupy
+
+    host, device = both(matrix, *layout)
+    for name in ("slice_ptr", "cols", "vals", "val_map"):  # built on the GPU, same arrays
+        numpy.testing.assert_array_equal(getattr(device, name).get(), getattr(host, name))
+    assert (host.row_of is None) == (device.row_of is None)
+    rng = numpy.random.default_rng(seed)
+    nrows, ncols = matrix.shape
+    x, z = rng.standard_normal(ncols), rng.standard_normal(nrows)
+    tol = dict(rtol=1e-12, atol=1e-12)
+    y = cupy.full(nrows, cupy.nan)  # poisoned: every entry must be written
+    numpy.testing.assert_allclose(spmv(device, cupy.asarray(x), y).get(), spmv(host, x, numpy.empty(nrows)), **tol)
+    expected = spmv(host, x, numpy.empty(nrows), alpha=0.5, beta=-3.0, z=z)
+    got = spmv(device, cupy.asarray(x), cupy.empty(nrows), alpha=0.5, beta=-3.0, z=cupy.asarray(z))
+    numpy.testing.assert_allclose(got.get(), expected, **tol)
+    X, Y = rng.standard_normal((nvec, ncols)), rng.standard_normal((nvec, nrows))
+    numpy.testing.assert_allclose(spmv(device, cupy.asarray(X), cupy.asarray(Y), beta=1.0).get(),
+                                  spmv(host, X, Y.copy(), beta=1.0), **tol)
+    numpy.testing.assert_allclose(spmv(device.transpose(), cupy.asarray(z), cupy.empty(ncols)).get(),
+                                  spmv(host.transpose(), z, numpy.empty(ncols)), **tol)
+    numpy.testing.assert_array_equal(diagonal(device).get(), diagonal(host))
+
+
+def test_empty_slices_added_onto_themselves_are_left_alone():
+    import cupy
+    import scipy.sparse
+
+    matrix = scipy.sparse.csr_matrix(([1.0], ([70], [3])), shape=(100, 5))
+    host, device = both(matrix, 32, 1, numpy.float64)
+    y = cupy.arange(100, dtype=float)
+    spmv(device, cupy.ones(5), y, beta=1.0)
+    expected = numpy.arange(100.0)
+    expected[70] += 1.0
+    numpy.testing.assert_array_equal(y.get(), expected)
+
+
+def test_gpusell_products_stay_on_the_device():
+    from petsc4py import PETSc
+
+    import plugin  # noqa: F401
+    from gpu_mats.stencils import laplacian
+    from petsc_ext.matrices import aij_from_csr
+
+    csr, n = laplacian(12), 12**3
+    A = aij_from_csr(*csr, (n, n), comm=PETSc.COMM_SELF)
+    B = aij_from_csr(*csr, (n, n), comm=PETSc.COMM_SELF, mat_type="gpusell")
+    x, y = B.createVecs()
+    assert x.getType() == "seqcuda"
+    x.set(1.0)  # set on the device
+    B.mult(x, y)
+    B.multTranspose(y, x)
+    on_gpu = 2  # PETSC_OFFLOAD_GPU: no copy was made to the host
+    assert (x.getOffloadMask(), y.getOffloadMask()) == (on_gpu, on_gpu)
+    w = A.createVecLeft()
+    A.mult(y, w)  # reference on the host
+    B.mult(y, x)
+    assert numpy.allclose(x.getArray(readonly=True), w.getArray(readonly=True), rtol=1e-13, atol=1e-13)
+    host = PETSc.Vec().createSeq(n)
+    with pytest.raises(PETSc.Error, match="keeps its data on the GPU but vector x does not"):
+        B.mult(host, y)
