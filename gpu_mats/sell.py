@@ -149,7 +149,7 @@ class SellMatrix:
         nrows, ncols = self.shape
         indptr, indices, data = self.to_csr()
         rows = xp.searchsorted(indptr, xp.arange(self.nnz, dtype=xp.int64), side="right") - 1
-        by_col = xp.argsort(indices, kind="stable")
+        by_col = _stable_argsort(xp, indices)
         t_indptr = xp.zeros(ncols + 1, dtype=xp.int64)
         xp.cumsum(xp.bincount(indices, minlength=ncols), out=t_indptr[1:])
         return SellMatrix.from_csr(t_indptr, rows[by_col], data[by_col], (ncols, nrows),
@@ -189,7 +189,12 @@ def _sort_in_windows(xp, lengths, sigma):
     longest = int(lengths.max())
     window = xp.arange(lengths.size, dtype=xp.int64) // sigma
     key = window * (longest + 1) + (longest - lengths)
-    return xp.argsort(key, kind="stable")
+    return _stable_argsort(xp, key)
+
+
+def _stable_argsort(xp, keys):
+    # CuPy's argsort is always stable and takes no ``kind``; NumPy must be asked.
+    return xp.argsort(keys, kind="stable") if xp is numpy else xp.argsort(keys)
 
 
 def _slot_rows(xp, slice_ptr, C, nslots):

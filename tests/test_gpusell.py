@@ -317,7 +317,7 @@ def test_help_lists_the_options_with_defaults():
     script = ("import sys, petsc4py; petsc4py.init(sys.argv); import plugin; from petsc4py import PETSc; "
               "A = PETSc.Mat().create(); A.setSizes(4); A.setType('gpusell'); A.setFromOptions()")
     out = subprocess.run([sys.executable, "-c", script, "-help"], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": ROOT}, check=True).stdout
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}, check=True).stdout
     assert "-mat_gpusell_slice_height <now 32 : formerly 32>: rows per slice C (1 to 1024)" in out
     assert "-mat_gpusell_value_type <now float64 : formerly float64>" in out
     assert "-gpu_backend <now auto : formerly auto>" in out
