@@ -28,6 +28,7 @@ from petsc4py import PETSc  # noqa: E402
 import harness  # noqa: E402
 import plugin  # noqa: E402,F401
 from gpu_mats import SellMatrix, spmv  # noqa: E402
+from gpu_mats.kernels import cuda as cuda_kernels  # noqa: E402
 from gpu_mats.stencils import laplacian  # noqa: E402
 from petsc_ext import gpusell, libpetsc  # noqa: E402
 from petsc_ext.arrays import get_array, restore_array  # noqa: E402
@@ -128,7 +129,7 @@ def run_matrix(name, csr, args, bandwidth):
             "results": results}, rows
 
 
-def layout_sweep(name, csr, heights, sigmas):
+def layout_sweep(name, csr, heights=(32, 64), sigmas=(1, 32, 1024)):
     """Kernel time of gpusell float64 for each slice height C and sort window sigma."""
     indptr, indices, data = csr
     n = indptr.size - 1
@@ -143,22 +144,62 @@ def layout_sweep(name, csr, heights, sigmas):
     return rows
 
 
+def tuning_sweep(name, csr, rows_per_thread=(1, 2, 4), blocks=(128, 256, 512)):
+    """Kernel time for each rows-per-thread and block size, per value type (fills cuda.TUNING)."""
+    indptr, indices, data = csr
+    n = indptr.size - 1
+    x, y = cupy.random.standard_normal(n), cupy.empty(n)
+    rows = []
+    for dtype in (numpy.float64, numpy.float32):
+        A = SellMatrix.from_csr(indptr, indices, data, (n, n), value_dtype=dtype, xp=cupy)
+        chosen = dict(cuda_kernels.TUNING[A.vals.dtype])
+        for r in rows_per_thread:
+            for block in blocks:
+                cuda_kernels.TUNING[A.vals.dtype].update(rows_per_thread=r, block=block)
+                cuda_kernels.forget(A)
+                rows.append({"matrix": name, "values": A.vals.dtype.name, "rows_per_thread": r, "block": block,
+                             "kernel_us": harness.event_us(lambda: spmv(A, x, y))})
+        cuda_kernels.TUNING[A.vals.dtype].update(chosen)
+        cuda_kernels.forget(A)
+        del A
+    return rows
+
+
+def host_us(fn, calls=2000):
+    """Host time per call of a launch-bound function: many calls, one synchronize."""
+    fn()
+    harness.sync()
+    start = PETSc.Log.getTime()
+    for _ in range(calls):
+        fn()
+    harness.sync()
+    return (PETSc.Log.getTime() - start) / calls * 1e6
+
+
 def overhead(n):
-    """Per-call cost of MatMult through petsc4py when the GPU has almost nothing to do."""
+    """Where the time of one MatMult goes when the GPU has almost nothing to do."""
     csr = laplacian(n)
     rows = n**3
     B = aij_from_csr(*csr, (rows, rows), comm=SELF, mat_type="gpusell")
     A = aij_from_csr(*csr, (rows, rows), comm=SELF, mat_type="aijcusparse")
-    out = {"matrix": f"7-point {n}^3"}
-    for label, mat in (("gpusell", B), ("aijcusparse", A)):
-        out[f"{label} MatMult us"], _ = time_petsc(mat)
     ctx = gpusell.context(B)
     x, y = B.createVecs()
     x.setRandom()
+    B.mult(x, y)
     xa, ya = get_array(x, "r"), get_array(y, "w")
-    out["gpusell kernel us"] = harness.event_us(lambda: spmv(ctx.local, xa, ya))
+    launch = cuda_kernels._launch(ctx.local)
+    args = launch.args + (xa, numpy.int64(0), ya, ya, numpy.int64(0), numpy.float64(1), numpy.float64(0))
+    out = {"matrix": f"7-point {n}^3",
+           "kernel (GPU time)": harness.event_us(lambda: spmv(ctx.local, xa, ya)),
+           "raw CuPy launch (host)": host_us(lambda: launch.spmv[0](launch.grid, launch.block, args)),
+           "gpu_mats.spmv (host)": host_us(lambda: spmv(ctx.local, xa, ya))}
     restore_array(x, "r"), restore_array(y, "w")
-    out["gpusell overhead us"] = out["gpusell MatMult us"] - out["gpusell kernel us"]
+    out["GpuSellMat.mult (host)"] = host_us(lambda: ctx.mult(x.handle, y.handle))
+    out["gpusell MatMult (wall)"] = harness.wall_us(lambda: B.mult(x, y), batch=200)
+    xc, yc = A.createVecs()
+    xc.setRandom()
+    out["aijcusparse MatMult (wall)"] = harness.wall_us(lambda: A.mult(xc, yc), batch=200)
+    out["gpusell Python overhead"] = out["gpusell MatMult (wall)"] - out["kernel (GPU time)"]
     return out
 
 
@@ -177,14 +218,15 @@ def main():
     meta = harness.metadata(args.commit)
     bandwidth = harness.copy_bandwidth_GBs()
     print(f"{meta['device']}, {meta['date']}, commit {meta['commit']}: copy bandwidth {bandwidth:.0f} GB/s")
-    matrices, table, sweep = [], [], []
+    matrices, table, sweep, tuning = [], [], [], []
     for name, csr in test_matrices(args):
         record, rows = run_matrix(name, csr, args, bandwidth)
         matrices.append(record)
         table += rows
         if args.sweep and (name.startswith("tet") or name == f"7-point {max(args.sizes)}^3"):
-            sweep += layout_sweep(name, csr, heights=(16, 32, 64), sigmas=(1, 32, 256, 4096))
-    over = overhead(16)
+            sweep += layout_sweep(name, csr)
+            tuning += tuning_sweep(name, csr)
+    overheads = [overhead(n) for n in (16, 64)]
 
     print()
     harness.print_table(table, [("matrix", "matrix", "{}"), ("contender", "contender", "{}"), ("us", "time us", "{:.1f}"),
@@ -195,10 +237,17 @@ def main():
         print()
         harness.print_table(sweep, [("matrix", "matrix", "{}"), ("C", "C", "{}"), ("sigma", "sigma", "{}"),
                                     ("padding", "padding", "{:.4f}"), ("kernel_us", "kernel us", "{:.1f}")])
+    if tuning:
+        print()
+        harness.print_table(tuning, [("matrix", "matrix", "{}"), ("values", "values", "{}"),
+                                     ("rows_per_thread", "rows/thread", "{}"), ("block", "block", "{}"),
+                                     ("kernel_us", "kernel us", "{:.1f}")])
     print()
-    print("Python overhead per MatMult, 7-point 16^3: " + ", ".join(f"{k} {v:.1f}" for k, v in over.items() if k != "matrix"))
+    print("Time per MatMult when the GPU is nearly idle (us):")
+    harness.print_table([{"what": k, **{o["matrix"]: o[k] for o in overheads}} for k in overheads[0] if k != "matrix"],
+                        [("what", "", "{}")] + [(o["matrix"], o["matrix"], "{:.1f}") for o in overheads])
     harness.write_json(args.json, {**meta, "copy_bandwidth_GBs": bandwidth, "matrices": matrices, "table": table,
-                                   "sweep": sweep, "overhead": over})
+                                   "layout_sweep": sweep, "tuning_sweep": tuning, "overhead": overheads})
 
 
 if __name__ == "__main__":

@@ -6,13 +6,19 @@ import numpy
 from .sell import SellMatrix
 
 
+_kernels = {}
+
+
 def kernels_for(xp):
     """The kernel module (CUDA or NumPy) for array module ``xp``."""
-    if xp is numpy:
-        from .kernels import host
-        return host
-    from .kernels import cuda
-    return cuda
+    module = _kernels.get(xp)
+    if module is None:
+        if xp is numpy:
+            from .kernels import host as module
+        else:
+            from .kernels import cuda as module
+        _kernels[xp] = module
+    return module
 
 
 def _check_block(A, name, v, length):
@@ -24,8 +30,8 @@ def _check_block(A, name, v, length):
         raise TypeError(f"{name} must be float64, got {v.dtype}")
     if v.ndim not in (1, 2) or v.shape[-1] != length or (length > 1 and v.strides[-1] != 8):
         raise ValueError(f"{name} must hold contiguous vectors of length {length}, got shape {v.shape}")
-    if A.xp is not numpy and v.device != A.vals.device:
-        raise ValueError(f"{name} is on GPU {v.device.id} but the matrix is on GPU {A.vals.device.id}")
+    if A.xp is not numpy and v.data.device_id != A.vals.data.device_id:
+        raise ValueError(f"{name} is on GPU {v.data.device_id} but the matrix is on GPU {A.vals.data.device_id}")
 
 
 def spmv(A: SellMatrix, x, y, *, alpha=1.0, beta=0.0, z=None):
@@ -46,11 +52,10 @@ def spmv(A: SellMatrix, x, y, *, alpha=1.0, beta=0.0, z=None):
 
 
 def diagonal(A: SellMatrix, out=None):
-    """The main diagonal, min(rows, cols) entries."""
-    ndiag = min(A.shape)
+    """The main diagonal as a vector of one entry per row (0 past min(rows, cols))."""
     if out is None:
-        out = A.xp.empty(ndiag, dtype=numpy.float64)
-    _check_block(A, "out", out, ndiag)
+        out = A.xp.empty(A.shape[0], dtype=numpy.float64)
+    _check_block(A, "out", out, A.shape[0])
     if out.ndim != 1:
         raise ValueError(f"out must be a vector, got shape {out.shape}")
     kernels_for(A.xp).diagonal(A, out)

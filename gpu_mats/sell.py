@@ -47,11 +47,11 @@ class SellMatrix:
     row_of: object  # stored row -> original row, None for the identity
     indptr: object
     val_map: object
+    xp: object = field(default=None, repr=False)  # numpy or cupy, where the arrays live
     _slot_rows: object = field(default=None, repr=False)
 
-    @property
-    def xp(self):
-        return array_module(self.vals)
+    def __post_init__(self):
+        self.xp = array_module(self.vals)
 
     @property
     def nnz(self):

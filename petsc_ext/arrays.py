@@ -8,7 +8,6 @@ memory type), so a repeated access costs a few C calls and a dictionary lookup.
 
 import contextlib
 import ctypes
-from collections import OrderedDict
 
 import numpy
 
@@ -18,7 +17,10 @@ _GET = {"r": lp.VecGetArrayReadAndMemType, "w": lp.VecGetArrayWriteAndMemType, "
 _RESTORE = {"r": lp.VecRestoreArrayReadAndMemType, "w": lp.VecRestoreArrayWriteAndMemType,
             "rw": lp.VecRestoreArrayAndMemType}
 _CACHE_SIZE = 256
-_views = OrderedDict()
+_views = {}
+# Out-arguments of the C calls, made once: PETSc is not thread-safe anyway.
+_address, _memtype, _length = lp.c_ptr(), ctypes.c_int(), lp.c_petscint()
+_ADDRESS, _MEMTYPE, _LENGTH = ctypes.byref(_address), ctypes.byref(_memtype), ctypes.byref(_length)
 
 
 def _wrap(address, length, on_device):
@@ -42,21 +44,24 @@ def _handle(vec):
     return vec if isinstance(vec, int) else vec.handle
 
 
-def get_array(vec, mode):
+def get_array(vec, mode, length=None):
     """The local part of ``vec`` (a petsc4py Vec or a raw handle) as a NumPy or CuPy array.
 
-    mode is "r", "w" or "rw"; pair every call with ``restore_array`` in the same mode.
+    mode is "r", "w" or "rw"; pair every call with ``restore_array`` in the
+    same mode. ``length``, the local size, saves a C call where the caller
+    knows it (a Mat whose sizes PETSc has checked).
     """
     handle = _handle(vec)
-    address, memtype, length = lp.c_ptr(), ctypes.c_int(), lp.c_petscint()
-    lp.check(lp.VecGetLocalSize(handle, ctypes.byref(length)))
-    lp.check(_GET[mode](handle, ctypes.byref(address), ctypes.byref(memtype)))
-    key = (address.value, length.value, memtype.value != lp.PETSC_MEMTYPE_HOST)
+    if length is None:
+        lp.check(lp.VecGetLocalSize(handle, _LENGTH))
+        length = _length.value
+    lp.check(_GET[mode](handle, _ADDRESS, _MEMTYPE))
+    key = (_address.value, length, _memtype.value != lp.PETSC_MEMTYPE_HOST)
     view = _views.get(key)
     if view is None:
+        if len(_views) >= _CACHE_SIZE:
+            _views.clear()
         view = _views[key] = _wrap(*key)
-        if len(_views) > _CACHE_SIZE:
-            _views.popitem(last=False)
     return view
 
 

@@ -50,8 +50,8 @@ class _Arrays:
     def __init__(self, on_gpu):
         self.taken, self.on_gpu = [], on_gpu
 
-    def get(self, vec, mode, name):
-        array = get_array(vec, mode)
+    def get(self, vec, mode, name, length):
+        array = get_array(vec, mode, length)
         self.taken.append((vec, mode))
         if isinstance(array, numpy.ndarray) == self.on_gpu:
             where = "on the GPU" if self.on_gpu else "in host memory"
@@ -159,16 +159,17 @@ class GpuSellMat:
         PETSc.Log.logFlops(2.0 * self.nnz)
 
     def _local_product(self, block, x, y, z):
+        rows, cols = block.shape
         arrays = _Arrays(self.on_gpu)
         try:
-            xa = arrays.get(x, "r", "x")
+            xa = arrays.get(x, "r", "x", cols)
             if z is None:
-                spmv(block, xa, arrays.get(y, "w", "y"))
+                spmv(block, xa, arrays.get(y, "w", "y", rows))
             elif z == y:
-                spmv(block, xa, arrays.get(y, "rw", "y"), beta=1.0)
+                spmv(block, xa, arrays.get(y, "rw", "y", rows), beta=1.0)
             else:
-                za = arrays.get(z, "r", "z")
-                spmv(block, xa, arrays.get(y, "w", "y"), beta=1.0, z=za)
+                za = arrays.get(z, "r", "z", rows)
+                spmv(block, xa, arrays.get(y, "w", "y", rows), beta=1.0, z=za)
         finally:
             arrays.restore()
 
@@ -183,8 +184,8 @@ class GpuSellMat:
         _EVENTS["Halo"].end()
         arrays = _Arrays(self.on_gpu)
         try:
-            halo = arrays.get(self._halo.handle, "r", "halo")
-            spmv(self.offd, halo, arrays.get(y, "rw", "y"), beta=1.0)
+            halo = arrays.get(self._halo.handle, "r", "halo", self.offd.shape[1])
+            spmv(self.offd, halo, arrays.get(y, "rw", "y", self.offd.shape[0]), beta=1.0)
         finally:
             arrays.restore()
 
@@ -193,7 +194,8 @@ class GpuSellMat:
         self._local_product(local_t, x, y, z)
         arrays = _Arrays(self.on_gpu)
         try:
-            spmv(offd_t, arrays.get(x, "r", "x"), arrays.get(self._halo.handle, "w", "halo"))
+            spmv(offd_t, arrays.get(x, "r", "x", offd_t.shape[1]),
+                 arrays.get(self._halo.handle, "w", "halo", offd_t.shape[0]))
         finally:
             arrays.restore()
         yv = lp.vec_from_handle(y)
@@ -206,7 +208,7 @@ class GpuSellMat:
         self.update()
         arrays = _Arrays(self.on_gpu)
         try:
-            diagonal(self.local, arrays.get(d, "w", "d"))
+            diagonal(self.local, arrays.get(d, "w", "d", self.local.shape[0]))
         finally:
             arrays.restore()
 

@@ -88,3 +88,21 @@ def test_gpusell_products_stay_on_the_device():
     host = PETSc.Vec().createSeq(n)
     with pytest.raises(PETSc.Error, match="keeps its data on the GPU but vector x does not"):
         B.mult(host, y)
+
+
+@pytest.mark.parametrize("value_dtype", [numpy.float64, numpy.float32])
+@pytest.mark.parametrize("rows_per_thread", [1, 2, 4])
+def test_every_row_grouping_gives_the_same_products(value_dtype, rows_per_thread, monkeypatch):
+    import cupy
+    import scipy.sparse
+
+    from gpu_mats.kernels import cuda
+
+    monkeypatch.setitem(cuda.TUNING, numpy.dtype(value_dtype), {"rows_per_thread": rows_per_thread, "block": 128})
+    matrix = scipy.sparse.random(1001, 777, density=0.01, format="csr", random_state=rows_per_thread)
+    host, device = both(matrix, 32, 64, value_dtype)
+    rng = numpy.random.default_rng(7)
+    X, Z = rng.standard_normal((3, 777)), rng.standard_normal((3, 1001))
+    got = spmv(device, cupy.asarray(X), cupy.full((3, 1001), cupy.nan), alpha=2.0, beta=-1.0, z=cupy.asarray(Z))
+    numpy.testing.assert_allclose(got.get(), spmv(host, X, numpy.empty((3, 1001)), alpha=2.0, beta=-1.0, z=Z),
+                                  rtol=1e-12, atol=1e-12)

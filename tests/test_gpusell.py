@@ -274,7 +274,7 @@ def test_vector_on_the_wrong_device_is_refused():
     ctx = gpusell.context(B)
     arrays = gpusell._Arrays(on_gpu=not ctx.on_gpu)  # the other side from the vector
     with pytest.raises(TypeError, match="use vectors from MatCreateVecs"):
-        arrays.get(B.createVecLeft(), "r", "x")
+        arrays.get(B.createVecLeft(), "r", "x", B.getLocalSize()[0])
     arrays.restore()
 
 

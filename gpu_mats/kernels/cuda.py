@@ -1,69 +1,90 @@
 """Launchers for ``sell.cu``, compiled once per process with ``cupy.RawModule``.
 
 Kernels run on CuPy's current stream; ``petsc_ext`` makes that PETSc's stream.
+``TUNING`` holds the launch choices measured by benchmarks/spmv.py.
 """
 
 import functools
 import pathlib
+import weakref
 
 import cupy
 import numpy
 
-BLOCK = 256
 MAX_VECTORS = 4  # widest generalized SpMV compiled; more vectors go in chunks
 _VALUE_TYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}
 _NULL = numpy.uint64(0)
 
+# Rows per thread (16-byte value loads) and threads per block, per value type
+# (BENCHMARKS.md, "kernel tuning").
+TUNING = {
+    numpy.dtype(numpy.float64): {"rows_per_thread": 2, "block": 256},
+    numpy.dtype(numpy.float32): {"rows_per_thread": 4, "block": 256},
+}
 
-def _spmv_name(value_type, nvec):
-    return f"sell_spmv<{value_type},{nvec}>"
 
-
-def _diagonal_name(value_type):
-    return f"sell_diagonal<{value_type}>"
+def _spmv_name(value_type, nvec, rows):
+    return f"sell_spmv<{value_type},{nvec},{rows}>"
 
 
 @functools.cache
-def _module():
+def _module(value_type, rows):
+    """The kernels of one value type and row grouping, compiled on first use."""
     source = pathlib.Path(__file__).with_name("sell.cu").read_text()
-    names = [_spmv_name(v, n) for v in _VALUE_TYPES.values() for n in range(1, MAX_VECTORS + 1)]
-    names += [_diagonal_name(v) for v in _VALUE_TYPES.values()]
+    names = [_spmv_name(value_type, n, rows) for n in range(1, MAX_VECTORS + 1)] + [f"sell_diagonal<{value_type}>"]
     return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
 
 
-@functools.cache
-def _kernel(name):
-    return _module().get_function(name)
+class _Launch:
+    """What one matrix's launches share: kernels, grid, leading arguments."""
+
+    def __init__(self, A):
+        tuning = TUNING[A.vals.dtype]
+        rows = tuning["rows_per_thread"] if A.slice_height % tuning["rows_per_thread"] == 0 else 1
+        value_type = _VALUE_TYPES[A.vals.dtype]
+        module = _module(value_type, rows)
+        self.spmv = [module.get_function(_spmv_name(value_type, n, rows)) for n in range(1, MAX_VECTORS + 1)]
+        self.diagonal = module.get_function(f"sell_diagonal<{value_type}>")
+        block = tuning["block"]
+        self.block = (block,)
+        self.grid = (-(-A.shape[0] // (rows * block)),)
+        self.diagonal_grid = (-(-A.shape[0] // block),)
+        row_of = A.row_of if A.row_of is not None else _NULL
+        self.args = (A.slice_ptr, A.cols, A.vals, row_of, numpy.int32(A.shape[0]), numpy.int32(A.slice_height))
 
 
-def _matrix_args(A):
-    row_of = A.row_of if A.row_of is not None else _NULL
-    return (A.slice_ptr, A.cols, A.vals, row_of, numpy.int32(A.shape[0]), numpy.int32(A.slice_height))
+_launches = weakref.WeakKeyDictionary()
+
+
+def _launch(A):
+    launch = _launches.get(A)
+    if launch is None:
+        launch = _launches[A] = _Launch(A)
+    return launch
 
 
 def spmv(A, x, y, z, alpha, beta):
     """Y = alpha A X + beta Z; 1-D vectors, or 2-D (k, n) blocks of k vectors."""
-    nrows = A.shape[0]
-    if nrows == 0:
+    if A.shape[0] == 0:
         return
-    grid = ((nrows + BLOCK - 1) // BLOCK,)
-    value_type = _VALUE_TYPES[A.vals.dtype]
-    alpha, beta = numpy.float64(alpha), numpy.float64(beta)
+    launch = _launch(A)
+    scalars = (numpy.float64(alpha), numpy.float64(beta))
     if x.ndim == 1:
-        _kernel(_spmv_name(value_type, 1))(grid, (BLOCK,), _matrix_args(A) + (
-            x, numpy.int64(0), y, z, numpy.int64(0), alpha, beta))
+        launch.spmv[0](launch.grid, launch.block, launch.args + (x, numpy.int64(0), y, z, numpy.int64(0)) + scalars)
         return
     ldx, ldy = numpy.int64(x.strides[0] // 8), numpy.int64(y.strides[0] // 8)
     for j in range(0, x.shape[0], MAX_VECTORS):
         nvec = min(MAX_VECTORS, x.shape[0] - j)
-        _kernel(_spmv_name(value_type, nvec))(grid, (BLOCK,), _matrix_args(A) + (
-            x[j], ldx, y[j], z[j], ldy, alpha, beta))
+        launch.spmv[nvec - 1](launch.grid, launch.block, launch.args + (x[j], ldx, y[j], z[j], ldy) + scalars)
 
 
 def diagonal(A, d):
-    nrows = A.shape[0]
-    if nrows == 0:
+    if A.shape[0] == 0:
         return
-    grid = ((nrows + BLOCK - 1) // BLOCK,)
-    _kernel(_diagonal_name(_VALUE_TYPES[A.vals.dtype]))(grid, (BLOCK,), _matrix_args(A) + (
-        numpy.int32(d.size), d))
+    launch = _launch(A)
+    launch.diagonal(launch.diagonal_grid, launch.block, launch.args + (numpy.int32(min(A.shape)), d))
+
+
+def forget(A):
+    """Drop cached launch choices of A (after TUNING changed)."""
+    _launches.pop(A, None)

@@ -31,5 +31,5 @@ def diagonal(A, d):
     stored_row = A.slot_rows()
     real = stored_row < nrows
     row = stored_row[real] if A.row_of is None else A.row_of[stored_row[real]]
-    hit = (A.cols[real] == row) & (row < d.size)
-    d[:] = numpy.bincount(row[hit], weights=A.vals[real][hit], minlength=d.size)[: d.size]
+    hit = (A.cols[real] == row) & (row < min(A.shape))
+    d[:] = numpy.bincount(row[hit], weights=A.vals[real][hit], minlength=nrows)

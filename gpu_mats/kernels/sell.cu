@@ -1,19 +1,34 @@
-// SELL-C-sigma kernels: one thread per stored row p. Slice s = p / C holds
-// rows s*C .. s*C+C-1 column-major, so entry k of row p is at
+// SELL-C-sigma kernels. Slice s holds stored rows s*C .. s*C+C-1 column-major,
+// so entry k of stored row p is at
 //   slice_ptr[s] + k*C + (p - s*C)
-// and the C threads of a slice read contiguous values and columns. Values are
-// V (double, or float for mixed precision); vectors and sums are double.
-// Stored row p is original row row_of[p] (row_of == nullptr: the identity).
+// Each thread takes R neighbouring stored rows of one slice (C % R == 0) and
+// reads their R values and R columns of entry k with one vector load each:
+// entries of neighbouring rows are adjacent, and the offset is a multiple of
+// R, so the loads are aligned. Wide loads keep more bytes in flight per
+// instruction, which is what a memory-bound kernel needs (seed 000, ch. 3
+// pairs rows the same way). Values are V (double, or float for mixed
+// precision); vectors and sums are double. Stored row p is original row
+// row_of[p] (row_of == nullptr: the identity).
 
-template <typename V>
-__device__ __forceinline__ double value_at(const V* __restrict__ vals, long long at)
+// out[0..R) = p[0..R) with loads of up to 16 bytes; p is aligned to R*sizeof(T).
+template <typename T, int R>
+__device__ __forceinline__ void load_rows(const T* __restrict__ p, T (&out)[R])
 {
-    return static_cast<double>(__ldg(vals + at));
+    constexpr int bytes = R * sizeof(T);
+    if constexpr (bytes >= 16) {
+#pragma unroll
+        for (int k = 0; k < bytes / 16; ++k)
+            reinterpret_cast<int4*>(out)[k] = __ldg(reinterpret_cast<const int4*>(p) + k);
+    } else if constexpr (bytes == 8) {
+        reinterpret_cast<int2*>(out)[0] = __ldg(reinterpret_cast<const int2*>(p));
+    } else {
+        reinterpret_cast<int*>(out)[0] = __ldg(reinterpret_cast<const int*>(p));
+    }
 }
 
 // Y[j] = alpha * A X[j] + beta * Z[j] for the NV vectors j; vector j starts
 // at j*ldx in X and j*ldy in Y and Z. beta == 0 never reads Z; Z may be Y.
-template <typename V, int NV>
+template <typename V, int NV, int R>
 __global__ void sell_spmv(const long long* __restrict__ slice_ptr,
                           const int* __restrict__ cols,
                           const V* __restrict__ vals,
@@ -23,36 +38,49 @@ __global__ void sell_spmv(const long long* __restrict__ slice_ptr,
                           double* y, const double* z, long long ldy,
                           double alpha, double beta)
 {
-    const int p = blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= nrows) return;
-    const int s = p / C;
+    const int p0 = (blockIdx.x * blockDim.x + threadIdx.x) * R;
+    if (p0 >= nrows) return;
+    const int s = p0 / C;
     const long long end = slice_ptr[s + 1];
-    long long at = slice_ptr[s] + (p - s * C);
+    long long at = slice_ptr[s] + (p0 - s * C);
     // Empty slice added onto itself: nothing to write (off-diagonal blocks
     // are mostly empty rows).
     if (at >= end && beta == 1.0 && z == y) return;
 
-    double acc[NV];
+    double acc[R][NV];
 #pragma unroll
-    for (int j = 0; j < NV; ++j) acc[j] = 0.0;
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int j = 0; j < NV; ++j) acc[r][j] = 0.0;
 #pragma unroll 4
     for (; at < end; at += C) {
-        const int c = __ldg(cols + at);
-        const double v = value_at(vals, at);
+        alignas(16) int c[R];
+        alignas(16) V v[R];
+        load_rows<int, R>(cols + at, c);
+        load_rows<V, R>(vals + at, v);
 #pragma unroll
-        for (int j = 0; j < NV; ++j) acc[j] = fma(v, __ldg(x + j * ldx + c), acc[j]);
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int j = 0; j < NV; ++j)
+                acc[r][j] = fma(static_cast<double>(v[r]), __ldg(x + j * ldx + c[r]), acc[r][j]);
     }
-    const int r = row_of ? row_of[p] : p;
 #pragma unroll
-    for (int j = 0; j < NV; ++j) {
-        double out = alpha * acc[j];
-        if (beta != 0.0) out = fma(beta, z[j * ldy + r], out);
-        y[j * ldy + r] = out;
+    for (int r = 0; r < R; ++r) {
+        const int p = p0 + r;
+        if (p >= nrows) break;
+        const int row = row_of ? row_of[p] : p;
+#pragma unroll
+        for (int j = 0; j < NV; ++j) {
+            double out = alpha * acc[r][j];
+            if (beta != 0.0) out = fma(beta, z[j * ldy + row], out);
+            y[j * ldy + row] = out;
+        }
     }
 }
 
-// d[r] = A[r, r] for the rows r < ndiag (padding has value 0, so it adds
-// nothing even where it repeats the diagonal column).
+// d[r] = A[r, r] for every row r, 0 past the ndiag = min(rows, cols) diagonal
+// entries (padding has value 0, so it adds nothing even where it repeats the
+// diagonal column).
 template <typename V>
 __global__ void sell_diagonal(const long long* __restrict__ slice_ptr,
                               const int* __restrict__ cols,
@@ -63,11 +91,11 @@ __global__ void sell_diagonal(const long long* __restrict__ slice_ptr,
     const int p = blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= nrows) return;
     const int r = row_of ? row_of[p] : p;
-    if (r >= ndiag) return;
     const int s = p / C;
     const long long end = slice_ptr[s + 1];
     double sum = 0.0;
-    for (long long at = slice_ptr[s] + (p - s * C); at < end; at += C)
-        if (cols[at] == r) sum += value_at(vals, at);
+    if (r < ndiag)
+        for (long long at = slice_ptr[s] + (p - s * C); at < end; at += C)
+            if (cols[at] == r) sum += static_cast<double>(vals[at]);
     d[r] = sum;
 }
