@@ -5,7 +5,7 @@ STAMP := .venv/.installed
 
 .PHONY: demo test gpu-test
 demo: $(STAMP)
-	$(PY) demos/poisson3d.py -n 48 -ksp_type cg -pc_type jacobi -ksp_rtol 1e-8 -ksp_converged_reason -log_view ::ascii_info_detail
+	$(PY) demos/poisson3d.py -n 48 -dm_mat_type gpusell -ksp_type cg -pc_type jacobi -ksp_converged_reason -ksp_view
 
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not gpu"
