@@ -6,7 +6,6 @@ CuPy array wrapping the pointer PETSc returns is cached per (pointer, length,
 memory type), so a repeated access costs a few C calls and a dictionary lookup.
 """
 
-import contextlib
 import ctypes
 
 import numpy
@@ -67,13 +66,3 @@ def get_array(vec, mode, length=None):
 
 def restore_array(vec, mode):
     lp.check(_RESTORE[mode](_handle(vec), None))
-
-
-@contextlib.contextmanager
-def vec_array(vec, mode="r"):
-    """``with vec_array(v, "rw") as a:`` -- a view of v's local values for the block."""
-    array = get_array(vec, mode)
-    try:
-        yield array
-    finally:
-        restore_array(vec, mode)

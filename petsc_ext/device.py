@@ -12,10 +12,14 @@ from . import libpetsc as lp
 from .options import OptionsReader
 
 
+class UnsupportedScalarType(TypeError):
+    petsc_code = lp.PETSC_ERR_SUP
+
+
 def check_scalar_type(dtype):
     """The kernels compute in real double precision; PETSc must too."""
     if numpy.dtype(dtype) != numpy.float64:
-        raise TypeError(f"petsc-gpu-fv needs a PETSc configured with real double-precision scalars; "
+        raise UnsupportedScalarType(f"petsc-gpu-fv needs a PETSc configured with real double-precision scalars; "
                         f"this PETSc uses {numpy.dtype(dtype).name}")
 
 

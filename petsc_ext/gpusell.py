@@ -105,9 +105,7 @@ class GpuSellMat:
                                    value_dtype=VALUE_DTYPES[self.value_type], xp=self.xp)
 
     def _build(self, mat, indptr, indices, data):
-        (m, n), (M, N) = mat.getLocalSize(), mat.getSize()
-        if max(M, N) > INT32_MAX and not self.parallel:
-            raise ValueError(f"a {M} x {N} matrix is too large for SELL's int32 column indices")
+        m, n = mat.getLocalSize()
         self._transposes = None
         if not self.parallel:
             self.local = self._sell((indptr, indices, data), (m, n))

@@ -13,11 +13,8 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 PETSC_ERR_SUP = 56
-PETSC_ERR_ARG_SIZ = 60
 PETSC_ERR_ARG_WRONG = 62
 PETSC_ERR_ARG_OUTOFRANGE = 63
-PETSC_ERR_ARG_WRONGSTATE = 73
-PETSC_ERR_ARG_UNKNOWN_TYPE = 86
 PETSC_ERR_PYTHON = 101
 PETSC_ERROR_INITIAL = 0
 
@@ -36,8 +33,6 @@ MATOP_DESTROY = 60
 MATOP_VIEW = 61
 MATOP_CONVERT_FROM = 62
 MATOP_SET_FROM_OPTIONS = 73
-
-MAT_FINAL_ASSEMBLY = 0
 
 
 def _loaded_library_path():
@@ -72,7 +67,6 @@ def _proto(name, *argtypes):
 
 MatRegister = _proto("MatRegister", c_str, c_ptr)
 MatRegisterRootName = _proto("MatRegisterRootName", c_str, c_str, c_str)
-MatSetType = _proto("MatSetType", c_ptr, c_str)
 PetscFunctionListFind_Private = _proto("PetscFunctionListFind_Private", c_ptr, c_str, ctypes.POINTER(c_ptr))
 MatSetOperation = _proto("MatSetOperation", c_ptr, c_int, c_ptr)
 MatGetOperation = _proto("MatGetOperation", c_ptr, c_int, ctypes.POINTER(c_ptr))
