@@ -64,5 +64,12 @@ def get_array(vec, mode, length=None):
     return view
 
 
+def array_module_of(vec):
+    """numpy or cupy: where the values of ``vec`` live now (host or device vector)."""
+    lp.check(lp.VecGetArrayReadAndMemType(_handle(vec), _ADDRESS, _MEMTYPE))
+    lp.check(lp.VecRestoreArrayReadAndMemType(_handle(vec), None))
+    return _module(_memtype.value != lp.PETSC_MEMTYPE_HOST)
+
+
 def restore_array(vec, mode):
     lp.check(_RESTORE[mode](_handle(vec), None))

@@ -1,8 +1,8 @@
-"""Python functions as PETSc C callbacks.
+"""Python functions called by PETSc: C callbacks and methods of Python types.
 
-A callback returns 0 on success; an exception becomes a PETSc error carrying
-its message (so petsc4py raises ``PETSc.Error`` with that text), with the code
-the exception names or one that fits its kind. PETSc errors raised inside pass
+An exception becomes a PETSc error carrying its message (so it shows in
+PETSc's error trace and in petsc4py's ``PETSc.Error``), with the code the
+exception names or one that fits its kind. PETSc errors raised inside pass
 through unchanged.
 """
 
@@ -28,6 +28,13 @@ def error_code(exc):
     return lp.PETSC_ERR_PYTHON
 
 
+def push_error(exc, name):
+    """Put ``exc`` on PETSc's error stack as raised in ``name``; return its code."""
+    code = error_code(exc)
+    message = str(exc) if code != lp.PETSC_ERR_PYTHON else traceback.format_exc()
+    return lp.set_error(code, name, message)
+
+
 def petsc_callback(fntype, name):
     """Decorator: wrap ``fn`` as a C function pointer of ``fntype`` named ``name`` in tracebacks."""
 
@@ -39,11 +46,27 @@ def petsc_callback(fntype, name):
             except PETSc.Error as exc:
                 return exc.ierr
             except Exception as exc:  # every failure must reach PETSc as an error code
-                code = error_code(exc)
-                message = str(exc) if code != lp.PETSC_ERR_PYTHON else traceback.format_exc()
-                return lp.set_error(code, name, message)
+                return push_error(exc, name)
             return 0
 
         return fntype(call)
+
+    return decorate
+
+
+def petsc_method(name):
+    """Decorator for a method of a petsc4py Python type (PC, KSP): errors reach PETSc's trace."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def call(*args):
+            try:
+                return fn(*args)
+            except PETSc.Error:
+                raise
+            except Exception as exc:
+                raise PETSc.Error(push_error(exc, name)) from exc
+
+        return call
 
     return decorate

@@ -406,6 +406,23 @@ def context(mat):
         raise TypeError(f"matrix of type {mat.getType()} is not a gpusell matrix") from None
 
 
+def local_block(mat, xp):
+    """The rank's diagonal block (own rows, own columns) as a float64 SellMatrix in ``xp``.
+
+    A gpusell matrix with float64 values in the same memory lends its own SELL
+    copy; any other matrix is read with MatGetValuesCSR.
+    """
+    ctx = _contexts.get(mat.handle)
+    if ctx is not None and ctx.xp is xp and ctx.value_type == "float64":
+        ctx.update()
+        return ctx.local
+    indptr, indices, data = mat.getValuesCSR()
+    csr = (indptr, indices, data)
+    if mat.getComm().getSize() > 1:
+        csr = split_rows(indptr, indices, data, *mat.getOwnershipRangeColumn()).diag
+    return SellMatrix.from_csr(*csr, mat.getLocalSize(), xp=xp)
+
+
 def _create(handle, type_name):
     # The AIJ creator itself, not MatSetType: that would stop early when the
     # Mat still carries the AIJ type name from before.

@@ -41,6 +41,13 @@ class OptionsReader:
             raise OptionError(f"-{self.prefix}{name} {value} is out of range: valid values are {low} to {high}")
         return value
 
+    def real(self, name, default, text, *, low, high=float("inf")):
+        value = self._db.getReal(name, default)
+        self._show(name, value, default, f"{text} ({low:g} to {high:g})")
+        if not low <= value <= high:
+            raise OptionError(f"-{self.prefix}{name} {value:g} is out of range: valid values are {low:g} to {high:g}")
+        return value
+
     def choice(self, name, default, choices, text):
         value = self._db.getString(name, default)
         self._show(name, value, default, f"{text} (one of {' '.join(choices)})")

@@ -1,9 +1,12 @@
 """``import plugin`` registers the project's types with PETSc.
 
-After it, ``-mat_type gpusell`` and ``-dm_mat_type gpusell`` select the SELL-C-sigma
-GPU matrix in any petsc4py program.
+After it, in any petsc4py program: ``-mat_type gpusell`` and ``-dm_mat_type
+gpusell`` select the SELL-C-sigma GPU matrix, ``-pc_type ainv`` the sparse
+approximate-inverse preconditioners.
 """
 
 from petsc_ext import gpusell
+from petsc_ext.registry import register_python_type
 
 gpusell.register()
+register_python_type("PC", "ainv", "petsc_ext.ainv.ApproximateInversePC")
