@@ -46,10 +46,14 @@ def _csr_matrix(A):
 def _pattern(matrix, levels, drop):
     """Pattern (values 1) of A~^levels, A~ = A without entries below drop * sqrt(|a_ii a_jj|)."""
     xp = _xp(matrix)
-    coo = matrix.tocoo()
-    diag = abs(matrix.diagonal())
-    keep = (coo.row == coo.col) | (abs(coo.data) >= drop * (diag[coo.row] * diag[coo.col]) ** 0.5)
-    base = sparse_module(xp).csr_matrix((xp.ones(int(keep.sum())), (coo.row[keep], coo.col[keep])), shape=matrix.shape)
+    if drop > 0:
+        coo = matrix.tocoo()
+        diag = abs(matrix.diagonal())
+        keep = (coo.row == coo.col) | (abs(coo.data) >= drop * (diag[coo.row] * diag[coo.col]) ** 0.5)
+        base = sparse_module(xp).csr_matrix((xp.ones(int(keep.sum())), (coo.row[keep], coo.col[keep])),
+                                            shape=matrix.shape)
+    else:
+        base = sparse_module(xp).csr_matrix((xp.ones(matrix.nnz), matrix.indices, matrix.indptr), shape=matrix.shape)
     power = base
     for _ in range(levels - 1):
         power = power @ base
@@ -235,5 +239,11 @@ def _check_symmetric(matrix, row_offset, rtol=1e-12):
     if abs(float(difference.data[worst])) <= rtol * float(abs(matrix.data).max()):
         return
     i, j = int(difference.row[worst]), int(difference.col[worst])
-    raise ValueError(f"fsai needs a symmetric matrix: A[{i + row_offset}, {j + row_offset}] = {float(matrix[i, j]):g} "
-                     f"but A[{j + row_offset}, {i + row_offset}] = {float(matrix[j, i]):g}; use -pc_ainv_type spai")
+    raise ValueError(f"fsai needs a symmetric matrix: A[{i + row_offset}, {j + row_offset}] = {_entry(matrix, i, j):g} "
+                     f"but A[{j + row_offset}, {i + row_offset}] = {_entry(matrix, j, i):g}; use -pc_ainv_type spai")
+
+
+def _entry(matrix, i, j):
+    start, end = int(matrix.indptr[i]), int(matrix.indptr[i + 1])
+    hits = (matrix.indices[start:end] == j).nonzero()[0]
+    return float(matrix.data[start + int(hits[0])]) if hits.size else 0.0

@@ -106,3 +106,51 @@ def test_every_row_grouping_gives_the_same_products(value_dtype, rows_per_thread
     got = spmv(device, cupy.asarray(X), cupy.full((3, 1001), cupy.nan), alpha=2.0, beta=-1.0, z=cupy.asarray(Z))
     numpy.testing.assert_allclose(got.get(), spmv(host, X, numpy.empty((3, 1001)), alpha=2.0, beta=-1.0, z=Z),
                                   rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 120), levels=st.integers(1, 2))
+def test_cuda_local_solves_and_approximate_inverses_match_numpy(seed, n, levels):
+    import cupy
+    import scipy.sparse
+
+    from gpu_mats.approximate_inverse import ChebyshevPolynomial, FactoredInverse, SparseApproximateInverse
+
+    rng = numpy.random.default_rng(seed)
+    B = scipy.sparse.random(n, n, density=min(1.0, 3.0 / n), random_state=rng, data_rvs=rng.standard_normal)
+    A = (B @ B.T + scipy.sparse.diags(rng.random(n) + 0.5)).tocsr()
+    A.sort_indices()
+    host, device = both(A, 32, 1, numpy.float64)
+    for build in (lambda M: FactoredInverse(M, levels=levels), lambda M: SparseApproximateInverse(M, levels=levels)):
+        h, d = build(host), build(device)
+        sell_h, sell_d = (h.G, d.G) if hasattr(h, "G") else (h.M, d.M)
+        for a, b in zip(sell_d.to_csr(), sell_h.to_csr()):
+            numpy.testing.assert_allclose(cupy.asnumpy(a), b, rtol=1e-10, atol=1e-13)
+        r = rng.standard_normal(n)
+        numpy.testing.assert_allclose(_applied(d, cupy.asarray(r)).get(), _applied(h, r), rtol=1e-10, atol=1e-12)
+    h, d = ChebyshevPolynomial(host, degree=3), ChebyshevPolynomial(device, degree=3)
+    numpy.testing.assert_allclose(d.interval, h.interval, rtol=1e-9)
+
+
+def _applied(inverse, r):
+    z = r * numpy.nan  # poisoned: apply must write every entry
+    inverse.apply(r, z)
+    return z
+
+
+def test_cuda_local_solves_report_the_same_failing_task():
+    import cupy
+    import scipy.sparse
+
+    from gpu_mats.local_solves import LocalSystemError, solve_local_systems
+
+    A = scipy.sparse.csr_matrix(numpy.array([[2.0, -1, 0, 0], [-1, 2, -1, 0], [0, -1, -0.1, -1], [0, 0, -1, 2]]))
+    pattern = scipy.sparse.tril(A).tocsr()
+    rhs = numpy.ones(pattern.nnz)
+    failures = []
+    for xp in (numpy, cupy):
+        with pytest.raises(LocalSystemError) as info:
+            solve_local_systems((xp.asarray(A.indptr), xp.asarray(A.indices), xp.asarray(A.data)),
+                                (xp.asarray(pattern.indptr), xp.asarray(pattern.indices)), xp.asarray(rhs), xp)
+        failures.append((info.value.task, info.value.pivot))
+    assert failures[0] == failures[1] == (2, 2)
