@@ -13,12 +13,17 @@ import statistics
 import subprocess
 import time
 
-import cupy
 import numpy
+
+try:
+    import cupy
+except ImportError:  # on a machine without CuPy: host timers only (for trying scripts out)
+    cupy = None
 
 
 def sync():
-    cupy.cuda.Device().synchronize()
+    if cupy is not None:
+        cupy.cuda.Device().synchronize()
 
 
 def wall_us(fn, repeats=15, batch=20, warmup=3):
@@ -36,7 +41,7 @@ def wall_us(fn, repeats=15, batch=20, warmup=3):
     return statistics.median(times)
 
 
-_SPIN = cupy.RawKernel(r"""
+_SPIN = cupy and cupy.RawKernel(r"""
 extern "C" __global__ void spin(long long cycles)
 {
     const long long start = clock64();
@@ -73,15 +78,17 @@ def copy_bandwidth_GBs(nbytes=2**31):
 
 
 def metadata(commit=None):
-    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    device = "host (no CuPy)"
+    if cupy is not None:
+        device = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["name"].decode()
     if commit is None:
         try:
             commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                     check=True).stdout.strip()
         except (OSError, subprocess.CalledProcessError):
             commit = os.environ.get("BENCH_COMMIT", "unknown")
-    return {"device": props["name"].decode(), "date": datetime.date.today().isoformat(), "commit": commit,
-            "cupy": cupy.__version__}
+    return {"device": device, "date": datetime.date.today().isoformat(), "commit": commit,
+            "cupy": cupy.__version__ if cupy is not None else None}
 
 
 def print_table(rows, columns):
@@ -95,8 +102,9 @@ def print_table(rows, columns):
             print("  ".join("-" * w for w in widths))
 
 
-def write_json(path, payload):
+def write_json(path, payload, quiet=False):
     if path:
         with open(path, "w") as out:
             json.dump(payload, out, indent=1)
-        print(f"wrote {path}")
+        if not quiet:
+            print(f"wrote {path}")

@@ -29,9 +29,10 @@ from gpu_mats.stencils import laplacian  # noqa: E402
 from petsc_ext.matrices import aij_from_csr  # noqa: E402
 
 SELF = PETSc.COMM_SELF
+GPU_AIJ = "aijcusparse" if PETSc.Sys.hasExternalPackage("cuda") else "aij"
 METHODS = {
     "jacobi": ("gpusell", {"pc_type": "jacobi"}),
-    "gamg": ("aijcusparse", {"pc_type": "gamg"}),
+    "gamg": (GPU_AIJ, {"pc_type": "gamg"}),
     "fsai k=1": ("gpusell", {"pc_type": "ainv"}),
     "fsai k=1 f32": ("gpusell", {"pc_type": "ainv", "pc_ainv_value_type": "float32"}),
     "fsai k=2": ("gpusell", {"pc_type": "ainv", "pc_ainv_levels": 2}),
@@ -115,16 +116,20 @@ def main():
     args = parser.parse_args()
 
     meta = harness.metadata(args.commit)
-    print(f"{meta['device']}, {meta['date']}, commit {meta['commit']}")
+    print(f"{meta['device']}, {meta['date']}, commit {meta['commit']}", flush=True)
+    start = time.perf_counter()
     for method in args.methods:  # warm-up: compile every kernel on a small problem
         run(laplacian(16), 16**3, method, 1)
+    print(f"[{time.perf_counter() - start:6.1f} s] warm-up done", flush=True)
     rows = []
     for name, csr, n, nullspace, rhs in problems(args):
         for method in args.methods:
             result = {"problem": name, "rows": n, **run(csr, n, method, args.repeats, nullspace, rhs)}
             rows.append(result)
-            print(f"{name}: {method}: {result['iterations']} its, setup {result['setup_s']:.3f} s, "
-                  f"solve {result['solve_s']:.4f} s, reason {result['reason']}", flush=True)
+            print(f"[{time.perf_counter() - start:6.1f} s] {name}: {method}: {result['iterations']} its, "
+                  f"setup {result['setup_s']:.3f} s, solve {result['solve_s']:.4f} s, reason {result['reason']}",
+                  flush=True)
+            harness.write_json(args.json, {**meta, "results": rows}, quiet=True)  # partial results survive a kill
     print()
     harness.print_table(rows, [("problem", "problem", "{}"), ("method", "method", "{}"),
                                ("iterations", "its", "{}"), ("setup_s", "setup s", "{:.3f}"),

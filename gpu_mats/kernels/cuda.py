@@ -94,10 +94,11 @@ LOCAL_SIZES = (8, 16, 32, 64)  # compiled bounds on a task's pattern length
 
 
 @functools.cache
-def _local_module():
+def _local_kernel(bound):
+    """The local-solve kernel for patterns of up to ``bound`` entries, compiled on first use."""
     source = pathlib.Path(__file__).with_name("local_solves.cu").read_text()
-    return cupy.RawModule(code=source, options=("-std=c++17",),
-                          name_expressions=[f"local_cholesky_solve<{m}>" for m in LOCAL_SIZES])
+    name = f"local_cholesky_solve<{bound}>"
+    return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=[name]).get_function(name)
 
 
 def local_cholesky_solve(pattern_ptr, pattern_cols, b_ptr, b_cols, b_vals, rhs):
@@ -110,7 +111,7 @@ def local_cholesky_solve(pattern_ptr, pattern_cols, b_ptr, b_cols, b_vals, rhs):
     longest = int((pattern_ptr[1:] - pattern_ptr[:-1]).max())
     bound = next(m for m in LOCAL_SIZES if m >= longest)
     block = 128
-    _local_module().get_function(f"local_cholesky_solve<{bound}>")(
+    _local_kernel(bound)(
         (-(-ntasks // block),), (block,),
         (numpy.int32(ntasks), pattern_ptr, pattern_cols, b_ptr, b_cols, b_vals, rhs, x, info))
     return x, info
