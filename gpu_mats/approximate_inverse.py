@@ -80,23 +80,15 @@ class FactoredInverse:
     def __init__(self, A: SellMatrix, levels=1, drop=0.0, value_dtype=numpy.float64, row_offset=0):
         xp = A.xp
         matrix = _csr_matrix(A)
-        diag = matrix.diagonal()
-        bad = xp.flatnonzero(~(diag > 0))
-        if bad.size:
-            row = int(bad[0])
-            raise ValueError(f"fsai needs a positive diagonal: row {row + row_offset} has A[{row + row_offset}, "
-                             f"{row + row_offset}] = {float(diag[row]):g}")
+        _check_positive_diagonal(matrix.diagonal(), "fsai", row_offset)
         _check_symmetric(matrix, row_offset)
         pattern = sparse_module(xp).tril(_pattern(matrix, levels, drop)).tocsr()
         pattern.sort_indices()
         rhs = xp.zeros(pattern.nnz)
         rhs[pattern.indptr[1:] - 1] = 1.0  # the diagonal is last in each lower-triangular row
-        try:
-            g = solve_local_systems((matrix.indptr, matrix.indices, matrix.data),
-                                    (pattern.indptr, pattern.indices), rhs, xp)
-        except LocalSystemError as exc:
-            raise ValueError(f"fsai: the local system of row {exc.task + row_offset} is not positive definite "
-                             f"(pivot {exc.pivot}); is the matrix SPD?") from None
+        g = _local_solves(matrix, pattern, rhs, lambda task, pivot: (
+            f"fsai: the local system of row {task + row_offset} is not positive definite (pivot {pivot}); "
+            f"is the matrix SPD?"))
         scale = 1.0 / xp.sqrt(g[pattern.indptr[1:] - 1])
         g *= scale[_rows_of_entries(xp, pattern.indptr)]
         self.G = SellMatrix.from_csr(pattern.indptr, pattern.indices, g, A.shape, slice_height=A.slice_height,
@@ -131,12 +123,9 @@ class SparseApproximateInverse:
         keys = _rows_of_entries(xp, columns.indptr) * width + columns.indices
         at = xp.minimum(xp.searchsorted(a_keys, keys), a_keys.size - 1)
         rhs = xp.where(a_keys[at] == keys, matrix.data[at], 0.0)
-        try:
-            m = solve_local_systems((normal.indptr, normal.indices, normal.data),
-                                    (columns.indptr, columns.indices), rhs, xp)
-        except LocalSystemError as exc:
-            raise ValueError(f"spai: column {exc.task + row_offset} of A has linearly dependent columns around "
-                             f"it (pivot {exc.pivot} of its least-squares problem)") from None
+        m = _local_solves(normal, columns, rhs, lambda task, pivot: (
+            f"spai: column {task + row_offset} of A has linearly dependent columns around it "
+            f"(pivot {pivot} of its least-squares problem)"))
         M_t = sparse_module(xp).csr_matrix((m, columns.indices, columns.indptr), shape=A.shape)
         M = M_t.T.tocsr()
         M.sort_indices()
@@ -163,11 +152,7 @@ class ChebyshevPolynomial:
     def __init__(self, A: SellMatrix, degree=4, lanczos_steps=20, safety=1.05, row_offset=0, seed=0):
         xp = A.xp
         d = diagonal(A)
-        bad = xp.flatnonzero(~(d > 0))
-        if bad.size:
-            row = int(bad[0])
-            raise ValueError(f"chebyshev needs a positive diagonal: row {row + row_offset} has "
-                             f"A[{row + row_offset}, {row + row_offset}] = {float(d[row]):g}")
+        _check_positive_diagonal(d, "chebyshev", row_offset)
         self.degree = degree
         self.inv_diag = 1.0 / d
         indptr, indices, data = A.to_csr()
@@ -228,6 +213,22 @@ def lanczos_extremes(A: SellMatrix, inv_diag, steps, seed=0):
     T = numpy.diag(alphas) + numpy.diag(betas[: k - 1], 1) + numpy.diag(betas[: k - 1], -1)
     ritz = numpy.linalg.eigvalsh(T)
     return float(ritz[0]), float(ritz[-1])
+
+
+def _local_solves(B, pattern, rhs, describe):
+    """solve_local_systems on scipy/cupyx matrices; a failure is a ValueError worded by describe(task, pivot)."""
+    try:
+        return solve_local_systems((B.indptr, B.indices, B.data), (pattern.indptr, pattern.indices), rhs, _xp(B))
+    except LocalSystemError as exc:
+        raise ValueError(describe(exc.task, exc.pivot)) from None
+
+
+def _check_positive_diagonal(diag, name, row_offset):
+    bad = (~(diag > 0)).nonzero()[0]
+    if bad.size:
+        row = int(bad[0])
+        raise ValueError(f"{name} needs a positive diagonal: row {row + row_offset} has "
+                         f"A[{row + row_offset}, {row + row_offset}] = {float(diag[row]):g}")
 
 
 def _check_symmetric(matrix, row_offset, rtol=1e-12):
