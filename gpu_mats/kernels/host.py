@@ -81,3 +81,28 @@ def local_cholesky_solve(pattern_ptr, pattern_cols, b_ptr, b_cols, b_vals, rhs):
         x[where[ok]] = y[ok]
         info[tasks] = bad
     return x, info
+
+
+def three_term(w, a, x, b, y, c, z):
+    """Twin of blas1.cu: w = a x + b y + c z, skipping terms with a zero coefficient."""
+    v = a * x
+    if b != 0.0:
+        v += b * y
+    if c != 0.0:
+        v += c * z
+    w[...] = v
+
+
+TS_CHUNK = 1024  # columns per partial product of ts_gram
+
+
+def ts_gram(X, Y, chunk=TS_CHUNK):
+    """X Y^T for tall-skinny blocks (rows of length n): partial products over
+    chunks of columns, then a pairwise sum (far more accurate than one long
+    dot product; the batched GEMM of seed 004, section 1.7)."""
+    n = X.shape[1]
+    m = n // chunk * chunk
+    P = numpy.matmul(X[:, :m].reshape(len(X), -1, chunk).transpose(1, 0, 2),
+                     Y[:, :m].reshape(len(Y), -1, chunk).transpose(1, 2, 0))
+    total = numpy.ascontiguousarray(P.transpose(1, 2, 0)).sum(axis=-1) if m else numpy.zeros((len(X), len(Y)))
+    return total + X[:, m:] @ Y[:, m:].T

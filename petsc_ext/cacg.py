@@ -1,0 +1,323 @@
+"""``-ksp_type cacg``: communication-avoiding (s-step) conjugate gradients.
+
+P-CBCG of seed 004 (Algorithm 2, line 14 with the corrected minus sign): every
+outer iteration advances s CG iterations with exactly two global reductions,
+one for Q^T A Q, Q^T r and ||r||^2, one for Q^T A S and r^T M^-1 r, where CG
+needs two or three per iteration. The preconditioner enters through the basis
+(z~_j = M^-1 z_j), so any PC works: jacobi, bjacobi, ainv, ...
+
+The basis and its A-products are (s, n) blocks in the vectors' memory (CuPy
+on the GPU, NumPy on the host); their rows are wrapped as PETSc vectors
+without copies, so MatMult and PCApply write straight into them, and the
+Gram products are GEMMs. Only the s x s matrices cross to the host.
+
+Eigenvalue bounds of M^-1 A, which the Newton and Chebyshev bases need, come
+at set-up from a few plain CG iterations (their Ritz values, by PETSc's own
+KSPComputeEigenvalues) or a power method, widened by a safety factor, and are
+reused by every solve with the same operators. Against the drift of the
+recursively updated residual, a solve that looks converged replaces r by
+b - A x and checks again (one extra reduction); -ksp_cacg_replace k also
+replaces it every k outer iterations (no extra reduction).
+"""
+
+import numpy
+from mpi4py import MPI
+from petsc4py import PETSc
+
+from gpu_mats.krylov import BASES, GramBreakdown, SStepBlocks, basis_recurrence, leading_solutions, spd_solve
+
+from .arrays import array_module_of, get_array, restore_array
+from .callbacks import petsc_method
+from .options import OptionsReader
+
+EIG_METHODS = ("cg", "power")
+_EVENTS = {name: PETSc.Log.Event(f"CACG{name}") for name in ("Basis", "Gram", "Eigen")}
+Reason = PETSc.KSP.ConvergedReason
+_BREAKDOWN_REASONS = {"nonfinite": Reason.DIVERGED_NANORINF, "indefinite": Reason.DIVERGED_INDEFINITE_MAT,
+                      "dependent": Reason.DIVERGED_BREAKDOWN}
+
+
+class _Workspace:
+    """The blocks of one local size and backend, and PETSc vectors over their rows."""
+
+    def __init__(self, xp, s, template):
+        self.n, size, comm = template.getLocalSize(), template.getSize(), template.getComm()
+        self.xp, self.blocks = xp, SStepBlocks(xp, s, self.n)
+        self.ring = (xp.zeros(self.n), xp.zeros(self.n))
+
+        def wrap(array):
+            if xp is numpy:
+                return PETSc.Vec().createWithArray(array, size=(self.n, size), comm=comm)
+            return PETSc.Vec().createCUDAWithArrays(cudahandle=array.data.ptr, size=(self.n, size), comm=comm)
+
+        self._vecs = {_key(array): wrap(array) for array in (*self.ring, *self.blocks.rows)}
+
+    def vec(self, array):
+        return self._vecs[_key(array)]
+
+    def destroy(self):
+        for vec in self._vecs.values():
+            vec.destroy()
+
+
+def _key(array):
+    return array.ctypes.data if isinstance(array, numpy.ndarray) else array.data.ptr
+
+
+def _to_host(xp, array):
+    return array if xp is numpy else xp.asnumpy(array)
+
+
+def _written(vec):
+    """Tell PETSc that the device (or host) copy we wrote through the array is the valid one."""
+    get_array(vec, "w")
+    restore_array(vec, "w")
+
+
+def _synced(vec):
+    """Make the array copy valid after PETSc wrote the vector (a host-side PC, say)."""
+    get_array(vec, "r")
+    restore_array(vec, "r")
+
+
+class CommunicationAvoidingCG:
+    """The context of a KSP of type cacg (petsc4py's Python KSP protocol)."""
+
+    def __init__(self):
+        self.s, self.basis, self.eig_method, self.eig_steps = 8, "chebyshev", "cg", 20
+        self.safety, self.replace_every = 1.0, 0
+        self.bounds, self.coefficients, self.xp = None, None, None
+        self.reductions, self.total_reductions, self.blocks_done, self.failure = 0, 0, 0, ""
+        self._work = None
+
+    def create(self, ksp):
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+
+    @petsc_method("KSPSetFromOptions_CACG")
+    def setFromOptions(self, ksp):
+        reader = OptionsReader(ksp.getOptionsPrefix(), "Communication-avoiding CG (cacg)", ksp.getComm())
+        s = reader.int("ksp_cacg_s", self.s, "CG iterations per block of two global reductions", low=1, high=16)
+        basis = reader.choice("ksp_cacg_basis", self.basis, BASES, "polynomial basis of the s-step block")
+        method = reader.choice("ksp_cacg_eig_method", self.eig_method, EIG_METHODS,
+                               "eigenvalue bounds of M^-1 A from CG (Ritz values) or a power method")
+        steps = reader.int("ksp_cacg_eig_steps", self.eig_steps if method == self.eig_method else
+                           (20 if method == "cg" else 100), "iterations of the eigenvalue estimate", low=2, high=1000)
+        safety = reader.real("ksp_cacg_eig_safety", self.safety, "widening factor of the eigenvalue interval",
+                             low=1.0, high=10.0)
+        self.replace_every = reader.int("ksp_cacg_replace", self.replace_every,
+                                        "replace r by b - Ax every k blocks (0: only to confirm convergence)",
+                                        low=0, high=10**6)
+        if (s, basis, method, steps, safety) != (self.s, self.basis, self.eig_method, self.eig_steps, self.safety):
+            self.s, self.basis, self.eig_method, self.eig_steps, self.safety = s, basis, method, steps, safety
+            self.reset(ksp)
+
+    @petsc_method("KSPSetUp_CACG")
+    def setUp(self, ksp):
+        A, _ = ksp.getOperators()
+        self.xp = array_module_of(A.createVecRight())
+        if self.basis == "monomial":
+            self.bounds = None
+        else:
+            _EVENTS["Eigen"].begin()
+            try:
+                self.bounds = self._estimate_bounds(ksp)
+            finally:
+                _EVENTS["Eigen"].end()
+        low, high = self.bounds or (0.0, 1.0)
+        self.coefficients = basis_recurrence(self.basis, self.s, low, high)
+
+    def reset(self, ksp):
+        if self._work is not None:
+            self._work.destroy()
+        self._work, self.bounds, self.coefficients = None, None, None
+
+    def destroy(self, ksp):
+        self.reset(ksp)
+
+    def getReductionCount(self):
+        """MPI_Allreduce calls of the last solve."""
+        return self.reductions
+
+    # --- eigenvalue bounds -----------------------------------------------------
+
+    def _estimate_bounds(self, ksp):
+        A, P = ksp.getOperators()
+        pc = ksp.getPC()
+        b, x = A.createVecs()
+        b.setRandom()
+        steps = min(self.eig_steps, max(A.getSize()[0] - 1, 1))
+        if self.eig_method == "power":
+            w, z = b.duplicate(), b.duplicate()
+            b.scale(1.0 / b.norm())
+            high = 0.0
+            for _ in range(steps):
+                A.mult(b, w)
+                pc.apply(w, z)
+                high = z.norm()
+                z.copy(b)
+                b.scale(1.0 / high)
+            return 0.0, self.safety * high
+        inner = PETSc.KSP().create(comm=ksp.getComm())
+        inner.setOptionsPrefix((ksp.getOptionsPrefix() or "") + "ksp_cacg_eig_")
+        inner.setType(PETSc.KSP.Type.CG)
+        inner.setOperators(A, P)
+        inner.setPC(pc)
+        inner.setComputeEigenvalues(True)
+        inner.setNormType(PETSc.KSP.NormType.NONE)
+        inner.setTolerances(max_it=steps)
+        inner.solve(b, x)
+        ritz = inner.computeEigenvalues().real
+        inner.destroy()
+        return float(ritz.min()) / self.safety, float(ritz.max()) * self.safety
+
+    # --- the solve -------------------------------------------------------------
+
+    def _workspace(self, b):
+        n = b.getLocalSize()
+        if self._work is None or self._work.n != n or self._work.xp is not self.xp:
+            if self._work is not None:
+                self._work.destroy()
+            self._work = _Workspace(self.xp, self.s, b)
+        return self._work
+
+    def _communicator(self, ksp):
+        return ksp.getComm().tompi4py()
+
+    def _allreduce(self, comm, local):
+        comm.Allreduce(MPI.IN_PLACE, local, op=MPI.SUM)
+        self.reductions += 1
+        return local
+
+    def _build_basis(self, work, A, pc):
+        """S = (M^-1 z_0 .. M^-1 z_{s-1}), AS = A S, from z_0 = r by the basis recurrence."""
+        _EVENTS["Basis"].begin()
+        blocks = work.blocks
+        z, z_prev = blocks.r, None
+        for j in range(self.s):
+            S_j, AS_j = work.vec(blocks.S[j]), work.vec(blocks.AS[j])
+            pc.apply(work.vec(z), S_j)
+            A.mult(S_j, AS_j)
+            _synced(S_j), _synced(AS_j)
+            if j < self.s - 1:
+                a, b, c = self.coefficients[j]
+                out = work.ring[j % 2]
+                blocks.recurrence(blocks.AS[j], a, z, b, z_prev, c, out)
+                _written(work.vec(out))
+                z, z_prev = out, z
+        _EVENTS["Basis"].end()
+
+    def _true_residual(self, work, A, x, barray):
+        """r = b - A x (x a PETSc vector, barray the view of b)."""
+        r, rv = work.blocks.r, work.vec(work.blocks.r)
+        A.mult(x, rv)
+        _synced(rv)
+        r *= -1.0
+        r += barray
+        _written(rv)
+
+    def _record(self, ksp, its, rnorm):
+        ksp.setIterationNumber(its)
+        ksp.setResidualNorm(rnorm)
+        ksp.logConvergenceHistory(rnorm)
+        ksp.monitor(its, rnorm)
+
+    @petsc_method("KSPSolve_CACG")
+    def solve(self, ksp, b, x):
+        A, _ = ksp.getOperators()
+        pc = ksp.getPC()
+        comm = self._communicator(ksp)
+        work = self._workspace(b)
+        blocks, s, n = work.blocks, self.s, work.n
+        self.reductions, self.blocks_done, self.failure = 0, 0, ""
+        max_it = ksp.getTolerances()[3]
+        barray = get_array(b, "r", n)
+        try:
+            if ksp.getInitialGuessNonzero():
+                self._true_residual(work, A, x, barray)
+            else:
+                x.set(0.0)
+                blocks.r[...] = barray
+                _written(work.vec(blocks.r))
+            reason = self._iterate(ksp, work, A, pc, comm, x, barray, max_it)
+        finally:
+            restore_array(b, "r")
+        self.total_reductions += self.reductions
+        ksp.setConvergedReason(reason)
+
+    def _iterate(self, ksp, work, A, pc, comm, x, barray, max_it):
+        blocks, s, n = work.blocks, self.s, work.n
+        self._build_basis(work, A, pc)
+        blocks.adopt_basis()
+        its = 0
+        while True:
+            _EVENTS["Gram"].begin()
+            G, g, H, h, rr = blocks.unpack_gram(self._allreduce(comm, blocks.gram()))
+            _EVENTS["Gram"].end()
+            rnorm = float(numpy.sqrt(rr)) if rr >= 0 else float("nan")
+            reason = ksp.callConvergenceTest(its, rnorm)
+            self._record(ksp, its, rnorm)
+            if reason != Reason.ITERATING:
+                return reason
+            if its >= max_it:
+                return Reason.DIVERGED_ITS
+            try:
+                leading = leading_solutions(G, g, H, h, rr)
+            except GramBreakdown as exc:
+                self.failure = str(exc)
+                return _BREAKDOWN_REASONS[exc.kind]
+            # The first CG-equivalent iterate inside the block that meets the test.
+            hit = next((j for j, (_, norm) in enumerate(leading, 1) if ksp.callConvergenceTest(its + j, norm) > 0), 0)
+            a = leading[(hit or s) - 1][0]
+            xa = get_array(x, "rw", n)
+            blocks.step(a, xa)
+            restore_array(x, "rw")
+            _written(work.vec(blocks.r))
+            its += hit or s
+            if hit:  # confirm with the true residual (one more reduction)
+                self._true_residual(work, A, x, barray)
+                true = float(numpy.sqrt(self._allreduce(comm, _to_host(work.xp, blocks.r @ blocks.r)[None])[0]))
+                reason = ksp.callConvergenceTest(its, true)
+                if reason != Reason.ITERATING:
+                    self._record(ksp, its, true)
+                    return reason
+                self._build_basis(work, A, pc)  # the recursive residual drifted: start a new block sequence
+                blocks.adopt_basis()
+                continue
+            self.blocks_done += 1
+            if self.replace_every and self.blocks_done % self.replace_every == 0:
+                self._true_residual(work, A, x, barray)
+            self._build_basis(work, A, pc)
+            _EVENTS["Gram"].begin()
+            C, rz = blocks.unpack_cross(self._allreduce(comm, blocks.cross()))
+            _EVENTS["Gram"].end()
+            if not rz > 0:
+                self.failure = f"r^T M^-1 r = {rz:g}: the preconditioner is not positive definite"
+                return Reason.DIVERGED_INDEFINITE_PC
+            try:
+                B = spd_solve(G, C)
+            except GramBreakdown as exc:
+                self.failure = str(exc)
+                return _BREAKDOWN_REASONS[exc.kind]
+            blocks.conjugate(B)
+
+    # --- viewing -----------------------------------------------------------------
+
+    @petsc_method("KSPView_CACG")
+    def view(self, ksp, viewer):
+        if viewer.getType() != PETSc.Viewer.Type.ASCII:
+            return
+        lines = [f"cacg: s = {self.s}, basis {self.basis}, global reductions: 2 per block of s iterations"]
+        if self.basis != "monomial":
+            bounds = ("not computed yet" if self.bounds is None else
+                      f"[{self.bounds[0]:.6g}, {self.bounds[1]:.6g}]")
+            lines.append(f"  eigenvalue interval of M^-1 A: {bounds} from {self.eig_steps} "
+                         f"{'CG (Ritz values)' if self.eig_method == 'cg' else 'power'} steps, "
+                         f"safety factor {self.safety:g}")
+        lines.append(f"  last solve: {self.blocks_done} blocks, {self.reductions} MPI_Allreduce calls "
+                     f"({self.total_reductions} in all solves)")
+        if self.failure:
+            lines.append(f"  stopped: {self.failure}")
+        viewer.addASCIITab(1)
+        for line in lines:
+            viewer.printfASCII(line + "\n")
+        viewer.subtractASCIITab(1)
