@@ -1,5 +1,7 @@
 """Where new objects keep their data: the ``-gpu_backend`` choice, and CuPy
-running on PETSc's CUDA stream so our kernels are ordered with PETSc's."""
+working on PETSc's device and CUDA stream, so that our kernels see PETSc's
+memory (one GPU per MPI rank: PETSc chooses which) and run in order with
+PETSc's own."""
 
 import functools
 
@@ -31,14 +33,15 @@ def choose_backend():
     veto = "" if PETSc.Sys.hasExternalPackage("cuda") else "this PETSc was built without CUDA"
     xp = resolve(choice, unavailable_reason=veto, notify=PETSc.Sys.Print)
     if xp is not numpy:
-        _use_petsc_stream()
+        _use_petsc_device_and_stream()
     return xp
 
 
 @functools.cache
-def _use_petsc_stream():
+def _use_petsc_device_and_stream():
     import cupy
 
+    cupy.cuda.Device(PETSc.DeviceContext.getCurrent().getDevice().getDeviceId()).use()
     stream = lp.current_stream()
     if stream:
         cupy.cuda.ExternalStream(stream).use()
