@@ -148,18 +148,21 @@ class SStepBlocks:
 
 
 def leading_solutions(G, g, H, h, rr):
-    """For j = 1 .. s: the coefficients a_j of the CG-equivalent iterate x + Q[:j] a_j
-    (the Galerkin solution on the j leading block vectors) and its residual norm,
-    ||r - AQ[:j]^T a_j||^2 = r^T r - 2 a_j^T h_j + a_j^T H_j a_j. In exact arithmetic
-    these are the CG iterates and residual norms sk + 1 .. sk + s.
+    """The CG-equivalent iterates inside a block: for j = 1 .. s, the coefficients
+    a_j of x + Q[:j] a_j (the Galerkin solution on the j leading block vectors)
+    and its residual norm ||r - AQ[:j]^T a_j||, from r^T r - 2 a_j^T h + a_j^T H a_j.
+    In exact arithmetic these are the CG iterates and residual norms sk+1 .. sk+s.
+
+    With G = L L^T, a_j solves L[:j,:j]^T a = y[:j] for y = L^-1 g; padded with
+    zeros it solves L^T a = (y[:j], 0), as L^T is upper triangular: one
+    triangular solve gives every a_j as a column.
     """
-    if not (numpy.isfinite(G).all() and numpy.isfinite(g).all()):
-        raise GramBreakdown("nonfinite", "the Gram matrix Q^T A Q has Inf or NaN entries")
-    out = []
-    for j in range(1, len(g) + 1):
-        a = spd_solve(G[:j, :j], g[:j])
-        out.append((a, float(numpy.sqrt(max(rr - 2 * a @ h[:j] + a @ H[:j, :j] @ a, 0.0)))))
-    return out
+    spd_solve(G, g)  # classifies a breakdown of the whole block
+    L = numpy.linalg.cholesky(G)
+    y = scipy.linalg.solve_triangular(L, g, lower=True)
+    A = scipy.linalg.solve_triangular(L.T, numpy.triu(numpy.tile(y[:, None], len(g))), lower=False)
+    norms = numpy.sqrt(numpy.maximum(rr - 2 * h @ A + numpy.einsum("ij,ik,kj->j", A, H, A), 0.0))
+    return [(A[:j, j - 1], float(norms[j - 1])) for j in range(1, len(g) + 1)]
 
 
 def _symmetric(upper_values, upper):

@@ -155,3 +155,37 @@ def test_cuda_local_solves_report_the_same_failing_task():
                                 (xp.asarray(pattern.indptr), xp.asarray(pattern.indices)), xp.asarray(rhs), xp)
         failures.append((info.value.task, info.value.pivot))
     assert failures[0] == failures[1] == (2, 2)
+
+
+def test_cuda_krylov_kernels_match_numpy():
+    import cupy
+
+    from gpu_mats.kernels import cuda, host
+
+    rng = numpy.random.default_rng(11)
+    for n in (5, 4096, 5000):
+        W = rng.standard_normal((9, n))
+        numpy.testing.assert_allclose(cuda.ts_gram(cupy.asarray(W), cupy.asarray(W)[4:]).get(), host.ts_gram(W, W[4:]),
+                                      rtol=1e-12, atol=1e-12)
+        w = cupy.full(n, cupy.nan)  # poisoned: every entry must be written
+        cuda.three_term(w, 2.0, cupy.asarray(W[0]), -1.0, cupy.asarray(W[1]), 0.5, cupy.asarray(W[2]))
+        numpy.testing.assert_allclose(w.get(), 2 * W[0] - W[1] + 0.5 * W[2])
+
+
+def test_cacg_solve_keeps_its_vectors_on_the_device():
+    from petsc4py import PETSc
+
+    import plugin  # noqa: F401
+    from gpu_mats.stencils import laplacian
+    from petsc_ext.matrices import aij_from_csr
+
+    A = aij_from_csr(*laplacian(16), (4096, 4096), comm=PETSc.COMM_SELF, mat_type="gpusell")
+    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+    ksp.setOperators(A)
+    ksp.setType("cacg")
+    ksp.getPC().setType("jacobi")
+    b, x = A.createVecs()
+    b.set(1.0)
+    ksp.solve(b, x)
+    assert ksp.getConvergedReason() > 0
+    assert (b.getOffloadMask(), x.getOffloadMask()) == (2, 2)  # PETSC_OFFLOAD_GPU: no host copies
