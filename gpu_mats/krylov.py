@@ -130,16 +130,18 @@ class SStepBlocks:
         return buffer[: s * s].reshape(s, s), buffer[s * s]
 
     def step(self, a, x):
-        """x += Q[:j] a, r -= AQ[:j] a for the j = len(a) leading block vectors."""
-        a, j = self.xp.asarray(a), len(a)
-        x += a @ self.Q[:j]
-        self.r[...] -= a @ self.AQ[:j]
+        """x += Q[:j] a, r -= AQ[:j] a for the j = len(a) leading block vectors (in place)."""
+        gemm = kernels_for(self.xp).gemm_accumulate
+        a, j = self.xp.asarray(a)[None, :], len(a)
+        gemm(x[None, :], 1.0, a, self.Q[:j])
+        gemm(self.r[None, :], -1.0, a, self.AQ[:j])
 
     def conjugate(self, B):
-        """Q_{k+1} = S_{k+1} - Q_k B, AQ_{k+1} = AS_{k+1} - AQ_k B (row-major: minus B^T Q)."""
-        BT = self.xp.asarray(B.T)
-        self.S[...] -= BT @ self.Q
-        self.AS[...] -= BT @ self.AQ
+        """Q_{k+1} = S_{k+1} - Q_k B, AQ_{k+1} = AS_{k+1} - AQ_k B (row-major: minus B^T Q), in place."""
+        gemm = kernels_for(self.xp).gemm_accumulate
+        BT = self.xp.asarray(numpy.ascontiguousarray(B.T))
+        gemm(self.S, -1.0, BT, self.Q)
+        gemm(self.AS, -1.0, BT, self.AQ)
         self.adopt_basis()
 
     def recurrence(self, w, a, z, b, z_prev, c, out):

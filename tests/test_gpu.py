@@ -167,6 +167,13 @@ def test_cuda_krylov_kernels_match_numpy():
         W = rng.standard_normal((9, n))
         numpy.testing.assert_allclose(cuda.ts_gram(cupy.asarray(W), cupy.asarray(W)[4:]).get(), host.ts_gram(W, W[4:]),
                                       rtol=1e-12, atol=1e-12)
+        C, A, B = rng.standard_normal((3, n)), rng.standard_normal((3, 4)), rng.standard_normal((9, n))[:4]
+        expected = C.copy()
+        host.gemm_accumulate(expected, -0.5, A, B)
+        Cd = cupy.asarray(C)
+        cuda.gemm_accumulate(Cd, -0.5, cupy.asarray(A), cupy.asarray(B))
+        numpy.testing.assert_allclose(Cd.get(), expected, rtol=1e-12, atol=1e-12)
+        numpy.testing.assert_allclose(expected, C - 0.5 * A @ B, rtol=1e-12)
         w = cupy.full(n, cupy.nan)  # poisoned: every entry must be written
         cuda.three_term(w, 2.0, cupy.asarray(W[0]), -1.0, cupy.asarray(W[1]), 0.5, cupy.asarray(W[2]))
         numpy.testing.assert_allclose(w.get(), 2 * W[0] - W[1] + 0.5 * W[2])

@@ -153,3 +153,23 @@ def ts_gram(X, Y, chunk=1024):
         total = partial.sum(axis=0)
     rest = nchunks * chunk
     return total.T + (X[:, rest:] @ Y[:, rest:].T if rest < n else 0.0)
+
+
+def gemm_accumulate(C, alpha, A, B):
+    """C += alpha A B in place (one cuBLAS dgemm with beta = 1, no temporary),
+    for row-major blocks whose rows are contiguous: C (m, n), A (m, k), B (k, n)."""
+    from cupy.cuda import cublas
+
+    m, n, k = C.shape[0], C.shape[1], A.shape[1]
+    handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
+    A = cupy.ascontiguousarray(A)
+    alpha, one = numpy.array([alpha], dtype=numpy.float64), numpy.ones(1)
+    # row-major C = A B is column-major C^T = B^T A^T
+    cublas.dgemm(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, n, m, k, alpha.ctypes.data,
+                 B.data.ptr, _leading_dimension(B), A.data.ptr, k, one.ctypes.data, C.data.ptr, _leading_dimension(C))
+
+
+def _leading_dimension(M):
+    """Row stride in elements; a single row may carry any stride, cuBLAS wants at least its length."""
+    return M.strides[0] // 8 if M.shape[0] > 1 else M.shape[1]

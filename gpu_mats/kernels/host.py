@@ -106,3 +106,8 @@ def ts_gram(X, Y, chunk=TS_CHUNK):
                      Y[:, :m].reshape(len(Y), -1, chunk).transpose(1, 2, 0))
     total = numpy.ascontiguousarray(P.transpose(1, 2, 0)).sum(axis=-1) if m else numpy.zeros((len(X), len(Y)))
     return total + X[:, m:] @ Y[:, m:].T
+
+
+def gemm_accumulate(C, alpha, A, B):
+    """Twin of the cuBLAS call: C += alpha A B."""
+    C += alpha * (A @ B)
