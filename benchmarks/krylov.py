@@ -26,6 +26,7 @@ import harness  # noqa: E402
 import plugin  # noqa: E402,F401
 from gpu_mats.stencils import stencil_csr  # noqa: E402
 from petsc_ext.matrices import aij_from_csr  # noqa: E402
+from petsc_ext.options import options_set  # noqa: E402
 
 COMM = PETSc.COMM_WORLD
 METHODS = {"cg": {"ksp_type": "cg"}, "pipecg": {"ksp_type": "pipecg"}}
@@ -47,14 +48,10 @@ def timed(fn):
 def run(A, options, repeats):
     ksp = PETSc.KSP().create(comm=COMM)
     ksp.setOptionsPrefix("kry_")
-    db = PETSc.Options("kry_")
-    for name, value in options.items():
-        db[name] = value
     ksp.setOperators(A)
     ksp.setTolerances(rtol=1e-8, max_it=5000)
-    ksp.setFromOptions()
-    for name in options:
-        db.delValue(name)
+    with options_set("kry_", options):
+        ksp.setFromOptions()
     b, x = A.createVecs()
     b.set(1.0)
     ksp.setUp()

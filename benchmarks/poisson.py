@@ -27,6 +27,7 @@ import harness  # noqa: E402
 import plugin  # noqa: E402,F401
 from gpu_mats.stencils import laplacian  # noqa: E402
 from petsc_ext.matrices import aij_from_csr  # noqa: E402
+from petsc_ext.options import options_set  # noqa: E402
 
 SELF = PETSc.COMM_SELF
 GPU_AIJ = "aijcusparse" if PETSc.Sys.hasExternalPackage("cuda") else "aij"
@@ -58,15 +59,11 @@ def run(csr, n, method, repeats, nullspace=False, rhs=None):
         A.setNullSpace(PETSc.NullSpace().create(constant=True, comm=SELF))
     ksp = PETSc.KSP().create(comm=SELF)
     ksp.setOptionsPrefix("bench_")
-    db = PETSc.Options("bench_")
-    for name, value in options.items():
-        db[name] = value
     ksp.setOperators(A)
     ksp.setType("cg")
     ksp.setTolerances(rtol=1e-8, max_it=5000)
-    ksp.setFromOptions()
-    for name in options:
-        db.delValue(name)
+    with options_set("bench_", options):
+        ksp.setFromOptions()
     b, x = A.createVecs()
     if rhs is None:
         b.set(1.0)

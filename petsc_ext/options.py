@@ -5,9 +5,25 @@ dictionaries; neither prints ``-help`` entries with their defaults nor refuses
 out-of-range values, which every option of this project must do.
 """
 
+import contextlib
+
 from petsc4py import PETSc
 
 from . import libpetsc as lp
+
+
+@contextlib.contextmanager
+def options_set(prefix, values):
+    """``-<prefix>name value`` for each item, for the length of a block (say, a
+    setFromOptions call), then removed again."""
+    db = PETSc.Options(prefix)
+    for name, value in values.items():
+        db[name] = value
+    try:
+        yield
+    finally:
+        for name in values:
+            db.delValue(name)
 
 
 class OptionError(ValueError):

@@ -6,6 +6,34 @@ from hypothesis import strategies as st
 from gpu_mats.backend import cupy_status
 
 
+def krylov_solve(csr, n, options, comm=None, rhs=None, nullspace=False, max_it=3000):
+    """(ksp, x) of a solve with a gpusell matrix and KSP options (prefix t_), rtol 1e-8, b = 1 or rhs."""
+    from petsc4py import PETSc
+
+    import plugin  # noqa: F401
+    from petsc_ext.matrices import aij_from_csr
+    from petsc_ext.options import options_set
+
+    comm = comm or PETSc.COMM_WORLD
+    A = aij_from_csr(*csr, (n, n), comm=comm, mat_type="gpusell")
+    if nullspace:
+        A.setNullSpace(PETSc.NullSpace().create(constant=True, comm=comm))
+    ksp = PETSc.KSP().create(comm=comm)
+    ksp.setOptionsPrefix("t_")
+    ksp.setOperators(A)
+    ksp.setTolerances(rtol=1e-8, max_it=max_it)
+    with options_set("t_", options):
+        ksp.setFromOptions()
+    b, x = A.createVecs()
+    if rhs is None:
+        b.set(1.0)
+    else:
+        lo, hi = b.getOwnershipRange()
+        b.setArray(rhs[lo:hi])
+    ksp.solve(b, x)
+    return ksp, x
+
+
 def gpu_usable():
     """CuPy with a device, and a PETSc built with CUDA."""
     from petsc4py import PETSc

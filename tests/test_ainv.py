@@ -11,8 +11,8 @@ import plugin  # noqa: F401  (registers ainv)
 from gpu_mats import SellMatrix
 from gpu_mats.approximate_inverse import ChebyshevPolynomial, FactoredInverse, SparseApproximateInverse
 from gpu_mats.stencils import laplacian, stencil_csr
-from petsc_ext.matrices import aij_from_csr
 
+from conftest import krylov_solve
 from test_gpusell import COMM, options  # noqa: F401  (fixture)
 
 
@@ -101,29 +101,8 @@ def test_chebyshev_is_a_symmetric_positive_polynomial_in_the_jacobi_operator():
 
 def solve(csr, n, opts, ksp_type="cg", nullspace=False, comm=COMM, rhs=None):
     """Iterations, reason and solution of a PETSc solve with gpusell and the given options."""
-    A = aij_from_csr(*csr, (n, n), comm=comm, mat_type="gpusell")
-    if nullspace:
-        A.setNullSpace(PETSc.NullSpace().create(constant=True, comm=comm))
-    ksp = PETSc.KSP().create(comm=comm)
-    ksp.setOptionsPrefix("t_")
-    ksp.setOperators(A)
-    ksp.setType(ksp_type)
-    ksp.setTolerances(rtol=1e-8, max_it=2000)
-    db = PETSc.Options("t_")
-    for name, value in opts.items():
-        db[name] = value
-    try:
-        ksp.setFromOptions()
-        b, x = A.createVecs()
-        if rhs is None:
-            b.set(1.0)
-        else:
-            lo, hi = b.getOwnershipRange()
-            b.setArray(rhs[lo:hi])
-        ksp.solve(b, x)
-    finally:
-        for name in opts:
-            db.delValue(name)
+    ksp, x = krylov_solve(csr, n, {"ksp_type": ksp_type, **opts}, comm=comm, rhs=rhs, nullspace=nullspace,
+                          max_it=2000)
     return ksp.getIterationNumber(), ksp.getConvergedReason(), x, ksp
 
 

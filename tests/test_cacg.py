@@ -16,33 +16,14 @@ from gpu_mats.stencils import laplacian
 from petsc_ext import cacg
 from petsc_ext.matrices import aij_from_csr
 
+from conftest import krylov_solve
 from test_gpusell import COMM
 
 Reason = PETSc.KSP.ConvergedReason
 
 
-def solve(csr, n, opts, comm=COMM, rhs=None):
-    A = aij_from_csr(*csr, (n, n), comm=comm, mat_type="gpusell")
-    ksp = PETSc.KSP().create(comm=comm)
-    ksp.setOptionsPrefix("c_")
-    ksp.setOperators(A)
-    ksp.setTolerances(rtol=1e-8, max_it=3000)
-    db = PETSc.Options("c_")
-    for name, value in opts.items():
-        db[name] = value
-    try:
-        ksp.setFromOptions()
-    finally:
-        for name in opts:
-            db.delValue(name)
-    b, x = A.createVecs()
-    if rhs is None:
-        b.set(1.0)
-    else:
-        lo, hi = b.getOwnershipRange()
-        b.setArray(rhs[lo:hi])
-    ksp.solve(b, x)
-    return ksp, x
+def solve(csr, n, opts, comm=COMM):
+    return krylov_solve(csr, n, {"ksp_type": "cacg", **opts}, comm=comm)
 
 
 def relative_difference(x, y):
@@ -209,5 +190,5 @@ def test_nan_in_the_matrix_never_converges():
 
 @pytest.mark.parametrize("s", [0, 64])
 def test_s_out_of_range_is_refused_with_the_range(s):
-    with pytest.raises(PETSc.Error, match=f"-c_ksp_cacg_s {s} is out of range: valid values are 1 to 16"):
+    with pytest.raises(PETSc.Error, match=f"-t_ksp_cacg_s {s} is out of range: valid values are 1 to 16"):
         solve(laplacian(3), 27, {"ksp_type": "cacg", "ksp_cacg_s": s})
