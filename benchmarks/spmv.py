@@ -109,7 +109,6 @@ def run_matrix(name, csr, args, bandwidth):
     A = cupyx.scipy.sparse.csr_matrix((cupy.asarray(data), cupy.asarray(indices), cupy.asarray(indptr)), shape=(n, n))
     xc, yc = cupy.random.standard_normal(n), cupy.empty(n)
     results["cuSPARSE CSR"] = harness.event_us(lambda: cupyx.cusparse.spmv(A, xc, y=yc))
-    del A
 
     rows = []
     for label in ("gpusell f64", "gpusell f32", "aijcusparse", "sellcuda", "cuSPARSE CSR"):
@@ -140,7 +139,6 @@ def layout_sweep(name, csr, heights=(32, 64), sigmas=(1, 32, 1024)):
             A = SellMatrix.from_csr(indptr, indices, data, (n, n), slice_height=C, sigma=sigma, xp=cupy)
             rows.append({"matrix": name, "C": C, "sigma": sigma, "padding": A.padding_ratio,
                          "kernel_us": harness.event_us(lambda: spmv(A, x, y))})
-            del A
     return rows
 
 
@@ -161,7 +159,6 @@ def tuning_sweep(name, csr, rows_per_thread=(1, 2, 4), blocks=(128, 256, 512)):
                              "kernel_us": harness.event_us(lambda: spmv(A, x, y))})
         cuda_kernels.TUNING[A.vals.dtype].update(chosen)
         cuda_kernels.forget(A)
-        del A
     return rows
 
 

@@ -227,7 +227,7 @@ class CommunicationAvoidingCG:
         pc = ksp.getPC()
         comm = self._communicator(ksp)
         work = self._workspace(b)
-        blocks, s, n = work.blocks, self.s, work.n
+        blocks, n = work.blocks, work.n
         self.reductions, self.blocks_done, self.failure = 0, 0, ""
         max_it = ksp.getTolerances()[3]
         barray = get_array(b, "r", n)
