@@ -20,9 +20,10 @@ Errors name rows by their index plus ``row_offset`` (the rank's first row).
 
 import numpy
 
+from .backend import array_module
 from .local_solves import LocalSystemError, solve_local_systems
 from .ops import diagonal, spmv
-from .sell import SellMatrix
+from .sell import SellMatrix, entry_rows
 
 
 def sparse_module(xp):
@@ -45,7 +46,7 @@ def _csr_matrix(A):
 
 def _pattern(matrix, levels, drop):
     """Pattern (values 1) of A~^levels, A~ = A without entries below drop * sqrt(|a_ii a_jj|)."""
-    xp = _xp(matrix)
+    xp = array_module(matrix.data)
     if drop > 0:
         coo = matrix.tocoo()
         diag = abs(matrix.diagonal())
@@ -60,18 +61,6 @@ def _pattern(matrix, levels, drop):
     power.data[:] = 1.0
     power.sort_indices()
     return power
-
-
-def _xp(matrix):
-    if isinstance(matrix.data, numpy.ndarray):
-        return numpy
-    import cupy
-
-    return cupy
-
-
-def _rows_of_entries(xp, indptr):
-    return xp.searchsorted(indptr, xp.arange(int(indptr[-1]), dtype=xp.int64), side="right") - 1
 
 
 class FactoredInverse:
@@ -90,7 +79,7 @@ class FactoredInverse:
             f"fsai: the local system of row {task + row_offset} is not positive definite (pivot {pivot}); "
             f"is the matrix SPD?"))
         scale = 1.0 / xp.sqrt(g[pattern.indptr[1:] - 1])
-        g *= scale[_rows_of_entries(xp, pattern.indptr)]
+        g *= scale[entry_rows(xp, pattern.indptr)]
         self.G = SellMatrix.from_csr(pattern.indptr, pattern.indices, g, A.shape, slice_height=A.slice_height,
                                      value_dtype=value_dtype, xp=xp)
         self.GT = self.G.transpose()
@@ -119,8 +108,8 @@ class SparseApproximateInverse:
         normal.sort_indices()
         # rhs of column j at q: A[j, J_q], looked up by (row, column) keys in A
         width = A.shape[1]
-        a_keys = _rows_of_entries(xp, matrix.indptr) * width + matrix.indices
-        keys = _rows_of_entries(xp, columns.indptr) * width + columns.indices
+        a_keys = entry_rows(xp, matrix.indptr) * width + matrix.indices
+        keys = entry_rows(xp, columns.indptr) * width + columns.indices
         at = xp.minimum(xp.searchsorted(a_keys, keys), a_keys.size - 1)
         rhs = xp.where(a_keys[at] == keys, matrix.data[at], 0.0)
         m = _local_solves(normal, columns, rhs, lambda task, pivot: (
@@ -156,7 +145,7 @@ class ChebyshevPolynomial:
         self.degree = degree
         self.inv_diag = 1.0 / d
         indptr, indices, data = A.to_csr()
-        scaled = data.astype(numpy.float64) * self.inv_diag[_rows_of_entries(xp, indptr)]
+        scaled = data.astype(numpy.float64) * self.inv_diag[entry_rows(xp, indptr)]
         self.A = SellMatrix.from_csr(indptr, indices, scaled, A.shape, slice_height=A.slice_height,
                                      value_dtype=A.value_dtype, xp=xp)  # D^-1 A
         low, high = lanczos_extremes(A, self.inv_diag, lanczos_steps, seed)
@@ -218,7 +207,7 @@ def lanczos_extremes(A: SellMatrix, inv_diag, steps, seed=0):
 def _local_solves(B, pattern, rhs, describe):
     """solve_local_systems on scipy/cupyx matrices; a failure is a ValueError worded by describe(task, pivot)."""
     try:
-        return solve_local_systems((B.indptr, B.indices, B.data), (pattern.indptr, pattern.indices), rhs, _xp(B))
+        return solve_local_systems((B.indptr, B.indices, B.data), (pattern.indptr, pattern.indices), rhs, array_module(B.data))
     except LocalSystemError as exc:
         raise ValueError(describe(exc.task, exc.pivot)) from None
 
@@ -232,7 +221,7 @@ def _check_positive_diagonal(diag, name, row_offset):
 
 
 def _check_symmetric(matrix, row_offset, rtol=1e-12):
-    xp = _xp(matrix)
+    xp = array_module(matrix.data)
     difference = (matrix - matrix.T).tocoo()
     if difference.nnz == 0:
         return

@@ -60,21 +60,27 @@ class GramBreakdown(ArithmeticError):
         super().__init__(message)
 
 
-def spd_solve(G, rhs):
-    """G^-1 rhs by Cholesky, for the s x s Gram matrix Q^T A Q."""
-    if not (numpy.isfinite(G).all() and numpy.isfinite(rhs).all()):
+def _cholesky(G):
+    """The lower Cholesky factor of the s x s Gram matrix Q^T A Q; a failure says why."""
+    if not numpy.isfinite(G).all():
         raise GramBreakdown("nonfinite", "the Gram matrix Q^T A Q has Inf or NaN entries")
     diagonal = numpy.diag(G)
     if (diagonal <= 0).any():
         raise GramBreakdown("indefinite", f"q^T A q = {diagonal.min():g} <= 0 for a basis vector q: "
                                           "the operator is not positive definite")
     try:
-        factor = scipy.linalg.cho_factor(G)
+        return numpy.linalg.cholesky(G)
     except numpy.linalg.LinAlgError:
         raise GramBreakdown("dependent", "Q^T A Q is not positive definite although its diagonal is: the basis "
                                          "vectors lost their independence (use a smaller s or the chebyshev "
                                          "basis)") from None
-    return scipy.linalg.cho_solve(factor, rhs)
+
+
+def spd_solve(G, rhs):
+    """G^-1 rhs by Cholesky, for the s x s Gram matrix Q^T A Q."""
+    if not numpy.isfinite(rhs).all():
+        raise GramBreakdown("nonfinite", "the right-hand side of a Gram system has Inf or NaN entries")
+    return scipy.linalg.cho_solve((_cholesky(G), True), rhs)
 
 
 class SStepBlocks:
@@ -125,6 +131,10 @@ class SStepBlocks:
         C = kernels_for(xp).ts_gram(self.Q, self.AS)
         return _to_host(xp, xp.concatenate((C.ravel(), (self.r @ self.S[0])[None])))
 
+    def residual(self):
+        """Local part of r^T r alone (to confirm a converged residual)."""
+        return _to_host(self.xp, (self.r @ self.r)[None])
+
     def unpack_cross(self, buffer):
         s = self.s
         return buffer[: s * s].reshape(s, s), buffer[s * s]
@@ -159,8 +169,9 @@ def leading_solutions(G, g, H, h, rr):
     zeros it solves L^T a = (y[:j], 0), as L^T is upper triangular: one
     triangular solve gives every a_j as a column.
     """
-    spd_solve(G, g)  # classifies a breakdown of the whole block
-    L = numpy.linalg.cholesky(G)
+    if not numpy.isfinite(g).all():
+        raise GramBreakdown("nonfinite", "Q^T r has Inf or NaN entries")
+    L = _cholesky(G)
     y = scipy.linalg.solve_triangular(L, g, lower=True)
     A = scipy.linalg.solve_triangular(L.T, numpy.triu(numpy.tile(y[:, None], len(g))), lower=False)
     norms = numpy.sqrt(numpy.maximum(rr - 2 * h @ A + numpy.einsum("ij,ik,kj->j", A, H, A), 0.0))

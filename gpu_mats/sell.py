@@ -108,7 +108,7 @@ class SellMatrix:
             stored[order] = xp.arange(nrows, dtype=xp.int64)
         first_slot = slice_ptr[stored // C] + stored % C
         entry = xp.arange(nnz, dtype=xp.int64)
-        entry_row = xp.searchsorted(indptr, entry, side="right") - 1
+        entry_row = entry_rows(xp, indptr)
         val_map = first_slot[entry_row] + (entry - indptr[entry_row]) * C
 
         nslots = int(slice_ptr[-1])
@@ -148,13 +148,18 @@ class SellMatrix:
         xp = self.xp
         nrows, ncols = self.shape
         indptr, indices, data = self.to_csr()
-        rows = xp.searchsorted(indptr, xp.arange(self.nnz, dtype=xp.int64), side="right") - 1
+        rows = entry_rows(xp, indptr)
         by_col = _stable_argsort(xp, indices)
         t_indptr = xp.zeros(ncols + 1, dtype=xp.int64)
         xp.cumsum(xp.bincount(indices, minlength=ncols), out=t_indptr[1:])
         return SellMatrix.from_csr(t_indptr, rows[by_col], data[by_col], (ncols, nrows),
                                    slice_height=self.slice_height, sigma=self.sigma,
                                    value_dtype=self.value_dtype, xp=xp)
+
+
+def entry_rows(xp, indptr):
+    """The row of every entry of a CSR matrix (empty rows included correctly)."""
+    return xp.searchsorted(indptr, xp.arange(int(indptr[-1]), dtype=xp.int64), side="right") - 1
 
 
 def _check_sizes(nrows, ncols, slice_height, sigma):

@@ -64,10 +64,6 @@ def _key(array):
     return array.ctypes.data if isinstance(array, numpy.ndarray) else array.data.ptr
 
 
-def _to_host(xp, array):
-    return array if xp is numpy else xp.asnumpy(array)
-
-
 def _written(vec):
     """Tell PETSc that the device (or host) copy we wrote through the array is the valid one."""
     get_array(vec, "w")
@@ -275,7 +271,7 @@ class CommunicationAvoidingCG:
             its += hit or s
             if hit:  # confirm with the true residual (one more reduction)
                 self._true_residual(work, A, x, barray)
-                true = float(numpy.sqrt(self._allreduce(comm, _to_host(work.xp, blocks.r @ blocks.r)[None])[0]))
+                true = float(numpy.sqrt(self._allreduce(comm, blocks.residual())[0]))
                 reason = ksp.callConvergenceTest(its, true)
                 if reason != Reason.ITERATING:
                     self._record(ksp, its, true)
