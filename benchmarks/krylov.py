@@ -1,5 +1,6 @@
 """Time per CG-equivalent iteration: cacg (s = 4, 8, 12) against PETSc's cg
-and pipecg, with jacobi and ainv, on gpusell with CUDA vectors.
+and pipecg, with jacobi and ainv, on gpusell with CUDA vectors; cg and pipecg
+also on PETSc's own GPU matrix (--peer-mat, default aijcusparse).
 
     python benchmarks/krylov.py --sizes 64 128 256 --json krylov.json
     mpiexec -n 2 python benchmarks/krylov.py --sizes 64 --json krylov2.json   # one GPU per rank
@@ -75,6 +76,8 @@ def main():
     parser.add_argument("--pcs", nargs="*", default=list(PCS))
     parser.add_argument("--methods", nargs="*", default=list(METHODS))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--peer-mat", default="aijcusparse",
+                        help="also run cg and pipecg on PETSc's own matrix type ('' for none)")
     parser.add_argument("--json")
     parser.add_argument("--commit")
     args = parser.parse_args()
@@ -85,21 +88,24 @@ def main():
     rows = []
     for n in args.sizes:
         shape = (n, n, n * ranks)
-        A = aij_from_csr(*stencil_csr(shape, STAR, [6.0] + [-1.0] * 6), (n**3 * ranks,) * 2, comm=COMM,
-                         mat_type="gpusell")
-        for pc in args.pcs:
-            for method in args.methods:
-                result = {"problem": f"{n}^3 per rank", "rows": n**3 * ranks, "pc": pc, "method": method,
-                          **run(A, {**METHODS[method], **PCS[pc]}, args.repeats)}
-                rows.append(result)
-                say(f"{result['problem']} {pc} {method}: {result['iterations']} its, {result['solve_s']:.4f} s, "
-                    f"{result['us_per_iteration']:.1f} us/it, reason {result['reason']}")
-                if rank == 0:
-                    harness.write_json(args.json, {**meta, "results": rows}, quiet=True)
-        A.destroy()
+        csr = stencil_csr(shape, STAR, [6.0] + [-1.0] * 6)
+        for mat_type in ["gpusell"] + ([args.peer_mat] if args.peer_mat else []):
+            A = aij_from_csr(*csr, (n**3 * ranks,) * 2, comm=COMM, mat_type=mat_type)
+            methods = args.methods if mat_type == "gpusell" else [m for m in args.methods if "cacg" not in m]
+            for pc in args.pcs:
+                for method in methods:
+                    result = {"problem": f"{n}^3 per rank", "rows": n**3 * ranks, "pc": pc, "mat": mat_type,
+                              "method": method, **run(A, {**METHODS[method], **PCS[pc]}, args.repeats)}
+                    rows.append(result)
+                    say(f"{result['problem']} {mat_type} {pc} {method}: {result['iterations']} its, "
+                        f"{result['solve_s']:.4f} s, {result['us_per_iteration']:.1f} us/it, reason {result['reason']}")
+                    if rank == 0:
+                        harness.write_json(args.json, {**meta, "results": rows}, quiet=True)
+            A.destroy()
     if rank == 0:
         print()
-        harness.print_table(rows, [("problem", "problem", "{}"), ("pc", "pc", "{}"), ("method", "method", "{}"),
+        harness.print_table(rows, [("problem", "problem", "{}"), ("pc", "pc", "{}"), ("mat", "matrix", "{}"),
+                                   ("method", "method", "{}"),
                                    ("iterations", "its", "{}"), ("solve_s", "solve s", "{:.4f}"),
                                    ("us_per_iteration", "us/it", "{:.1f}"), ("reductions", "allreduces", "{}")])
         harness.write_json(args.json, {**meta, "results": rows})

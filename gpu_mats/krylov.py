@@ -86,77 +86,103 @@ def spd_solve(G, rhs):
 class SStepBlocks:
     """The blocks of P-CBCG and the work between its two global reductions.
 
-    Two buffers of shape (2s + 1, n) hold [Q; AQ; r] (the current block) and
-    [S; AS; -] (the next basis), so that reduction 1 is one tall-skinny product
-    of the current buffer with its last s + 1 rows. They swap after each
-    conjugation.
+    Two buffers of shape (2s + 2, n) hold [AQ; Q; r; x] (the current block,
+    the residual and the iterate) and [AS; S; -; -] (the next basis), so that
+    every product is one GEMM on contiguous rows: reduction 1 is the Gram
+    matrix of [AQ; Q; r], reduction 2 the product of [Q; r] with [AS; S_0],
+    the iterate update one GEMM into [r; x], the conjugation one into [AS; S].
+    The buffers swap after each conjugation. ``ring`` holds the last two
+    unpreconditioned basis vectors z_j of the recurrence.
     """
 
     def __init__(self, xp, s, n):
         self.xp, self.s = xp, s
-        self._buffers = [xp.zeros((2 * s + 1, n)) for _ in range(2)]
-        self._upper = numpy.triu_indices(s)
+        self._buffers = [xp.zeros((2 * s + 2, n)) for _ in range(2)]
+        self.ring = xp.zeros((2, n))
 
     @property
     def rows(self):
-        """Every row of both buffers (to be wrapped as vectors)."""
-        return [row for buffer in self._buffers for row in buffer]
+        """Every vector the blocks hold (to be wrapped as PETSc vectors)."""
+        return [*self._buffers[0], *self._buffers[1], *self.ring]
 
-    Q = property(lambda self: self._buffers[0][: self.s])
-    AQ = property(lambda self: self._buffers[0][self.s:2 * self.s])
+    @property
+    def arrangement(self):
+        """Which buffer holds the current block (the two alternate)."""
+        return id(self._buffers[0])
+
+    AQ = property(lambda self: self._buffers[0][: self.s])
+    Q = property(lambda self: self._buffers[0][self.s:2 * self.s])
     r = property(lambda self: self._buffers[0][2 * self.s])
-    S = property(lambda self: self._buffers[1][: self.s])
-    AS = property(lambda self: self._buffers[1][self.s:2 * self.s])
+    x = property(lambda self: self._buffers[0][2 * self.s + 1])
+    AS = property(lambda self: self._buffers[1][: self.s])
+    S = property(lambda self: self._buffers[1][self.s:2 * self.s])
+
+    def build_basis(self, multiply, precondition, coefficients):
+        """S = (M^-1 z_0 .. M^-1 z_{s-1}) and AS = A S from z_0 = r by the basis
+        recurrence. ``multiply(x, y)`` sets y = A x; ``precondition`` applies
+        M^-1 (``apply(x, y)``), or is diagonal (``diagonal`` not None), which
+        the recurrence kernel then applies in the same pass."""
+        kernels, S, AS, d = kernels_for(self.xp), self.S, self.AS, precondition.diagonal
+        z, z_prev = self.r, None
+        precondition.apply(z, S[0])
+        for j in range(self.s):
+            multiply(S[j], AS[j])
+            if j == self.s - 1:
+                break
+            a, b, c = coefficients[j]
+            out = self.ring[j % 2]
+            kernels.three_term(out, a, AS[j], b, z, c, z if z_prev is None else z_prev, d, S[j + 1])
+            if d is None:
+                precondition.apply(out, S[j + 1])
+            z, z_prev = out, z
 
     def adopt_basis(self):
-        """Q_0 = S_0, AQ_0 = AS_0 (the first block needs no conjugation)."""
-        self._buffers[1][2 * self.s] = self.r
+        """Q = S, AQ = AS (the first block needs no conjugation): r and x move along."""
+        self._buffers[1][2 * self.s:] = self._buffers[0][2 * self.s:]
         self._buffers.reverse()
 
     def gram(self):
-        """Local part of reduction 1: Q^T AQ, Q^T r, AQ^T AQ, AQ^T r (upper triangles) and r^T r."""
-        s, W = self.s, self._buffers[0]
-        P = _to_host(self.xp, kernels_for(self.xp).ts_gram(W, W[s:]))  # (2s+1) x (s+1)
-        return numpy.concatenate((P[:s, :s][self._upper], P[:s, s], P[s:2 * s, :s][self._upper], P[s:2 * s, s],
-                                  P[2 * s, s:]))
+        """Local part of reduction 1: the Gram matrix of [AQ; Q; r], (2s + 1)^2 values."""
+        W = self._buffers[0][: 2 * self.s + 1]
+        return _to_host(self.xp, kernels_for(self.xp).ts_gram(W, W)).ravel()
 
     def unpack_gram(self, buffer):
-        s, m = self.s, len(self._upper[0])
-        G, H = _symmetric(buffer[:m], self._upper), _symmetric(buffer[m + s:2 * m + s], self._upper)
-        return G, buffer[m:m + s], H, buffer[2 * m + s:2 * m + 2 * s], buffer[2 * m + 2 * s]
+        """G = Q^T A Q, g = Q^T r, H = (AQ)^T AQ, h = (AQ)^T r, r^T r."""
+        s = self.s
+        P = buffer.reshape(2 * s + 1, 2 * s + 1)
+        G = numpy.triu(P[s:2 * s, :s])  # q_i^T (A q_j) for i <= j, as P-CBCG forms it
+        return G + numpy.triu(G, 1).T, P[s:2 * s, 2 * s], P[:s, :s], P[:s, 2 * s], P[2 * s, 2 * s]
 
     def cross(self):
-        """Local part of reduction 2: Q^T A S (general s x s) and r^T M^-1 r = r^T S[0]."""
-        xp = self.xp
-        C = kernels_for(xp).ts_gram(self.Q, self.AS)
-        return _to_host(xp, xp.concatenate((C.ravel(), (self.r @ self.S[0])[None])))
+        """Local part of reduction 2: [Q; r] [AS; S_0]^T, holding Q^T A S and r^T M^-1 r."""
+        s, xp = self.s, self.xp
+        return _to_host(xp, kernels_for(xp).ts_gram(self._buffers[0][s:2 * s + 1], self._buffers[1][:s + 1])).ravel()
+
+    def unpack_cross(self, buffer):
+        s = self.s
+        C = buffer.reshape(s + 1, s + 1)
+        return C[:s, :s], C[s, s]
 
     def residual(self):
         """Local part of r^T r alone (to confirm a converged residual)."""
         return _to_host(self.xp, (self.r @ self.r)[None])
 
-    def unpack_cross(self, buffer):
-        s = self.s
-        return buffer[: s * s].reshape(s, s), buffer[s * s]
-
-    def step(self, a, x):
-        """x += Q[:j] a, r -= AQ[:j] a for the j = len(a) leading block vectors (in place)."""
-        gemm = kernels_for(self.xp).gemm_accumulate
-        a, j = self.xp.asarray(a)[None, :], len(a)
-        gemm(x[None, :], 1.0, a, self.Q[:j])
-        gemm(self.r[None, :], -1.0, a, self.AQ[:j])
+    def step(self, a):
+        """x += Q[:j] a, r -= AQ[:j] a for the j = len(a) leading block vectors: one GEMM into [r; x]."""
+        s, j = self.s, len(a)
+        coefficients = numpy.zeros((2, 2 * s))
+        coefficients[0, :j], coefficients[1, s:s + j] = -a, a
+        W = self._buffers[0]
+        kernels_for(self.xp).gemm_accumulate(W[2 * s:], 1.0, self.xp.asarray(coefficients), W[:2 * s])
 
     def conjugate(self, B):
-        """Q_{k+1} = S_{k+1} - Q_k B, AQ_{k+1} = AS_{k+1} - AQ_k B (row-major: minus B^T Q), in place."""
-        gemm = kernels_for(self.xp).gemm_accumulate
-        BT = self.xp.asarray(numpy.ascontiguousarray(B.T))
-        gemm(self.S, -1.0, BT, self.Q)
-        gemm(self.AS, -1.0, BT, self.AQ)
+        """AQ' = AS - AQ B, Q' = S - Q B (row-major: minus B^T times the rows), one GEMM; then swap."""
+        s = self.s
+        coefficients = numpy.zeros((2 * s, 2 * s))
+        coefficients[:s, :s] = coefficients[s:, s:] = B.T
+        kernels_for(self.xp).gemm_accumulate(self._buffers[1][:2 * s], -1.0, self.xp.asarray(coefficients),
+                                             self._buffers[0][:2 * s])
         self.adopt_basis()
-
-    def recurrence(self, w, a, z, b, z_prev, c, out):
-        """out = a w + b z + c z_prev, one pass (the basis recurrence)."""
-        kernels_for(self.xp).three_term(out, a, w, b, z, c, z if z_prev is None else z_prev)
 
 
 def leading_solutions(G, g, H, h, rr):
@@ -176,13 +202,6 @@ def leading_solutions(G, g, H, h, rr):
     A = scipy.linalg.solve_triangular(L.T, numpy.triu(numpy.tile(y[:, None], len(g))), lower=False)
     norms = numpy.sqrt(numpy.maximum(rr - 2 * h @ A + numpy.einsum("ij,ik,kj->j", A, H, A), 0.0))
     return [(A[:j, j - 1], float(norms[j - 1])) for j in range(1, len(g) + 1)]
-
-
-def _symmetric(upper_values, upper):
-    s = upper[0].max() + 1
-    M = numpy.zeros((s, s))
-    M[upper] = upper_values
-    return M + numpy.triu(M, 1).T
 
 
 def _to_host(xp, array):

@@ -72,17 +72,30 @@ class ApproximateInversePC:
 
     @petsc_method("PCApply_AINV")
     def apply(self, pc, x, y, transpose=False):
-        _EVENTS["Apply"].begin()
         n = x.getLocalSize()
         try:
             xa, ya = get_array(x, "r", n), get_array(y, "w", n)
             if not isinstance(xa, self.xp.ndarray) or not isinstance(ya, self.xp.ndarray):
                 raise TypeError("ainv was set up for vectors in "
                                 f"{'device' if self.xp is not numpy else 'host'} memory; got another kind")
-            (self.inverse.apply_transpose if transpose else self.inverse.apply)(xa, ya)
+            self.apply_arrays(xa, ya, transpose)
         finally:
             restore_array(x, "r")
             restore_array(y, "w")
+
+    def graph_key(self):
+        """What a CUDA graph of apply_arrays reads (None: not capturable, the
+        Chebyshev apply makes temporary arrays)."""
+        if self.xp is numpy or isinstance(self.inverse, ChebyshevPolynomial):
+            return None
+        return (self.inverse,)
+
+    def apply_arrays(self, x, y, transpose=False):
+        """y = M x on arrays in the preconditioner's memory (no PETSc dispatch)."""
+        _EVENTS["Apply"].begin()
+        try:
+            (self.inverse.apply_transpose if transpose else self.inverse.apply)(x, y)
+        finally:
             _EVENTS["Apply"].end()
 
     @petsc_method("PCApplyTranspose_AINV")

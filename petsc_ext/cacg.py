@@ -6,10 +6,12 @@ one for Q^T A Q, Q^T r and ||r||^2, one for Q^T A S and r^T M^-1 r, where CG
 needs two or three per iteration. The preconditioner enters through the basis
 (z~_j = M^-1 z_j), so any PC works: jacobi, bjacobi, ainv, ...
 
-The basis and its A-products are (s, n) blocks in the vectors' memory (CuPy
-on the GPU, NumPy on the host); their rows are wrapped as PETSc vectors
-without copies, so MatMult and PCApply write straight into them, and the
-Gram products are GEMMs. Only the s x s matrices cross to the host.
+The iterate, the residual, the basis and its A-products are (s, n) blocks in
+the vectors' memory (CuPy on the GPU, NumPy on the host), and the Gram
+products and block updates are GEMMs; only the small matrices cross to the
+host. A gpusell matrix and a jacobi or ainv preconditioner work on the rows
+directly (jacobi fused into the basis recurrence), any other Mat or PC
+through PETSc on vectors wrapped over the rows (petsc_ext.array_operators).
 
 Eigenvalue bounds of M^-1 A, which the Newton and Chebyshev bases need, come
 at set-up from a few plain CG iterations (their Ritz values, by PETSc's own
@@ -20,12 +22,15 @@ b - A x and checks again (one extra reduction); -ksp_cacg_replace k also
 replaces it every k outer iterations (no extra reduction).
 """
 
+import functools
+
 import numpy
 from mpi4py import MPI
 from petsc4py import PETSc
 
 from gpu_mats.krylov import BASES, GramBreakdown, SStepBlocks, basis_recurrence, leading_solutions, spd_solve
 
+from .array_operators import matrix_product, preconditioner
 from .arrays import array_module_of, get_array, restore_array
 from .callbacks import petsc_method
 from .options import OptionsReader
@@ -43,14 +48,15 @@ class _Workspace:
     def __init__(self, xp, s, template):
         self.n, size, comm = template.getLocalSize(), template.getSize(), template.getComm()
         self.xp, self.blocks = xp, SStepBlocks(xp, s, self.n)
-        self.ring = (xp.zeros(self.n), xp.zeros(self.n))
+        self.diagonal = xp.zeros(self.n)  # a Jacobi preconditioner's
+        self.graphs = _BasisGraphs() if xp is not numpy else None
 
         def wrap(array):
             if xp is numpy:
                 return PETSc.Vec().createWithArray(array, size=(self.n, size), comm=comm)
             return PETSc.Vec().createCUDAWithArrays(cudahandle=array.data.ptr, size=(self.n, size), comm=comm)
 
-        self._vecs = {_key(array): wrap(array) for array in (*self.ring, *self.blocks.rows)}
+        self._vecs = {_key(array): wrap(array) for array in (*self.blocks.rows, self.diagonal)}
 
     def vec(self, array):
         return self._vecs[_key(array)]
@@ -64,16 +70,45 @@ def _key(array):
     return array.ctypes.data if isinstance(array, numpy.ndarray) else array.data.ptr
 
 
-def _written(vec):
-    """Tell PETSc that the device (or host) copy we wrote through the array is the valid one."""
-    get_array(vec, "w")
-    restore_array(vec, "w")
+class _BasisGraphs:
+    """The basis build of one workspace as CUDA graphs, one per buffer
+    arrangement: s SpMVs (with their NCCL halo exchanges), preconditioner
+    applications and recurrences replayed by one launch, where launching them
+    from Python costs more host time than the GPU spends on them at 64^3.
+
+    A graph is captured the second time an arrangement is built (the first
+    run compiles kernels and opens NCCL connections, which capture cannot
+    do) and dropped when the operators' arrays or the coefficients change.
+    """
+
+    def __init__(self):
+        self._key, self._graphs, self._warm = None, {}, set()
+
+    def build(self, blocks, multiply, precondition, coefficients):
+        from gpu_mats.kernels import cuda
+
+        key = (multiply.graph_key, precondition.graph_key, tuple(coefficients))
+        if not _same(key, self._key):
+            self._key, self._graphs, self._warm = key, {}, set()
+        multiply.prepare()
+        precondition.prepare()
+        arrangement = blocks.arrangement
+        graph = self._graphs.get(arrangement)
+        if graph is None and arrangement in self._warm:
+            graph = self._graphs[arrangement] = cuda.capture(
+                lambda: blocks.build_basis(multiply, precondition, coefficients))
+        if graph is None:
+            blocks.build_basis(multiply, precondition, coefficients)
+            self._warm.add(arrangement)
+        else:
+            cuda.replay(graph)
 
 
-def _synced(vec):
-    """Make the array copy valid after PETSc wrote the vector (a host-side PC, say)."""
-    get_array(vec, "r")
-    restore_array(vec, "r")
+def _same(a, b):
+    """Keys equal item by item, objects by identity (arrays have no plain ==)."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a is b or (isinstance(a, (int, float, str)) and a == b)
 
 
 class CommunicationAvoidingCG:
@@ -81,10 +116,10 @@ class CommunicationAvoidingCG:
 
     def __init__(self):
         self.s, self.basis, self.eig_method, self.eig_steps = 8, "chebyshev", "cg", 20
-        self.safety, self.replace_every = 1.0, 0
+        self.safety, self.replace_every, self.use_graphs = 1.0, 0, True
         self.bounds, self.coefficients, self.xp = None, None, None
         self.reductions, self.total_reductions, self.blocks_done, self.failure = 0, 0, 0, ""
-        self._work = None
+        self._work, self.basis_runs = None, "not built yet"
 
     def create(self, ksp):
         ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
@@ -103,6 +138,9 @@ class CommunicationAvoidingCG:
         self.replace_every = reader.int("ksp_cacg_replace", self.replace_every,
                                         "replace r by b - Ax every k blocks (0: only to confirm convergence)",
                                         low=0, high=10**6)
+        self.use_graphs = reader.bool("ksp_cacg_graph", self.use_graphs,
+                                      "replay the basis build of each block as a CUDA graph where its operators "
+                                      "allow (gpusell, jacobi, ainv fsai or spai; NCCL halos)")
         if (s, basis, method, steps, safety) != (self.s, self.basis, self.eig_method, self.eig_steps, self.safety):
             self.s, self.basis, self.eig_method, self.eig_steps, self.safety = s, basis, method, steps, safety
             self.reset(ksp)
@@ -184,34 +222,22 @@ class CommunicationAvoidingCG:
         self.reductions += 1
         return local
 
-    def _build_basis(self, work, A, pc):
-        """S = (M^-1 z_0 .. M^-1 z_{s-1}), AS = A S, from z_0 = r by the basis recurrence."""
+    def _build_basis(self, work, multiply, precondition):
         _EVENTS["Basis"].begin()
-        blocks = work.blocks
-        z, z_prev = blocks.r, None
-        for j in range(self.s):
-            S_j, AS_j = work.vec(blocks.S[j]), work.vec(blocks.AS[j])
-            pc.apply(work.vec(z), S_j)
-            A.mult(S_j, AS_j)
-            _synced(S_j), _synced(AS_j)
-            if j < self.s - 1:
-                a, b, c = self.coefficients[j]
-                out = work.ring[j % 2]
-                blocks.recurrence(blocks.AS[j], a, z, b, z_prev, c, out)
-                _written(work.vec(out))
-                z, z_prev = out, z
+        capturable = multiply.graph_key is not None and precondition.graph_key is not None
+        if self.use_graphs and work.graphs is not None and capturable:
+            work.graphs.build(work.blocks, multiply, precondition, self.coefficients)
+            self.basis_runs = "CUDA graph replays"
+        else:
+            work.blocks.build_basis(multiply, precondition, self.coefficients)
+            self.basis_runs = "kernel launches" if capturable else "PETSc MatMult/PCApply calls"
         _EVENTS["Basis"].end()
 
-    def _true_residual(self, work, A, x, barray):
-        """r = b - A x (x a PETSc vector, barray the view of b)."""
-        r, rv = work.blocks.r, work.vec(work.blocks.r)
-        A.mult(x, rv)
-        _synced(rv)
-        r *= -1.0
-        r += barray
-        _written(rv)
-
-    def _record(self, ksp, its, rnorm):
+    def _record(self, ksp, its, rnorm, blocks, x):
+        """Monitors see the iterate in x, as in PETSc's own CG."""
+        xa = get_array(x, "w", blocks.x.size)
+        xa[...] = blocks.x
+        restore_array(x, "w")
         ksp.setIterationNumber(its)
         ksp.setResidualNorm(rnorm)
         ksp.logConvergenceHistory(rnorm)
@@ -220,29 +246,36 @@ class CommunicationAvoidingCG:
     @petsc_method("KSPSolve_CACG")
     def solve(self, ksp, b, x):
         A, _ = ksp.getOperators()
-        pc = ksp.getPC()
-        comm = self._communicator(ksp)
         work = self._workspace(b)
-        blocks, n = work.blocks, work.n
+        blocks, n, xp = work.blocks, work.n, self.xp
+        multiply = matrix_product(A, xp, work.vec)
+        precondition = preconditioner(ksp.getPC(), xp, work.vec, work.diagonal)
         self.reductions, self.blocks_done, self.failure = 0, 0, ""
-        max_it = ksp.getTolerances()[3]
         barray = get_array(b, "r", n)
         try:
+            true_residual = functools.partial(self._true_residual, blocks, multiply, barray)
             if ksp.getInitialGuessNonzero():
-                self._true_residual(work, A, x, barray)
+                blocks.x[...] = get_array(x, "r", n)
+                restore_array(x, "r")
+                true_residual()
             else:
-                x.set(0.0)
+                blocks.x[...] = 0.0
                 blocks.r[...] = barray
-                _written(work.vec(blocks.r))
-            reason = self._iterate(ksp, work, A, pc, comm, x, barray, max_it)
+            reason = self._iterate(ksp, work, multiply, precondition, true_residual, x)
         finally:
             restore_array(b, "r")
         self.total_reductions += self.reductions
         ksp.setConvergedReason(reason)
 
-    def _iterate(self, ksp, work, A, pc, comm, x, barray, max_it):
-        blocks, s, n = work.blocks, self.s, work.n
-        self._build_basis(work, A, pc)
+    @staticmethod
+    def _true_residual(blocks, multiply, barray):
+        """r = b - A x."""
+        multiply(blocks.x, blocks.r)
+        blocks.xp.subtract(barray, blocks.r, out=blocks.r)
+
+    def _iterate(self, ksp, work, multiply, precondition, true_residual, x):
+        s, comm, max_it, blocks = self.s, self._communicator(ksp), ksp.getTolerances()[3], work.blocks
+        self._build_basis(work, multiply, precondition)
         blocks.adopt_basis()
         its = 0
         while True:
@@ -251,7 +284,7 @@ class CommunicationAvoidingCG:
             _EVENTS["Gram"].end()
             rnorm = float(numpy.sqrt(rr)) if rr >= 0 else float("nan")
             reason = ksp.callConvergenceTest(its, rnorm)
-            self._record(ksp, its, rnorm)
+            self._record(ksp, its, rnorm, blocks, x)
             if reason != Reason.ITERATING:
                 return reason
             if its >= max_it:
@@ -263,26 +296,22 @@ class CommunicationAvoidingCG:
                 return _BREAKDOWN_REASONS[exc.kind]
             # The first CG-equivalent iterate inside the block that meets the test.
             hit = next((j for j, (_, norm) in enumerate(leading, 1) if ksp.callConvergenceTest(its + j, norm) > 0), 0)
-            a = leading[(hit or s) - 1][0]
-            xa = get_array(x, "rw", n)
-            blocks.step(a, xa)
-            restore_array(x, "rw")
-            _written(work.vec(blocks.r))
+            blocks.step(leading[(hit or s) - 1][0])
             its += hit or s
             if hit:  # confirm with the true residual (one more reduction)
-                self._true_residual(work, A, x, barray)
+                true_residual()
                 true = float(numpy.sqrt(self._allreduce(comm, blocks.residual())[0]))
                 reason = ksp.callConvergenceTest(its, true)
                 if reason != Reason.ITERATING:
-                    self._record(ksp, its, true)
+                    self._record(ksp, its, true, blocks, x)
                     return reason
-                self._build_basis(work, A, pc)  # the recursive residual drifted: start a new block sequence
+                self._build_basis(work, multiply, precondition)  # the recursive residual drifted: start anew
                 blocks.adopt_basis()
                 continue
             self.blocks_done += 1
             if self.replace_every and self.blocks_done % self.replace_every == 0:
-                self._true_residual(work, A, x, barray)
-            self._build_basis(work, A, pc)
+                true_residual()
+            self._build_basis(work, multiply, precondition)
             _EVENTS["Gram"].begin()
             C, rz = blocks.unpack_cross(self._allreduce(comm, blocks.cross()))
             _EVENTS["Gram"].end()
@@ -310,7 +339,7 @@ class CommunicationAvoidingCG:
                          f"{'CG (Ritz values)' if self.eig_method == 'cg' else 'power'} steps, "
                          f"safety factor {self.safety:g}")
         lines.append(f"  last solve: {self.blocks_done} blocks, {self.reductions} MPI_Allreduce calls "
-                     f"({self.total_reductions} in all solves)")
+                     f"({self.total_reductions} in all solves); basis built by {self.basis_runs}")
         if self.failure:
             lines.append(f"  stopped: {self.failure}")
         viewer.addASCIITab(1)

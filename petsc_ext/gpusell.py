@@ -22,6 +22,7 @@ import numpy
 from petsc4py import PETSc
 
 from gpu_mats import DEFAULT_SIGMA, DEFAULT_SLICE_HEIGHT, VALUE_DTYPES, SellMatrix, diagonal, spmv
+from gpu_mats.exchange import TRANSPORTS, NcclTransport, halo_plan, transport
 from gpu_mats.halo import split_rows
 from gpu_mats.sell import INT32_MAX
 
@@ -73,11 +74,12 @@ class GpuSellMat:
         self.xp = choose_backend()
         self.on_gpu = self.xp is not numpy
         self.slice_height, self.sigma, self.value_type = DEFAULT_SLICE_HEIGHT, DEFAULT_SIGMA, "float64"
+        self.halo_transport = "auto"
         self.aij_ops = {op: lp.mat_operation(handle, op) for op in _HOOKS}
         self._state = self._nonzero_state = None
         self.local = self.offd = None  # SellMatrix blocks: own columns, halo columns
         self._transposes = None
-        self._split = self._scatter = self._halo = None
+        self._split = self._exchange = self._halo = None
         if self.on_gpu:
             lp.check(lp.MatSetVecType(handle, b"cuda"))
 
@@ -114,11 +116,10 @@ class GpuSellMat:
         self._split = split = split_rows(indptr, indices, data, cstart, cend)
         self.local = self._sell(split.diag, (m, n))
         self.offd = self._sell(split.offd, (m, split.halo.size))
-        self._halo = PETSc.Vec().create(PETSc.COMM_SELF)
-        self._halo.setSizes(split.halo.size)
-        self._halo.setType("cuda" if self.on_gpu else "seq")
-        halo_is = PETSc.IS().createGeneral(split.halo.astype(PETSc.IntType), comm=PETSc.COMM_SELF)
-        self._scatter = PETSc.Scatter().create(mat.createVecRight(), halo_is, self._halo, None)
+        comm = mat.getComm().tompi4py()
+        plan = halo_plan(split.halo, mat.getOwnershipRangesColumn(), comm)
+        self._exchange = transport(plan, comm, self.xp, self.halo_transport, notify=PETSc.Sys.Print)
+        self._halo = self.xp.empty(split.halo.size)
 
     def _refresh(self, data):
         if self.parallel:
@@ -143,64 +144,60 @@ class GpuSellMat:
     def mult(self, x, y, z=None, transpose=False):
         """y = A x + z (z None: y = A x); the vectors are PETSc handles."""
         self.update()
-        event = _EVENTS["MultTr" if transpose else "Mult"]
-        event.begin()
-        try:
-            if not self.parallel:
-                self._local_product(self.transposes()[0] if transpose else self.local, x, y, z)
-            elif transpose:
-                self._parallel_transpose_product(x, y, z)
-            else:
-                self._parallel_product(x, y, z)
-        finally:
-            event.end()
-        PETSc.Log.logFlops(2.0 * self.nnz)
-
-    def _local_product(self, block, x, y, z):
-        rows, cols = block.shape
+        rows, cols = self.local.shape[::-1] if transpose else self.local.shape
         arrays = _Arrays(self.on_gpu)
         try:
             xa = arrays.get(x, "r", "x", cols)
             if z is None:
-                spmv(block, xa, arrays.get(y, "w", "y", rows))
+                ya, beta, za = arrays.get(y, "w", "y", rows), 0.0, None
             elif z == y:
-                spmv(block, xa, arrays.get(y, "rw", "y", rows), beta=1.0)
+                ya, beta, za = arrays.get(y, "rw", "y", rows), 1.0, None
             else:
                 za = arrays.get(z, "r", "z", rows)
-                spmv(block, xa, arrays.get(y, "w", "y", rows), beta=1.0, z=za)
+                ya, beta = arrays.get(y, "w", "y", rows), 1.0
+            self._product(xa, ya, beta, za, transpose)
         finally:
             arrays.restore()
 
-    def _parallel_product(self, x, y, z):
-        xv = lp.vec_from_handle(x)
-        _EVENTS["Halo"].begin()
-        self._scatter.begin(xv, self._halo, PETSc.InsertMode.INSERT_VALUES, PETSc.ScatterMode.FORWARD)
-        _EVENTS["Halo"].end()
-        self._local_product(self.local, x, y, z)
-        _EVENTS["Halo"].begin()
-        self._scatter.end(xv, self._halo, PETSc.InsertMode.INSERT_VALUES, PETSc.ScatterMode.FORWARD)
-        _EVENTS["Halo"].end()
-        arrays = _Arrays(self.on_gpu)
-        try:
-            halo = arrays.get(self._halo.handle, "r", "halo", self.offd.shape[1])
-            spmv(self.offd, halo, arrays.get(y, "rw", "y", self.offd.shape[0]), beta=1.0)
-        finally:
-            arrays.restore()
+    def multiply_arrays(self, x, y):
+        """y = A x on arrays in the matrix's memory, for solvers that keep their
+        vectors as array blocks (no PETSc dispatch, no array views to take)."""
+        self.update()
+        self._product(x, y)
 
-    def _parallel_transpose_product(self, x, y, z):
-        local_t, offd_t = self.transposes()
-        self._local_product(local_t, x, y, z)
-        arrays = _Arrays(self.on_gpu)
+    def graph_key(self):
+        """What a CUDA graph of multiply_arrays reads, None when it cannot be
+        captured (host arrays, or a halo exchanged through the host)."""
+        if not self.on_gpu or (self.parallel and not isinstance(self._exchange, NcclTransport)):
+            return None
+        return self.local, self.offd, self._exchange
+
+    def _product(self, x, y, beta=0.0, z=None, transpose=False):
+        """y = A x + beta z (A^T with transpose) on arrays; in parallel the halo
+        exchange runs while the product with the owned columns is computed."""
+        _EVENTS["MultTr" if transpose else "Mult"].begin()
         try:
-            spmv(offd_t, arrays.get(x, "r", "x", offd_t.shape[1]),
-                 arrays.get(self._halo.handle, "w", "halo", offd_t.shape[0]))
+            if not self.parallel:
+                spmv(self.transposes()[0] if transpose else self.local, x, y, beta=beta, z=z)
+            elif transpose:
+                local_t, offd_t = self.transposes()
+                spmv(local_t, x, y, beta=beta, z=z)
+                spmv(offd_t, x, self._halo)
+                _EVENTS["Halo"].begin()
+                self._exchange.reverse(self._halo, y)
+                _EVENTS["Halo"].end()
+            else:
+                _EVENTS["Halo"].begin()
+                self._exchange.forward_begin(x, self._halo)
+                _EVENTS["Halo"].end()
+                spmv(self.local, x, y, beta=beta, z=z)
+                _EVENTS["Halo"].begin()
+                self._exchange.forward_end()
+                _EVENTS["Halo"].end()
+                spmv(self.offd, self._halo, y, beta=1.0)
         finally:
-            arrays.restore()
-        yv = lp.vec_from_handle(y)
-        _EVENTS["Halo"].begin()
-        self._scatter.begin(self._halo, yv, PETSc.InsertMode.ADD_VALUES, PETSc.ScatterMode.REVERSE)
-        self._scatter.end(self._halo, yv, PETSc.InsertMode.ADD_VALUES, PETSc.ScatterMode.REVERSE)
-        _EVENTS["Halo"].end()
+            _EVENTS["MultTr" if transpose else "Mult"].end()
+        PETSc.Log.logFlops(2.0 * self.nnz)
 
     def get_diagonal(self, d):
         self.update()
@@ -220,13 +217,19 @@ class GpuSellMat:
                        "sort rows by length within windows of sigma rows (1: natural order)", low=1, high=INT32_MAX),
             reader.choice("mat_gpusell_value_type", "float64", tuple(VALUE_DTYPES),
                           "precision of the stored values (vectors stay float64)"),
+            reader.choice("mat_gpusell_halo", "auto", TRANSPORTS,
+                          "halo exchange in parallel: NCCL between GPUs, or MPI through host memory "
+                          "(auto: NCCL for GPU data when CuPy has it)"),
         )
-        if chosen != (self.slice_height, self.sigma, self.value_type):
-            self.slice_height, self.sigma, self.value_type = chosen
+        if chosen != self._options():
+            self.slice_height, self.sigma, self.value_type, self.halo_transport = chosen
             self._state = self._nonzero_state = None
 
+    def _options(self):
+        return self.slice_height, self.sigma, self.value_type, self.halo_transport
+
     def copy_options(self, other):
-        self.slice_height, self.sigma, self.value_type = other.slice_height, other.sigma, other.value_type
+        self.slice_height, self.sigma, self.value_type, self.halo_transport = other._options()
 
     def describe(self, comm):
         """Lines for -mat_view: the format and its memory, summed over the ranks."""
@@ -241,7 +244,8 @@ class GpuSellMat:
             f"  {slices} slices, {slots} stored entries for {nnz} nonzeros: padding ratio {slots / max(nnz, 1):.4f}",
             f"  {total * mb:.2f} MiB on the {where} (values {val_bytes * mb:.2f}, columns {col_bytes * mb:.2f}, "
             f"slice offsets and row order {(total - val_bytes - col_bytes) * mb:.2f})",
-        ]
+        ] + ([f"  halo exchange: {type(self._exchange).__name__}, overlapped with the owned-column product"]
+             if self._exchange is not None else [])
 
 
 # --- the C side: hooks in the Mat function table --------------------------------
@@ -287,9 +291,6 @@ def _assembly_end(A, kind):
 @petsc_callback(lp.CreateFn, "MatDestroy_GPUSELL")
 def _destroy(A):
     ctx = _contexts.pop(A)
-    for obj in (ctx._scatter, ctx._halo):
-        if obj is not None:
-            obj.destroy()
     _call(lp.MATOP_DESTROY, lp.CreateFn, ctx, A)
 
 

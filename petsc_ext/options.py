@@ -64,6 +64,11 @@ class OptionsReader:
             raise OptionError(f"-{self.prefix}{name} {value:g} is out of range: valid values are {low:g} to {high:g}")
         return value
 
+    def bool(self, name, default, text):
+        value = self._db.getBool(name, default)
+        self._show(name, str(value).lower(), str(default).lower(), f"{text} (true or false)")
+        return value
+
     def choice(self, name, default, choices, text):
         value = self._db.getString(name, default)
         self._show(name, value, default, f"{text} (one of {' '.join(choices)})")

@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 from gpu_mats.backend import cupy_status
 
 
-def krylov_solve(csr, n, options, comm=None, rhs=None, nullspace=False, max_it=3000):
-    """(ksp, x) of a solve with a gpusell matrix and KSP options (prefix t_), rtol 1e-8, b = 1 or rhs."""
+def krylov_solve(csr, n, options, comm=None, rhs=None, nullspace=False, max_it=3000, mat_type="gpusell"):
+    """(ksp, x) of a solve with a gpusell (or mat_type) matrix and KSP options (prefix t_), rtol 1e-8, b = 1 or rhs."""
     from petsc4py import PETSc
 
     import plugin  # noqa: F401
@@ -15,7 +15,7 @@ def krylov_solve(csr, n, options, comm=None, rhs=None, nullspace=False, max_it=3
     from petsc_ext.options import options_set
 
     comm = comm or PETSc.COMM_WORLD
-    A = aij_from_csr(*csr, (n, n), comm=comm, mat_type="gpusell")
+    A = aij_from_csr(*csr, (n, n), comm=comm, mat_type=mat_type)
     if nullspace:
         A.setNullSpace(PETSc.NullSpace().create(constant=True, comm=comm))
     ksp = PETSc.KSP().create(comm=comm)

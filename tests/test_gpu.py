@@ -177,6 +177,11 @@ def test_cuda_krylov_kernels_match_numpy():
         w = cupy.full(n, cupy.nan)  # poisoned: every entry must be written
         cuda.three_term(w, 2.0, cupy.asarray(W[0]), -1.0, cupy.asarray(W[1]), 0.5, cupy.asarray(W[2]))
         numpy.testing.assert_allclose(w.get(), 2 * W[0] - W[1] + 0.5 * W[2])
+        scaled, expected_scaled = cupy.full(n, cupy.nan), numpy.empty(n)
+        host.three_term(numpy.empty(n), 2.0, W[0], -1.0, W[1], 0.0, W[2], W[3], expected_scaled)
+        cuda.three_term(w, 2.0, cupy.asarray(W[0]), -1.0, cupy.asarray(W[1]), 0.0, cupy.asarray(W[2]),
+                        cupy.asarray(W[3]), scaled)
+        numpy.testing.assert_allclose(scaled.get(), expected_scaled, rtol=1e-15)
 
 
 def test_cacg_solve_keeps_its_vectors_on_the_device():
@@ -196,3 +201,26 @@ def test_cacg_solve_keeps_its_vectors_on_the_device():
     ksp.solve(b, x)
     assert ksp.getConvergedReason() > 0
     assert (b.getOffloadMask(), x.getOffloadMask()) == (2, 2)  # PETSC_OFFLOAD_GPU: no host copies
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("pc", ["jacobi", "ainv"])
+def test_cacg_graph_replays_compute_what_kernel_launches_do(pc):
+    """The basis built by CUDA graph replays (with NCCL halos in parallel)
+    against the same kernels launched one by one."""
+    from petsc4py import PETSc
+
+    from gpu_mats.stencils import laplacian
+
+    from conftest import krylov_solve
+
+    runs = []
+    for graph in ("true", "false"):
+        ksp, x = krylov_solve(laplacian(24), 24**3, {"ksp_type": "cacg", "ksp_cacg_s": 8, "pc_type": pc,
+                                                    "ksp_cacg_graph": graph}, comm=PETSc.COMM_WORLD)
+        assert ksp.getConvergedReason() > 0
+        runs.append((ksp.getIterationNumber(), x, ksp.getPythonContext().basis_runs))
+    (its_graph, x_graph, how), (its, x, how_launched) = runs
+    assert how == "CUDA graph replays" and how_launched == "kernel launches"
+    assert its_graph == its
+    assert (x_graph - x).norm() <= 1e-12 * x.norm()

@@ -65,3 +65,7 @@ def test_tall_skinny_products_and_three_term_updates(n):
     w = numpy.empty(n)
     host.three_term(w, 2.0, W[0], -1.0, W[1], 0.5, W[2])
     numpy.testing.assert_allclose(w, 2 * W[0] - W[1] + 0.5 * W[2])
+    scaled = numpy.empty(n)
+    host.three_term(w, 1.0, W[0], 0.0, W[1], -2.0, W[2], W[3], scaled)  # with a Jacobi scaling fused in
+    numpy.testing.assert_allclose(w, W[0] - 2 * W[2])
+    numpy.testing.assert_allclose(scaled, W[3] * (W[0] - 2 * W[2]))

@@ -123,13 +123,14 @@ def _three_term_kernel():
     return cupy.RawModule(code=source).get_function("three_term")
 
 
-def three_term(w, a, x, b, y, c, z):
-    """w = a x + b y + c z (blas1.cu)."""
+def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
+    """w = a x + b y + c z, and scaled = d w when d is given (blas1.cu)."""
     n = w.size
     if n:
         block = 256
         _three_term_kernel()((-(-n // block),), (block,), (numpy.int64(n), numpy.float64(a), x, numpy.float64(b),
-                                                             y, numpy.float64(c), z, w))
+                                                             y, numpy.float64(c), z, w,
+                                                             _NULL if d is None else d, _NULL if d is None else scaled))
 
 
 def ts_gram(X, Y, chunk=1024):
@@ -173,3 +174,21 @@ def gemm_accumulate(C, alpha, A, B):
 def _leading_dimension(M):
     """Row stride in elements; a single row may carry any stride, cuBLAS wants at least its length."""
     return M.strides[0] // 8 if M.shape[0] > 1 else M.shape[1]
+
+
+def capture(fn):
+    """A CUDA graph of the work ``fn`` queues on the current stream; fn runs
+    once, on the host, while a private stream captures that work."""
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        try:
+            fn()
+        finally:
+            graph = stream.end_capture()
+    return graph
+
+
+def replay(graph):
+    """Launch a captured graph on the current stream."""
+    graph.launch(cupy.cuda.get_current_stream())

@@ -83,14 +83,17 @@ def local_cholesky_solve(pattern_ptr, pattern_cols, b_ptr, b_cols, b_vals, rhs):
     return x, info
 
 
-def three_term(w, a, x, b, y, c, z):
-    """Twin of blas1.cu: w = a x + b y + c z, skipping terms with a zero coefficient."""
+def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
+    """Twin of blas1.cu: w = a x + b y + c z, skipping terms with a zero
+    coefficient, and scaled = d w when d is given."""
     v = a * x
     if b != 0.0:
         v += b * y
     if c != 0.0:
         v += c * z
     w[...] = v
+    if d is not None:
+        numpy.multiply(d, v, out=scaled)
 
 
 TS_CHUNK = 1024  # columns per partial product of ts_gram

@@ -1,0 +1,196 @@
+"""Halo exchanges between MPI ranks for the split products of gpu_mats.halo.
+
+A HaloPlan says which owned entries each rank sends to which neighbour and
+where the entries it receives land in its halo array (halo columns are sorted
+by global index, so each owner's entries are one contiguous segment). Two
+transports carry it:
+
+* MpiTransport: mpi4py point-to-point messages on host arrays; device arrays
+  are staged through host memory (MPI here need not be CUDA-aware).
+* NcclTransport: NCCL send/recv between GPUs on a stream of its own. The
+  gather, the messages and the caller's local product overlap; nothing waits
+  on the host, so a CUDA graph can capture a whole exchange.
+
+Forward: halo = x[plan rows of the owners]. Reverse (transposed products):
+each halo entry is added back into its owner's row.
+"""
+
+from dataclasses import dataclass
+
+import numpy
+
+TRANSPORTS = ("auto", "nccl", "mpi")
+
+
+@dataclass(eq=False)
+class HaloPlan:
+    send_rows: numpy.ndarray  # owned rows (local numbers) to send, grouped by destination
+    send: list  # (rank, start, stop) segments of send_rows
+    recv: list  # (rank, start, stop) segments of the halo array
+
+    @property
+    def nsend(self):
+        return self.send_rows.size
+
+    @property
+    def nrecv(self):
+        return self.recv[-1][2] if self.recv else 0
+
+
+def halo_plan(halo, col_starts, comm):
+    """The plan for halo columns ``halo`` (global, ascending) when rank p owns the
+    columns col_starts[p] .. col_starts[p + 1] - 1; collective over ``comm`` (mpi4py)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    owners = numpy.searchsorted(col_starts, halo, side="right") - 1
+    wanted = [halo[owners == p] for p in range(size)]
+    asked = comm.alltoall(wanted)  # what every rank needs from this one
+    recv, start = [], 0
+    for p in range(size):
+        if wanted[p].size:
+            recv.append((p, start, start + wanted[p].size))
+            start += wanted[p].size
+    send, rows, start = [], [], 0
+    for p in range(size):
+        if asked[p].size:
+            send.append((p, start, start + asked[p].size))
+            rows.append(asked[p] - col_starts[rank])
+            start += asked[p].size
+    send_rows = numpy.concatenate(rows).astype(numpy.int64) if rows else numpy.zeros(0, dtype=numpy.int64)
+    return HaloPlan(send_rows=send_rows, send=send, recv=recv)
+
+
+def transport(plan, comm, xp, choice="auto", notify=print):
+    """The transport for ``plan`` on arrays of ``xp``: ``choice`` nccl, mpi, or auto
+    (NCCL for device arrays when CuPy has it, with a notice when it has not)."""
+    if choice not in TRANSPORTS:
+        raise ValueError(f"unknown halo transport '{choice}': valid values are {', '.join(TRANSPORTS)}")
+    if xp is numpy:
+        if choice == "nccl":
+            raise ValueError("the nccl halo transport needs device arrays; host arrays use mpi")
+        return MpiTransport(plan, comm, xp)
+    from cupy.cuda import nccl
+
+    available = getattr(nccl, "available", False)
+    if choice == "nccl" or (choice == "auto" and available):
+        if not available:
+            raise RuntimeError("the nccl halo transport was asked for, but this CuPy has no NCCL")
+        return NcclTransport(plan, comm)
+    if choice == "auto":
+        notify("gpusell: CuPy has no NCCL; halos go through host memory and MPI\n")
+    return MpiTransport(plan, comm, xp)
+
+
+class MpiTransport:
+    """Halo messages by MPI on host buffers (device arrays staged through them)."""
+
+    FORWARD, REVERSE = 71, 72  # message tags
+
+    def __init__(self, plan, comm, xp):
+        self.plan, self.comm, self.xp = plan, comm, xp
+        self._rows = xp.asarray(plan.send_rows)
+        self._sent, self._received = numpy.empty(plan.nsend), numpy.empty(plan.nrecv)
+        self._requests, self._halo = [], None
+
+    def forward_begin(self, x, halo):
+        if self.xp is numpy:
+            numpy.take(x, self._rows, out=self._sent)
+        else:
+            self._sent[...] = self.xp.take(x, self._rows).get()
+        received = halo if self.xp is numpy else self._received
+        self._requests = ([self.comm.Irecv(received[a:b], p, self.FORWARD) for p, a, b in self.plan.recv] +
+                          [self.comm.Isend(self._sent[a:b], p, self.FORWARD) for p, a, b in self.plan.send])
+        self._halo = halo
+
+    def forward_end(self):
+        _wait(self._requests)
+        if self.xp is not numpy:
+            self._halo.set(self._received)
+
+    def reverse(self, halo, y):
+        """y[owned rows] += the halo entries other ranks computed for them."""
+        values = _to_host(self.xp, halo)
+        requests = ([self.comm.Irecv(self._sent[a:b], p, self.REVERSE) for p, a, b in self.plan.send] +
+                    [self.comm.Isend(values[a:b], p, self.REVERSE) for p, a, b in self.plan.recv])
+        _wait(requests)
+        _add_at(self.xp, y, self._rows, self.xp.asarray(self._sent))
+
+
+class NcclTransport:
+    """Halo messages by NCCL between GPUs, on a stream of their own."""
+
+    def __init__(self, plan, comm):
+        import cupy
+
+        self.plan, self.cupy = plan, cupy
+        self.nccl = _nccl_communicator(comm)
+        self._rows = cupy.asarray(plan.send_rows)
+        self._sent = cupy.empty(plan.nsend)
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+
+    def _messages(self, send_buffer, send, recv_buffer, recv):
+        from cupy.cuda import nccl
+
+        nccl.groupStart()
+        for p, a, b in send:
+            self.nccl.send(send_buffer.data.ptr + 8 * a, b - a, nccl.NCCL_FLOAT64, p, self.stream.ptr)
+        for p, a, b in recv:
+            self.nccl.recv(recv_buffer.data.ptr + 8 * a, b - a, nccl.NCCL_FLOAT64, p, self.stream.ptr)
+        nccl.groupEnd()
+
+    def _fork(self):
+        self.stream.wait_event(self.cupy.cuda.get_current_stream().record())
+
+    def _join(self):
+        self.cupy.cuda.get_current_stream().wait_event(self.stream.record())
+
+    def forward_begin(self, x, halo):
+        """Starts after the work queued so far on the current stream; returns at once."""
+        self._fork()
+        with self.stream:
+            self.cupy.take(x, self._rows, out=self._sent)
+            self._messages(self._sent, self.plan.send, halo, self.plan.recv)
+
+    def forward_end(self):
+        """Work queued on the current stream from now on sees the halo."""
+        self._join()
+
+    def reverse(self, halo, y):
+        self._fork()
+        with self.stream:
+            self._messages(halo, self.plan.recv, self._sent, self.plan.send)
+        self._join()
+        _add_at(self.cupy, y, self._rows, self._sent)
+
+
+_communicators = {}
+
+
+def _nccl_communicator(comm):
+    """One NCCL communicator per MPI communicator (created collectively on first use)."""
+    from cupy.cuda import nccl
+
+    key = comm.py2f()
+    if key not in _communicators:
+        uid = comm.bcast(nccl.get_unique_id() if comm.Get_rank() == 0 else None)
+        _communicators[key] = nccl.NcclCommunicator(comm.Get_size(), uid, comm.Get_rank())
+    return _communicators[key]
+
+
+def _wait(requests):
+    from mpi4py import MPI
+
+    MPI.Request.Waitall(requests)
+
+
+def _add_at(xp, y, rows, values):
+    """y[rows] += values, rows may repeat (an owned row several neighbours need)."""
+    if xp is numpy:
+        numpy.add.at(y, rows, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_add(y, rows, values)
+
+
+def _to_host(xp, array):
+    return array if xp is numpy else xp.asnumpy(array)

@@ -1,0 +1,93 @@
+"""A and M^-1 as functions on arrays, for solvers that keep their vectors as
+NumPy or CuPy blocks (cacg's basis).
+
+A PETSc MatMult or PCApply from Python costs tens of microseconds of host
+time, more than the GPU work of a 64^3 product. So the project's own types
+are called on the arrays directly: a gpusell matrix runs its SELL product,
+an ainv preconditioner its approximate inverse, and jacobi becomes the
+diagonal it applies (read once per solve by applying it to a vector of ones),
+which the caller may fuse into its own kernels. Every other Mat or PC runs
+through PETSc on vectors wrapped over the arrays; PETSc is told before that
+the arrays were written, and asked after for the copy in the arrays' memory.
+"""
+
+from . import gpusell
+from .ainv import ApproximateInversePC
+from .arrays import get_array, restore_array
+
+
+def mark_written(vec):
+    """Tell PETSc that the copy we wrote through the array (device or host) is the valid one."""
+    get_array(vec, "w")
+    restore_array(vec, "w")
+
+
+def mark_read(vec):
+    """Make the array's copy valid after PETSc wrote the vector (a host-side PC, say)."""
+    get_array(vec, "r")
+    restore_array(vec, "r")
+
+
+class ArrayOperator:
+    """``op(x, y)`` sets y = A x (or M^-1 x) on arrays.
+
+    ``graph_key`` is None unless the work goes to the current CUDA stream
+    only, with no host round trip and no temporary arrays, so that a CUDA
+    graph may capture it; it then holds the objects whose arrays such a graph
+    reads (a new key means a new graph). ``prepare()`` brings those arrays up
+    to date and must run before a captured graph replays. ``diagonal`` is the
+    array d of a diagonal operator diag(d), which callers may fuse into
+    their own kernels; None otherwise.
+    """
+
+    def __init__(self, apply, graph_key=None, prepare=None, diagonal=None):
+        self.apply, self.graph_key, self.diagonal = apply, graph_key, diagonal
+        self.prepare = prepare or (lambda: None)
+
+    def __call__(self, x, y):
+        self.apply(x, y)
+
+
+def matrix_product(mat, xp, vec_of):
+    """y = mat x on arrays; ``vec_of(array)`` is a PETSc Vec over an array."""
+    if mat.getType() in (gpusell.SEQ_TYPE, gpusell.MPI_TYPE):
+        ctx = gpusell.context(mat)
+        if ctx.xp is xp:
+            ctx.update()
+            return ArrayOperator(ctx.multiply_arrays, graph_key=ctx.graph_key(), prepare=ctx.update)
+
+    def multiply(x, y):
+        xv, yv = vec_of(x), vec_of(y)
+        mark_written(xv)
+        mat.mult(xv, yv)
+        mark_read(yv)
+
+    return ArrayOperator(multiply)
+
+
+def preconditioner(pc, xp, vec_of, scratch):
+    """M^-1 of ``pc`` (set up here if needed) on arrays; ``scratch`` is an array
+    over which vec_of gives a vector, to hold the Jacobi diagonal."""
+    pc.setUp()
+    kind = pc.getType()
+    if kind == "jacobi":
+        ones = vec_of(scratch).duplicate()
+        ones.set(1.0)
+        pc.apply(ones, vec_of(scratch))
+        ones.destroy()
+        mark_read(vec_of(scratch))
+        return ArrayOperator(lambda x, y: xp.multiply(scratch, x, out=y), graph_key=("diagonal",), diagonal=scratch)
+    if kind == "none":
+        return ArrayOperator(lambda x, y: xp.copyto(y, x), graph_key=("identity",))
+    if kind == "ainv":
+        ctx = pc.getPythonContext()
+        if isinstance(ctx, ApproximateInversePC) and ctx.xp is xp:
+            return ArrayOperator(ctx.apply_arrays, graph_key=ctx.graph_key())
+
+    def apply(x, y):
+        xv, yv = vec_of(x), vec_of(y)
+        mark_written(xv)
+        pc.apply(xv, yv)
+        mark_read(yv)
+
+    return ArrayOperator(apply)
