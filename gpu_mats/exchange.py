@@ -184,12 +184,7 @@ def _wait(requests):
 
 def _add_at(xp, y, rows, values):
     """y[rows] += values, rows may repeat (an owned row several neighbours need)."""
-    if xp is numpy:
-        numpy.add.at(y, rows, values)
-    else:
-        import cupyx
-
-        cupyx.scatter_add(y, rows, values)
+    xp.add.at(y, rows, values)
 
 
 def _to_host(xp, array):

@@ -55,14 +55,7 @@ def matrix_product(mat, xp, vec_of):
         if ctx.xp is xp:
             ctx.update()
             return ArrayOperator(ctx.multiply_arrays, graph_key=ctx.graph_key(), prepare=ctx.update)
-
-    def multiply(x, y):
-        xv, yv = vec_of(x), vec_of(y)
-        mark_written(xv)
-        mat.mult(xv, yv)
-        mark_read(yv)
-
-    return ArrayOperator(multiply)
+    return _through_petsc(mat.mult, vec_of)
 
 
 def preconditioner(pc, xp, vec_of, scratch):
@@ -83,11 +76,16 @@ def preconditioner(pc, xp, vec_of, scratch):
         ctx = pc.getPythonContext()
         if isinstance(ctx, ApproximateInversePC) and ctx.xp is xp:
             return ArrayOperator(ctx.apply_arrays, graph_key=ctx.graph_key())
+    return _through_petsc(pc.apply, vec_of)
+
+
+def _through_petsc(call, vec_of):
+    """The PETSc ``call(x, y)`` (MatMult, PCApply) on vectors wrapped over the arrays."""
 
     def apply(x, y):
         xv, yv = vec_of(x), vec_of(y)
         mark_written(xv)
-        pc.apply(xv, yv)
+        call(xv, yv)
         mark_read(yv)
 
     return ArrayOperator(apply)
