@@ -179,6 +179,9 @@ class CommunicationAvoidingCG:
         pc = ksp.getPC()
         b, x = A.createVecs()
         b.setRandom()
+        nullspace = A.getNullSpace()
+        if nullspace:  # a singular operator (a Neumann Laplacian): bounds of its nonzero spectrum
+            nullspace.remove(b)
         steps = min(self.eig_steps, max(A.getSize()[0] - 1, 1))
         if self.eig_method == "power":
             w, z = b.duplicate(), b.duplicate()
