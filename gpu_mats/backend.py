@@ -69,6 +69,11 @@ def resolve(choice="auto", *, unavailable_reason="", notify=_stderr):
     return numpy
 
 
+def to_host(xp, array):
+    """``array`` (of module ``xp``) as a NumPy array: itself on the host, a copy from the device."""
+    return array if xp is numpy else xp.asnumpy(array)
+
+
 def array_module(array):
     """The module (numpy or cupy) that owns ``array``."""
     if isinstance(array, numpy.ndarray):

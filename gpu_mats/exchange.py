@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy
 
+from .backend import to_host
+
 TRANSPORTS = ("auto", "nccl", "mpi")
 
 
@@ -95,7 +97,7 @@ class MpiTransport:
         if self.xp is numpy:
             numpy.take(x, self._rows, out=self._sent)
         else:
-            self._sent[...] = self.xp.take(x, self._rows).get()
+            self._sent[...] = to_host(self.xp, self.xp.take(x, self._rows))
         received = halo if self.xp is numpy else self._received
         self._requests = ([self.comm.Irecv(received[a:b], p, self.FORWARD) for p, a, b in self.plan.recv] +
                           [self.comm.Isend(self._sent[a:b], p, self.FORWARD) for p, a, b in self.plan.send])
@@ -108,11 +110,11 @@ class MpiTransport:
 
     def reverse(self, halo, y):
         """y[owned rows] += the halo entries other ranks computed for them."""
-        values = _to_host(self.xp, halo)
+        values = to_host(self.xp, halo)
         requests = ([self.comm.Irecv(self._sent[a:b], p, self.REVERSE) for p, a, b in self.plan.send] +
                     [self.comm.Isend(values[a:b], p, self.REVERSE) for p, a, b in self.plan.recv])
         _wait(requests)
-        _add_at(self.xp, y, self._rows, self.xp.asarray(self._sent))
+        self.xp.add.at(y, self._rows, self.xp.asarray(self._sent))  # a row several neighbours read adds up
 
 
 class NcclTransport:
@@ -159,7 +161,7 @@ class NcclTransport:
         with self.stream:
             self._messages(halo, self.plan.recv, self._sent, self.plan.send)
         self._join()
-        _add_at(self.cupy, y, self._rows, self._sent)
+        self.cupy.add.at(y, self._rows, self._sent)  # a row several neighbours read adds up
 
 
 _communicators = {}
@@ -180,12 +182,3 @@ def _wait(requests):
     from mpi4py import MPI
 
     MPI.Request.Waitall(requests)
-
-
-def _add_at(xp, y, rows, values):
-    """y[rows] += values, rows may repeat (an owned row several neighbours need)."""
-    xp.add.at(y, rows, values)
-
-
-def _to_host(xp, array):
-    return array if xp is numpy else xp.asnumpy(array)

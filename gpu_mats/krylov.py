@@ -13,6 +13,7 @@ are solved on the host, redundantly on every rank.
 import numpy
 import scipy.linalg
 
+from .backend import to_host
 from .ops import kernels_for
 
 BASES = ("monomial", "newton", "chebyshev")
@@ -144,7 +145,7 @@ class SStepBlocks:
     def gram(self):
         """Local part of reduction 1: the Gram matrix of [AQ; Q; r], (2s + 1)^2 values."""
         W = self._buffers[0][: 2 * self.s + 1]
-        return _to_host(self.xp, kernels_for(self.xp).ts_gram(W, W)).ravel()
+        return to_host(self.xp, kernels_for(self.xp).ts_gram(W, W)).ravel()
 
     def unpack_gram(self, buffer):
         """G = Q^T A Q, g = Q^T r, H = (AQ)^T AQ, h = (AQ)^T r, r^T r."""
@@ -156,7 +157,7 @@ class SStepBlocks:
     def cross(self):
         """Local part of reduction 2: [Q; r] [AS; S_0]^T, holding Q^T A S and r^T M^-1 r."""
         s, xp = self.s, self.xp
-        return _to_host(xp, kernels_for(xp).ts_gram(self._buffers[0][s:2 * s + 1], self._buffers[1][:s + 1])).ravel()
+        return to_host(xp, kernels_for(xp).ts_gram(self._buffers[0][s:2 * s + 1], self._buffers[1][:s + 1])).ravel()
 
     def unpack_cross(self, buffer):
         s = self.s
@@ -165,7 +166,7 @@ class SStepBlocks:
 
     def residual(self):
         """Local part of r^T r alone (to confirm a converged residual)."""
-        return _to_host(self.xp, (self.r @ self.r)[None])
+        return to_host(self.xp, (self.r @ self.r)[None])
 
     def step(self, a):
         """x += Q[:j] a, r -= AQ[:j] a for the j = len(a) leading block vectors: one GEMM into [r; x]."""
@@ -202,7 +203,3 @@ def leading_solutions(G, g, H, h, rr):
     A = scipy.linalg.solve_triangular(L.T, numpy.triu(numpy.tile(y[:, None], len(g))), lower=False)
     norms = numpy.sqrt(numpy.maximum(rr - 2 * h @ A + numpy.einsum("ij,ik,kj->j", A, H, A), 0.0))
     return [(A[:j, j - 1], float(norms[j - 1])) for j in range(1, len(g) + 1)]
-
-
-def _to_host(xp, array):
-    return array if xp is numpy else xp.asnumpy(array)

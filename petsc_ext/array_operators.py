@@ -34,15 +34,13 @@ class ArrayOperator:
     ``graph_key`` is None unless the work goes to the current CUDA stream
     only, with no host round trip and no temporary arrays, so that a CUDA
     graph may capture it; it then holds the objects whose arrays such a graph
-    reads (a new key means a new graph). ``prepare()`` brings those arrays up
-    to date and must run before a captured graph replays. ``diagonal`` is the
+    reads (a new key means a new graph). ``diagonal`` is the
     array d of a diagonal operator diag(d), which callers may fuse into
     their own kernels; None otherwise.
     """
 
-    def __init__(self, apply, graph_key=None, prepare=None, diagonal=None):
+    def __init__(self, apply, graph_key=None, diagonal=None):
         self.apply, self.graph_key, self.diagonal = apply, graph_key, diagonal
-        self.prepare = prepare or (lambda: None)
 
     def __call__(self, x, y):
         self.apply(x, y)
@@ -53,8 +51,8 @@ def matrix_product(mat, xp, vec_of):
     if mat.getType() in (gpusell.SEQ_TYPE, gpusell.MPI_TYPE):
         ctx = gpusell.context(mat)
         if ctx.xp is xp:
-            ctx.update()
-            return ArrayOperator(ctx.multiply_arrays, graph_key=ctx.graph_key(), prepare=ctx.update)
+            ctx.update()  # the SELL copy a graph reads is current from here to the end of the solve
+            return ArrayOperator(ctx.multiply_arrays, graph_key=ctx.graph_key())
     return _through_petsc(mat.mult, vec_of)
 
 

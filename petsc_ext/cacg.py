@@ -90,8 +90,6 @@ class _BasisGraphs:
         key = (multiply.graph_key, precondition.graph_key, tuple(coefficients))
         if not _same(key, self._key):
             self._key, self._graphs, self._warm = key, {}, set()
-        multiply.prepare()
-        precondition.prepare()
         arrangement = blocks.arrangement
         graph = self._graphs.get(arrangement)
         if graph is None and arrangement in self._warm:

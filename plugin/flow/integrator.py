@@ -34,16 +34,6 @@ class FractionalStep:
         self.ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
         self.ksp.setFromOptions()
         self._b, self._p = self.A.createVecs()
-        self.iterations = 0
-
-    def stable_dt(self, u_s, cfl):
-        """cfl times the largest step the explicit part allows, by a Gershgorin bound
-        of Omega^-1 (C + D) per cell."""
-        ops = self.ops
-        flux = numpy.abs(ops.geometry.face_areas * u_s) / 2
-        cells = ops.geometry.face_cells
-        rate = numpy.bincount(cells.ravel(), numpy.repeat(flux, 2), ops.volumes.size) + 2 * ops.D.diagonal()
-        return cfl / (rate / ops.volumes).max()
 
     def step(self, u, u_old, u_s, dt, dt_old):
         """(u^{n+1}, u_s^{n+1}, p^{n+1}); u and u_old are (dim, n) arrays."""
@@ -70,5 +60,4 @@ class FractionalStep:
         reason = self.ksp.getConvergedReason()
         if reason < 0:
             raise RuntimeError(f"the pressure solve failed: KSPConvergedReason {reason}")
-        self.iterations = self.ksp.getIterationNumber()
         return self._p.getArray(readonly=True).copy()
