@@ -5,7 +5,7 @@ STAMP := .venv/.installed
 
 .PHONY: demo test gpu-test
 demo: $(STAMP)
-	$(PY) demos/poisson3d.py -n 48 -dm_mat_type gpusell -ksp_type cg -pc_type jacobi -ksp_converged_reason -ksp_view
+	$(PY) demos/cavity.py -flow_re 100 -da_grid_x 64 -da_grid_y 64 -flow_output_dir cavity-re100
 
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not gpu"

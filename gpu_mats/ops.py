@@ -60,3 +60,10 @@ def diagonal(A: SellMatrix, out=None):
         raise ValueError(f"out must be a vector, got shape {out.shape}")
     kernels_for(A.xp).diagonal(A, out)
     return out
+
+
+def forget(A: SellMatrix):
+    """Drop what the CUDA kernels cached about A (launch arguments hold its
+    arrays): needed after A's arrays are replaced."""
+    if A.xp is not numpy:
+        kernels_for(A.xp).forget(A)

@@ -29,31 +29,43 @@ def mark_read(vec):
 
 
 class ArrayOperator:
-    """``op(x, y)`` sets y = A x (or M^-1 x) on arrays.
+    """``op(x, y)`` sets y = A x (or M^-1 x) on arrays; a matrix's ``op(x, y, z)``
+    sets y = A x + z. x, y, z may also be (k, n) blocks of k vectors.
 
     ``graph_key`` is None unless the work goes to the current CUDA stream
     only, with no host round trip and no temporary arrays, so that a CUDA
     graph may capture it; it then holds the objects whose arrays such a graph
     reads (a new key means a new graph). ``diagonal`` is the
     array d of a diagonal operator diag(d), which callers may fuse into
-    their own kernels; None otherwise.
+    their own kernels; None otherwise. ``blocks``: ``apply`` takes a block
+    in one pass (a generalized SpMV); otherwise blocks go vector by vector.
     """
 
-    def __init__(self, apply, graph_key=None, diagonal=None):
-        self.apply, self.graph_key, self.diagonal = apply, graph_key, diagonal
+    def __init__(self, apply, graph_key=None, diagonal=None, blocks=False):
+        self.apply, self.graph_key, self.diagonal, self.blocks = apply, graph_key, diagonal, blocks
 
-    def __call__(self, x, y):
-        self.apply(x, y)
+    def __call__(self, x, y, z=None):
+        if x.ndim == 2 and not self.blocks:
+            for k in range(len(x)):
+                self._apply(x[k], y[k], None if z is None else z[k])
+        else:
+            self._apply(x, y, z)
+
+    def _apply(self, x, y, z):
+        if z is None:
+            self.apply(x, y)
+        else:
+            self.apply(x, y, z)
 
 
 def matrix_product(mat, xp, vec_of):
-    """y = mat x on arrays; ``vec_of(array)`` is a PETSc Vec over an array."""
+    """y = mat x (+ z) on arrays; ``vec_of(array)`` is a PETSc Vec over an array."""
     if mat.getType() in (gpusell.SEQ_TYPE, gpusell.MPI_TYPE):
         ctx = gpusell.context(mat)
         if ctx.xp is xp:
             ctx.update()  # the SELL copy a graph reads is current from here to the end of the solve
-            return ArrayOperator(ctx.multiply_arrays, graph_key=ctx.graph_key())
-    return _through_petsc(mat.mult, vec_of)
+            return ArrayOperator(ctx.multiply_arrays, graph_key=ctx.graph_key(), blocks=not ctx.parallel)
+    return _through_petsc(mat.mult, vec_of, mat.multAdd)
 
 
 def preconditioner(pc, xp, vec_of, scratch):
@@ -77,13 +89,19 @@ def preconditioner(pc, xp, vec_of, scratch):
     return _through_petsc(pc.apply, vec_of)
 
 
-def _through_petsc(call, vec_of):
-    """The PETSc ``call(x, y)`` (MatMult, PCApply) on vectors wrapped over the arrays."""
+def _through_petsc(call, vec_of, call_add=None):
+    """The PETSc ``call(x, y)`` (MatMult, PCApply) on vectors wrapped over the
+    arrays, and ``call_add(x, z, y)`` (MatMultAdd) for y = A x + z."""
 
-    def apply(x, y):
+    def apply(x, y, z=None):
         xv, yv = vec_of(x), vec_of(y)
         mark_written(xv)
-        call(xv, yv)
+        if z is None:
+            call(xv, yv)
+        else:
+            zv = vec_of(z)
+            mark_written(zv)
+            call_add(xv, zv, yv)
         mark_read(yv)
 
     return ArrayOperator(apply)

@@ -9,6 +9,7 @@ memory type), so a repeated access costs a few C calls and a dictionary lookup.
 import ctypes
 
 import numpy
+from petsc4py import PETSc
 
 from . import libpetsc as lp
 
@@ -73,3 +74,36 @@ def array_module_of(vec):
 
 def restore_array(vec, mode):
     lp.check(_RESTORE[mode](_handle(vec), None))
+
+
+def vec_over(array, comm, size=None):
+    """A PETSc Vec whose local part is ``array`` (NumPy: a standard vector,
+    CuPy: a CUDA one), sharing its memory. ``size`` is the global size;
+    without it the ranks' lengths are summed (collective)."""
+    sizes = (array.size, PETSc.DECIDE if size is None else size)
+    if isinstance(array, numpy.ndarray):
+        return PETSc.Vec().createWithArray(array, size=sizes, comm=comm)
+    return PETSc.Vec().createCUDAWithArrays(cudahandle=array.data.ptr, size=sizes, comm=comm)
+
+
+class ArrayVecs:
+    """PETSc Vecs over arrays, one per array, made on first use.
+
+    The first use of an array is collective over ``comm`` (the global size is
+    summed), so ranks must ask for their arrays in the same order.
+    """
+
+    def __init__(self, comm):
+        self.comm, self._vecs = comm, {}
+
+    def __call__(self, array):
+        key = (array.data.ptr if not isinstance(array, numpy.ndarray) else array.ctypes.data, array.size)
+        vec = self._vecs.get(key)
+        if vec is None:
+            vec = self._vecs[key] = vec_over(array, self.comm)
+        return vec
+
+    def destroy(self):
+        for vec in self._vecs.values():
+            vec.destroy()
+        self._vecs.clear()

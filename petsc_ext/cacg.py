@@ -31,7 +31,7 @@ from petsc4py import PETSc
 from gpu_mats.krylov import BASES, GramBreakdown, SStepBlocks, basis_recurrence, leading_solutions, spd_solve
 
 from .array_operators import matrix_product, preconditioner
-from .arrays import array_module_of, get_array, restore_array
+from .arrays import array_module_of, get_array, restore_array, vec_over
 from .callbacks import petsc_method
 from .options import OptionsReader
 
@@ -50,13 +50,7 @@ class _Workspace:
         self.xp, self.blocks = xp, SStepBlocks(xp, s, self.n)
         self.diagonal = xp.zeros(self.n)  # a Jacobi preconditioner's
         self.graphs = _BasisGraphs() if xp is not numpy else None
-
-        def wrap(array):
-            if xp is numpy:
-                return PETSc.Vec().createWithArray(array, size=(self.n, size), comm=comm)
-            return PETSc.Vec().createCUDAWithArrays(cudahandle=array.data.ptr, size=(self.n, size), comm=comm)
-
-        self._vecs = {_key(array): wrap(array) for array in (*self.blocks.rows, self.diagonal)}
+        self._vecs = {_key(array): vec_over(array, comm, size) for array in (*self.blocks.rows, self.diagonal)}
 
     def vec(self, array):
         return self._vecs[_key(array)]

@@ -21,7 +21,7 @@ import ctypes
 import numpy
 from petsc4py import PETSc
 
-from gpu_mats import DEFAULT_SIGMA, DEFAULT_SLICE_HEIGHT, VALUE_DTYPES, SellMatrix, diagonal, spmv
+from gpu_mats import DEFAULT_SIGMA, DEFAULT_SLICE_HEIGHT, VALUE_DTYPES, SellMatrix, diagonal, forget, spmv
 from gpu_mats.exchange import TRANSPORTS, NcclTransport, halo_plan, transport
 from gpu_mats.halo import split_rows
 from gpu_mats.sell import INT32_MAX
@@ -159,11 +159,41 @@ class GpuSellMat:
         finally:
             arrays.restore()
 
-    def multiply_arrays(self, x, y):
-        """y = A x on arrays in the matrix's memory, for solvers that keep their
-        vectors as array blocks (no PETSc dispatch, no array views to take)."""
+    def multiply_arrays(self, x, y, z=None):
+        """y = A x (+ z) on arrays in the matrix's memory, for solvers that keep
+        their vectors as arrays (no PETSc dispatch, no array views to take).
+        In serial x, y, z may be (k, n) blocks: one pass over the matrix."""
         self.update()
-        self._product(x, y)
+        self._product(x, y, 0.0 if z is None else 1.0, z)
+
+    def value_buffer(self):
+        """(buffer, slots): one array holding the stored values of the product's
+        blocks, and where in it each entry of the rank's rows lies, in the
+        order of MatGetValuesCSR. Values written there are the matrix's from
+        the next product on (call ``values_changed`` after writing), without a
+        round trip through the AIJ copy, which keeps its old values: meant
+        for a matrix whose values a solver recomputes on the device each step,
+        as the convective operator's by one SpMV (seed 000, eq. 2.10)."""
+        self.update()
+        if self.value_type != "float64":
+            raise TypeError("values written in place need a gpusell matrix with float64 values")
+        if not self.parallel:
+            return self.local.vals, self.local.val_map
+        xp, split = self.xp, self._split
+        first = self.local.vals.size
+        buffer = xp.concatenate((self.local.vals, self.offd.vals))
+        self.local.vals, self.offd.vals = buffer[:first], buffer[first:]
+        for block in (self.local, self.offd):
+            forget(block)
+        slots = xp.empty(split.owned.size, dtype=xp.int64)
+        owned = xp.asarray(split.owned)
+        slots[owned] = self.local.val_map
+        slots[~owned] = first + self.offd.val_map
+        return buffer, slots
+
+    def values_changed(self):
+        """The stored values were written in place (value_buffer): drop what derives from them."""
+        self._transposes = None
 
     def graph_key(self):
         """What a CUDA graph of multiply_arrays reads, None when it cannot be

@@ -69,6 +69,11 @@ class OptionsReader:
         self._show(name, str(value).lower(), str(default).lower(), f"{text} (true or false)")
         return value
 
+    def string(self, name, default, text):
+        value = self._db.getString(name, default)
+        self._show(name, value, default, text)
+        return value
+
     def choice(self, name, default, choices, text):
         value = self._db.getString(name, default)
         self._show(name, value, default, f"{text} (one of {' '.join(choices)})")

@@ -1,12 +1,14 @@
 """The operators of the symmetry-preserving scheme (plugin.flow.operators) on
-box geometries: the discrete identities seed 000 builds on, and consistency."""
+box geometries: the discrete identities seed 000 builds on, consistency, and
+the same operators assembled rank by rank from a partitioned box."""
 
 import numpy
 import pytest
+import scipy.sparse
 import scipy.sparse.linalg
 
-from plugin.flow.geometry import box_geometry
-from plugin.flow.operators import FlowOperators
+from plugin.flow.geometry import BoxPartition, box_geometry, partition_geometry
+from plugin.flow.operators import FlowOperators, stacked_index
 
 BOXES = [((6, 5), (1.0, 2.0), (False, False)), ((8, 8), (2 * numpy.pi,) * 2, (True, True)),
          ((4, 3, 5), (1.0, 1.0, 0.5), (False, True, False))]
@@ -36,7 +38,12 @@ def test_box_geometry_counts_and_measures():
     faces_per_cell = numpy.bincount(g.face_cells.ravel(), minlength=60) + numpy.bincount(g.boundary_cells, minlength=60)
     assert (faces_per_cell == 6).all()
     assert g.num_faces == 3 * 3 * 5 + 4 * 3 * 5 + 4 * 3 * 4  # x interior, y periodic (all), z interior
-    assert numpy.allclose(numpy.bincount(g.boundary_sides), [15, 15, 0, 0, 12, 12])
+    numpy.testing.assert_array_equal(g.face_ids, numpy.arange(g.num_faces))
+    numpy.testing.assert_array_equal(numpy.bincount(g.boundary_sides), [15, 15, 0, 0, 12, 12])
+    numpy.testing.assert_allclose(numpy.linalg.norm(g.boundary_normals, axis=1), 1.0)
+    centre_to_wall = g.centroids[g.boundary_cells] + g.boundary_normals * g.boundary_distances[:, None]
+    on_wall = numpy.isclose(centre_to_wall, 0.0) | numpy.isclose(centre_to_wall, [1.0, 1.0, 0.5])
+    assert on_wall.any(axis=1).all()
 
 
 def test_convection_is_skew_symmetric_up_to_the_divergence(ops, rng):
@@ -67,11 +74,14 @@ def test_diffusion_is_symmetric_positive_definite_and_laplacian_singular(ops):
     eigenvalues = numpy.linalg.eigvalsh(L)
     assert eigenvalues.max() < 1e-10 and (abs(eigenvalues) < 1e-10).sum() == 1  # constants only
     numpy.testing.assert_allclose(L @ numpy.ones(len(L)), 0, atol=1e-10)
+    assert ops.diffusion_rate() == pytest.approx((numpy.diag(D) / ops.volumes).max())
 
 
 def test_gradient_is_minus_inverse_volume_times_divergence_transpose(ops):
-    for G, M in zip(ops.G, ops.M, strict=True):
-        numpy.testing.assert_allclose((ops.volumes[:, None] * G.toarray()), -M.toarray().T, atol=1e-15)
+    M = (ops.Ms @ ops.Gamma).toarray()  # the divergence of collocated velocities
+    volumes = numpy.tile(ops.volumes, ops.dim)
+    numpy.testing.assert_allclose(volumes[:, None] * ops.G.toarray(), -M.T, atol=1e-15)
+    numpy.testing.assert_allclose(ops.L.toarray(), (ops.Ms @ ops.Gs).toarray(), rtol=1e-15, atol=0)
 
 
 def test_gradient_and_divergence_are_exact_for_linear_fields_inside():
@@ -81,9 +91,10 @@ def test_gradient_and_divergence_are_exact_for_linear_fields_inside():
     p = g.centroids @ slope
     h = numpy.array([1 / 7, 2 / 6, 3 / 5])
     inside = numpy.all((g.centroids > h) & (g.centroids < numpy.array([1.0, 2.0, 3.0]) - h), axis=1)
+    gradient = (ops.G @ p).reshape(3, -1)
     for d in range(3):
-        numpy.testing.assert_allclose((ops.G[d] @ p)[inside], slope[d], rtol=1e-12)
-    divergence = sum(ops.M[d] @ (slope[d] * g.centroids[:, d]) for d in range(3)) / g.volumes
+        numpy.testing.assert_allclose(gradient[d][inside], slope[d], rtol=1e-12)
+    divergence = ops.Ms @ (ops.Gamma @ (slope[:, None] * g.centroids.T).ravel()) / g.volumes
     numpy.testing.assert_allclose(divergence[inside], slope.sum(), rtol=1e-12)
 
 
@@ -94,3 +105,60 @@ def test_wall_velocity_enters_diffusion_as_a_source():
     # a cell under the lid: nu * area / (h/2) * 1
     numpy.testing.assert_allclose(ops.wall_source[0][top], 0.1 * 0.25 / 0.125)
     assert not ops.wall_source[0][~top].any() and not ops.wall_source[1].any()
+
+
+def test_flux_rate_is_the_cfl_number_per_unit_time_step():
+    g = box_geometry((4, 5), (1.0, 2.0), (True, True))
+    ops = FlowOperators(g, nu=0.0)
+    u = numpy.array([0.3, -0.7])  # uniform flow: CFL = dt (|u|/hx + |v|/hy)
+    u_s = ops.Gamma @ numpy.repeat(u, g.num_cells)
+    numpy.testing.assert_allclose(ops.flux_rate @ abs(u_s), 0.3 / 0.25 + 0.7 / 0.4)
+
+
+def test_stacked_index_puts_each_ranks_components_together():
+    ranges = numpy.array([0, 3, 5])
+    cells = numpy.arange(5)
+    numpy.testing.assert_array_equal(stacked_index(ranges, 0, 2, cells), [0, 1, 2, 6, 7])
+    numpy.testing.assert_array_equal(stacked_index(ranges, 1, 2, cells), [3, 4, 5, 8, 9])
+
+
+@pytest.mark.parametrize("shape, splits, periodic", [
+    ((5, 4, 3), ([2, 3], [1, 3], [3]), (True, False, False)),
+    ((4, 6), ([1, 1, 2], [3, 3]), (True, True)),
+    ((6, 5), ([2, 2, 2], [5]), (False, False)),
+], ids=["3d-2x2", "2d-periodic-3x2", "2d-walls-3x1"])
+def test_ranks_assemble_the_operators_of_the_whole_box(shape, splits, periodic, rng):
+    """Rows assembled rank by rank, stacked in rank order, are the serial operators
+    renumbered (cells and faces in PETSc's order of the partition)."""
+    lengths = numpy.linspace(1.0, 2.0, len(shape))
+    serial = FlowOperators(box_geometry(shape, lengths, periodic), nu=0.02, wall_velocity=lambda side: numpy.ones(len(shape)))
+    split = BoxPartition(shape, splits, periodic)
+    ranks = [FlowOperators(partition_geometry(split, lengths, r), nu=0.02, wall_velocity=lambda side: numpy.ones(len(shape)))
+             for r in range(split.size)]
+    whole = BoxPartition(shape, [[n] for n in shape], periodic)
+    natural = whole.block(0)
+    cell = split.cell_index(natural)  # natural cell -> partition's number
+    face = numpy.empty(whole.face_ranges[-1], dtype=numpy.int64)
+    for d in range(len(shape)):
+        has = whole.block(0, whole.face_count[0, d])
+        face[whole.face_index(d, has)] = split.face_index(d, has)
+    dim, n = len(shape), natural.shape[1]
+    stacked = numpy.concatenate([stacked_index(split.cell_ranges, d, dim, cell) for d in range(dim)])
+
+    def gathered(name):
+        return scipy.sparse.vstack([getattr(ops, name) for ops in ranks]).toarray()
+
+    def compare(name, rows, cols):
+        numpy.testing.assert_allclose(gathered(name)[numpy.ix_(rows, cols)], getattr(serial, name).toarray(), atol=1e-14)
+
+    for name, rows, cols in (("L", cell, cell), ("D", cell, cell), ("Ms", cell, face), ("Gs", face, cell),
+                             ("Gamma", face, stacked), ("G", stacked, cell), ("flux_rate", cell, face)):
+        compare(name, rows, cols)
+    u_s = rng.standard_normal(split.face_ranges[-1])
+    C = scipy.sparse.vstack([ops.convection(u_s) for ops in ranks]).toarray()
+    numpy.testing.assert_allclose(C[numpy.ix_(cell, cell)], serial.convection(u_s[face]).toarray(), atol=1e-14)
+    source = numpy.concatenate([ops.wall_source for ops in ranks], axis=1)
+    numpy.testing.assert_allclose(source[:, cell], serial.wall_source)
+    geometry = [ops.geometry for ops in ranks]
+    assert sum(g.num_faces for g in geometry) == serial.geometry.num_faces
+    numpy.testing.assert_allclose(numpy.concatenate([g.centroids for g in geometry])[cell], serial.geometry.centroids)

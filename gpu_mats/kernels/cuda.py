@@ -86,7 +86,7 @@ def diagonal(A, d):
 
 
 def forget(A):
-    """Drop cached launch choices of A (after TUNING changed)."""
+    """Drop cached launches of A (after TUNING changed, or A's arrays were replaced)."""
     _launches.pop(A, None)
 
 
@@ -118,9 +118,9 @@ def local_cholesky_solve(pattern_ptr, pattern_cols, b_ptr, b_cols, b_vals, rhs):
 
 
 @functools.cache
-def _three_term_kernel():
+def _blas1(name):
     source = pathlib.Path(__file__).with_name("blas1.cu").read_text()
-    return cupy.RawModule(code=source).get_function("three_term")
+    return cupy.RawModule(code=source).get_function(name)
 
 
 def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
@@ -128,9 +128,18 @@ def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
     n = w.size
     if n:
         block = 256
-        _three_term_kernel()((-(-n // block),), (block,), (numpy.int64(n), numpy.float64(a), x, numpy.float64(b),
-                                                             y, numpy.float64(c), z, w,
-                                                             _NULL if d is None else d, _NULL if d is None else scaled))
+        _blas1("three_term")((-(-n // block),), (block,), (numpy.int64(n), numpy.float64(a), x, numpy.float64(b),
+                                                           y, numpy.float64(c), z, w,
+                                                           _NULL if d is None else d, _NULL if d is None else scaled))
+
+
+def explicit_update(out, u, s, r, w):
+    """out = u + w (s - r), w one weight per column of the (dim, n) blocks (blas1.cu)."""
+    total = out.size
+    if total:
+        block = 256
+        _blas1("explicit_update")((-(-total // block),), (block,),
+                                  (numpy.int64(w.size), numpy.int64(total), u, s, r, w, out))
 
 
 def ts_gram(X, Y, chunk=1024):

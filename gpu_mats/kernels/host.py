@@ -96,6 +96,11 @@ def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
         numpy.multiply(d, v, out=scaled)
 
 
+def explicit_update(out, u, s, r, w):
+    """Twin of blas1.cu: out = u + w (s - r), w one weight per column of the (dim, n) blocks."""
+    numpy.add(u, w * (s - r), out=out)
+
+
 TS_CHUNK = 1024  # columns per partial product of ts_gram
 
 

@@ -1,63 +1,223 @@
-"""The fractional-step time step of seed 000 (Algorithm 1), explicit part on
-host arrays for now; the pressure equation through a PETSc KSP (prefix
-``pressure_``, any KSP/PC by options; default cacg + ainv).
+"""The fractional-step time step of seed 000 (Algorithm 1) on arrays.
 
-One step from (u^n, u^{n-1}, u_s, dt_{n-1}):
-  u*   = (1 + r/2) u^n - (r/2) u^{n-1},  r = dt_n / dt_{n-1} (one-leg extrapolation)
-  u^p  = u^n + dt Omega^-1 R(u*),  R(u) = -C(u_s) u - D u + wall source
-  -L p = -(1/dt) M u^p                     (singular: constant null space)
-  u^{n+1} = u^p - dt G p
-  u_s^{n+1} = Gamma u^{n+1} - dt (Gs p - Gamma G p)   (eq. 2.9: Ms u_s^{n+1} = 0 to solver tolerance)
+One step from the state (u^n, u^{n-1}, u_s^n, p^n, dt_{n-1}) with step dt:
+  u*   = (1 + r/2) u^n - (r/2) u^{n-1},  r = dt / dt_{n-1} (one-leg extrapolation)
+  u^   = u^n + dt Omega^-1 (s - C(u_s) u* - K v)     K v = D u* (explicit diffusion),
+                                                    or D u^n / 2 (Crank-Nicolson)
+  u^p  = u^, or the solution of (I + dt/2 Omega^-1 D) u^p = u^ (KSP prefix momentum_)
+  w    = Gamma u^p                               the face velocities before projection
+  A q  = Ms w,  A = -L, q = -dt p^{n+1}          (KSP prefix pressure_; singular, constant null space)
+  u^{n+1}   = u^p + G q                          = u^p - dt G p
+  u_s^{n+1} = w + Gs q                           eq. 2.9: Gamma u^{n+1} - dt (Gs p - Gamma G p)
+Then Ms u_s^{n+1} = Ms w - A q = 0 to the pressure solver's tolerance.
+
+Everything is SpMV and vector updates on the arrays of the matrices' backend
+(CuPy on the GPU); a step moves only scalars between host and device, apart
+from what a KSP does inside its solve.
 """
 
+import contextlib
+import time
+from dataclasses import dataclass
+
 import numpy
+from mpi4py import MPI
 from petsc4py import PETSc
 
-from petsc_ext.matrices import aij_from_csr
+from gpu_mats.ops import kernels_for
+from petsc_ext.arrays import get_array, restore_array
+
+
+@dataclass(eq=False)
+class FlowState:
+    """A time level: u^n and u^{n-1} ((dim, n) arrays of the rank's cells),
+    u_s^n (its faces), p^n, the time, the step number and the last step size."""
+
+    u: object
+    u_old: object
+    u_s: object
+    p: object
+    t: float
+    step: int
+    dt_old: float
+
+
+class PhaseTimer:
+    """A PETSc log event per phase of a step (``-log_view``), and the wall time
+    of each phase summed over steps, taken after a device synchronize so that
+    it counts the GPU work of the phase, not only its launches."""
+
+    PHASES = ("Explicit", "Momentum", "Pressure", "Correct", "CFL")
+
+    def __init__(self, xp):
+        self.events = {name: PETSc.Log.Event(f"Flow{name}") for name in self.PHASES}
+        self.xp = xp
+        self.reset()
+
+    def reset(self):
+        self.seconds = dict.fromkeys(self.PHASES, 0.0)
+
+    @contextlib.contextmanager
+    def __call__(self, name):
+        self.events[name].begin()
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self.xp is not numpy:
+                self.xp.cuda.get_current_stream().synchronize()
+            self.seconds[name] += time.perf_counter() - start
+            self.events[name].end()
+
+
+class StepFailure(RuntimeError):
+    """A linear solve of a step failed; the step's state is not valid."""
 
 
 class FractionalStep:
-    """Time steps of one set of operators; the state is (u, u_old, u_s, p)."""
+    """Time steps of one set of matrices. A step writes its new state into
+    buffers the previous state does not use, so that state stays valid (the
+    last good state when a step goes wrong)."""
 
-    def __init__(self, ops, comm=PETSc.COMM_SELF, mat_type="gpusell", prefix="pressure_"):
-        self.ops = ops
-        poisson = -ops.L
-        self.A = aij_from_csr(poisson.indptr, poisson.indices, poisson.data, poisson.shape, comm=comm,
-                              mat_type=mat_type, prefix=prefix)
-        self.A.setNullSpace(PETSc.NullSpace().create(constant=True, comm=comm))
-        self.ksp = PETSc.KSP().create(comm=comm)
-        self.ksp.setOptionsPrefix(prefix)
-        self.ksp.setOperators(self.A)
-        self.ksp.setType("cacg")
-        self.ksp.getPC().setType("ainv")
-        self.ksp.setTolerances(rtol=1e-10)
-        self.ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
-        self.ksp.setFromOptions()
-        self._b, self._p = self.A.createVecs()
+    def __init__(self, matrices, pressure_ksp, momentum_ksp=None):
+        m = self.matrices = matrices
+        ops, xp = m.ops, m.xp
+        self.xp, self.kernels = xp, kernels_for(xp)
+        self.pressure_ksp, self.momentum_ksp = pressure_ksp, momentum_ksp
+        self.comm = m.comm.tompi4py()
+        dim, n, faces = ops.dim, ops.geometry.num_cells, ops.geometry.num_faces
+        self.shape = (dim, n)
+        self._velocity = [xp.zeros(self.shape) for _ in range(3)]
+        self._faces = [xp.zeros(faces) for _ in range(2)]
+        self._pressure = [xp.zeros(n) for _ in range(2)]
+        self.u_star, self.rate, self.u_hat = (xp.empty(self.shape) for _ in range(3))
+        self.gradient, self.w = xp.empty(self.shape), xp.empty(faces)
+        self.cell_scratch, self.face_scratch = xp.empty(n), xp.empty(faces)
+        self.source = xp.asarray(ops.wall_source)
+        self.volumes = xp.asarray(ops.volumes)
+        self.inverse_volume = 1.0 / self.volumes
+        self.weight = xp.empty(n)
+        self.b, self.q = m.poisson.createVecs()
+        self.pressure_iterations = self.momentum_iterations = 0
+        self.phases = PhaseTimer(xp)
 
-    def step(self, u, u_old, u_s, dt, dt_old):
-        """(u^{n+1}, u_s^{n+1}, p^{n+1}); u and u_old are (dim, n) arrays."""
-        ops = self.ops
-        r = dt / dt_old
-        u_star = (1 + r / 2) * u - (r / 2) * u_old
-        C = ops.convection(u_s)
-        u_p = numpy.empty_like(u)
-        for d in range(ops.dim):
-            rate = -(C @ u_star[d]) - ops.D @ u_star[d] + ops.wall_source[d]
-            u_p[d] = u[d] + dt * rate / ops.volumes
-        divergence = sum(ops.M[d] @ u_p[d] for d in range(ops.dim))
-        p = self._solve_pressure(-divergence / dt)
-        gradient = numpy.array([G @ p for G in ops.G])
-        u_new = u_p - dt * gradient
-        u_s_new = sum(ops.Gamma[d] @ (u_new[d] + dt * gradient[d]) for d in range(ops.dim)) - dt * (ops.Gs @ p)
-        return u_new, u_s_new, p
+    def initial_state(self, u=None):
+        """u (a (dim, n) host or device array, default at rest) with its face velocities Gamma u."""
+        state = FlowState(self._velocity[0], self._velocity[1], self._faces[0], self._pressure[0], 0.0, 0, 0.0)
+        if u is not None:
+            state.u[...] = self.xp.asarray(u)
+        state.u_old[...] = state.u
+        self.matrices.Gamma(state.u.ravel(), state.u_s)
+        return state
 
-    def _solve_pressure(self, rhs):
-        """p with -L p = rhs (rhs sums to zero up to rounding: projected on the range first)."""
-        lo, hi = self._b.getOwnershipRange()
-        self._b.setArray(rhs[lo:hi] - rhs.mean())
-        self.ksp.solve(self._b, self._p)
-        reason = self.ksp.getConvergedReason()
-        if reason < 0:
-            raise RuntimeError(f"the pressure solve failed: KSPConvergedReason {reason}")
-        return self._p.getArray(readonly=True).copy()
+    def _free(self, pool, *used):
+        return next(b for b in pool if all(b is not u for u in used))
+
+    def advance(self, state, dt):
+        """The state one step of size dt later (new arrays; ``state`` stays valid)."""
+        m, xp, k, phase = self.matrices, self.xp, self.kernels, self.phases
+        u_p = self._free(self._velocity, state.u, state.u_old)
+        implicit = self.momentum_ksp is not None
+        with phase("Explicit"):
+            r = dt / (state.dt_old or dt)
+            k.three_term(self.u_star.ravel(), 1 + r / 2, state.u.ravel(), -r / 2, state.u_old.ravel(), 0.0,
+                         state.u.ravel())
+            m.refresh_convection(state.u_s)
+            m.C(self.u_star, self.rate)
+            m.K(state.u if implicit else self.u_star, self.rate, self.rate)
+            xp.multiply(self.inverse_volume, dt, out=self.weight)
+            k.explicit_update(self.u_hat if implicit else u_p, state.u, self.source, self.rate, self.weight)
+        if implicit:
+            with phase("Momentum"):
+                self._solve_momentum(u_p)
+        with phase("Pressure"):
+            m.Gamma(u_p.ravel(), self.w)
+            q = self._solve_pressure(state.p, dt)
+        with phase("Correct"):
+            m.G(q, self.gradient.ravel())
+            u_new = u_p  # u^p is not needed after the correction
+            k.three_term(u_new.ravel(), 1.0, u_p.ravel(), 1.0, self.gradient.ravel(), 0.0, u_p.ravel())
+            u_s = self._free(self._faces, state.u_s)
+            m.Gs(q, u_s, self.w)
+            p = self._free(self._pressure, state.p)
+            xp.multiply(q, -1.0 / dt, out=p)
+            restore_array(self.q, "r")
+        return FlowState(u_new, state.u, u_s, p, state.t + dt, state.step + 1, dt)
+
+    def _solve_momentum(self, u_p):
+        ksp, vec = self.momentum_ksp, self.matrices.vecs
+        self.momentum_iterations = 0
+        for d in range(self.shape[0]):
+            u_p[d] = self.u_hat[d]  # initial guess
+            b, x = vec(self.u_hat[d]), vec(u_p[d])
+            _mark(b, "w")
+            _mark(x, "w")
+            ksp.solve(b, x)
+            _check(ksp, "momentum")
+            _mark(x, "r")
+            self.momentum_iterations += ksp.getIterationNumber()
+
+    def _solve_pressure(self, p_old, dt):
+        """q = -dt p^{n+1} from A q = Ms w, warm-started from p^n; returns q's
+        array, which stays taken until the step restores it."""
+        n = self.cell_scratch.size
+        b = get_array(self.b, "w", n)
+        self.matrices.Ms(self.w, b)
+        restore_array(self.b, "w")
+        q = get_array(self.q, "w", n)
+        self.xp.multiply(p_old, -dt, out=q)
+        restore_array(self.q, "w")
+        self.pressure_ksp.solve(self.b, self.q)
+        _check(self.pressure_ksp, "pressure")
+        self.pressure_iterations = self.pressure_ksp.getIterationNumber()
+        return get_array(self.q, "r", n)
+
+    # --- global quantities (each one reduction) ----------------------------------
+
+    def _max(self, local):
+        return self.comm.allreduce(float(local), op=MPI.MAX)
+
+    def _sum(self, local):
+        return self.comm.allreduce(float(local), op=MPI.SUM)
+
+    def convective_rate(self, state):
+        """max over cells of sum_f A_f |u_s,f| / (2 Omega_i): the CFL number is dt times this."""
+        with self.phases("CFL"):
+            self.xp.abs(state.u_s, out=self.face_scratch)
+            self.matrices.flux_rate(self.face_scratch, self.cell_scratch)
+            return self._max(self.cell_scratch.max())
+
+    def unit_convective_rate(self):
+        """The convective rate of a unit speed on every face: sets the first
+        step of a fluid at rest."""
+        self.face_scratch[...] = 1.0
+        self.matrices.flux_rate(self.face_scratch, self.cell_scratch)
+        return self._max(self.cell_scratch.max())
+
+    def kinetic_energy(self, state):
+        return 0.5 * self._sum(((state.u * state.u).sum(axis=0) * self.volumes).sum())
+
+    def divergence_norm(self, state):
+        """||Ms u_s||_2: what the projection makes zero."""
+        self.matrices.Ms(state.u_s, self.cell_scratch)
+        return numpy.sqrt(self._sum((self.cell_scratch * self.cell_scratch).sum()))
+
+    def change_rate(self, state):
+        """max |u^{n+1} - u^n| / dt, the distance from a steady state."""
+        return self._max(abs(state.u - state.u_old).max()) / state.dt_old
+
+    def is_finite(self, state):
+        local = bool(self.xp.isfinite(state.u).all()) and bool(self.xp.isfinite(state.p).all())
+        return self.comm.allreduce(local, op=MPI.LAND)
+
+
+def _mark(vec, mode):
+    get_array(vec, mode)
+    restore_array(vec, mode)
+
+
+def _check(ksp, name):
+    reason = ksp.getConvergedReason()
+    if reason < 0:
+        raise StepFailure(f"the {name} solve failed: {ksp.getType()} stopped with KSPConvergedReason "
+                          f"{reason} after {ksp.getIterationNumber()} iterations")

@@ -1,0 +1,98 @@
+"""Time per step of the 3D lid-driven cavity (seed 003's box, Re = 1000) with
+the flow driver: the explicit part, the pressure solve (iterations per step),
+the correction and the CFL reduction, and million cell-steps per second.
+
+    python benchmarks/flow.py --sizes 128 256 --json flow-gpu.json
+    mpiexec -n 16 python benchmarks/flow.py --sizes 128 --json flow-cpu.json -- \\
+        -dm_mat_type aij -gpu_backend numpy -pressure_ksp_type cg -pressure_pc_type gamg
+
+PETSc options go after "--" (the CPU reference: PETSc's AIJ matrices and any
+KSP/PC). Each size runs --warmup steps from rest (kernel compilation, solver
+set-up, the first large pressure solves), then --steps timed steps; the
+phase times are wall clock after a device synchronize (the flow driver's own
+timer), the slowest rank's.
+"""
+
+import argparse
+import sys
+import time
+
+import petsc4py
+
+ARGS, PETSC_ARGS = (sys.argv[1:sys.argv.index("--")], sys.argv[sys.argv.index("--") + 1:]) \
+    if "--" in sys.argv else (sys.argv[1:], [])
+petsc4py.init([sys.argv[0], *PETSC_ARGS])
+
+import numpy  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+import harness  # noqa: E402
+import plugin  # noqa: E402,F401
+from plugin.flow.solver import FlowSolver  # noqa: E402
+
+COMM = PETSc.COMM_WORLD
+
+
+def wall_velocity(side):
+    return numpy.array([0.0, 1.0, 0.0]) if side == 1 else numpy.zeros(3)
+
+
+def measure(n, re, warmup, steps):
+    start = time.perf_counter()
+    da = PETSc.DMDA().create(dim=3, sizes=(n, n, n), stencil_width=1, setup=False)
+    da.setMatType("gpusell")
+    da.setFromOptions()
+    da.setUp()
+    solver = FlowSolver(da, (1.0, 1.0, 2.0), 1.0 / re, wall_velocity,
+                        defaults={"flow_t_end": 1e9, "flow_max_steps": warmup})
+    harness.sync()
+    setup = time.perf_counter() - start
+    PETSc.Sys.Print(f"{n}^3: set up in {setup:.1f} s ({solver.matrices.poisson.getType()}, pressure "
+                    f"{solver.pressure_ksp.getType()} + {solver.pressure_ksp.getPC().getType()})")
+    state = solver.run(solver.initial_state())
+    solver.print_timing()
+    solver.reset_timing()
+    solver.max_steps = steps
+    state = solver.run(state)
+    solver.print_timing()
+    timing = solver.timing()
+    row = {"n": n, "cells": timing["cells"], "ranks": COMM.getSize(), "mat_type": solver.matrices.poisson.getType(),
+           "pressure": f"{solver.pressure_ksp.getType()} + {solver.pressure_ksp.getPC().getType()}",
+           "setup_s": setup, "warmup_steps": warmup, "steps": timing["steps"], "t": state.t,
+           "ms_per_step": 1e3 * timing["seconds_per_step"],
+           "ns_per_cell_step": 1e9 * timing["seconds_per_step"] / timing["cells"],
+           "mcell_steps_per_s": timing["million_cell_steps_per_second"],
+           "pressure_its": timing["pressure_iterations_per_step"],
+           **{f"{name.lower()}_ms": 1e3 * seconds for name, seconds in timing["phases"].items()}}
+    solver.destroy()
+    da.destroy()
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[128])
+    parser.add_argument("--re", type=float, default=1000.0)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--json")
+    args = parser.parse_args(ARGS)
+    rows = []
+    for n in args.sizes:
+        rows.append(measure(n, args.re, args.warmup, args.steps))
+        if COMM.getRank() == 0:
+            harness.write_json(args.json, {"meta": {**harness.metadata(), "petsc_options": PETSC_ARGS,
+                                                    "ranks": COMM.getSize()}, "rows": rows}, quiet=True)
+    if COMM.getRank() == 0:
+        harness.print_table(rows, [("n", "n^3", "{}"), ("ranks", "ranks", "{}"), ("mat_type", "matrix", "{}"),
+                                   ("pressure", "pressure", "{}"), ("ms_per_step", "ms/step", "{:.2f}"),
+                                   ("explicit_ms", "explicit", "{:.2f}"), ("pressure_ms", "pressure", "{:.2f}"),
+                                   ("correct_ms", "correct", "{:.2f}"), ("cfl_ms", "CFL", "{:.2f}"),
+                                   ("pressure_its", "its/step", "{:.1f}"), ("ns_per_cell_step", "ns/cell-step", "{:.2f}"),
+                                   ("mcell_steps_per_s", "Mcell-steps/s", "{:.1f}")])
+        harness.write_json(args.json, {"meta": {**harness.metadata(), "petsc_options": PETSC_ARGS,
+                                                "ranks": COMM.getSize()}, "rows": rows})
+
+
+if __name__ == "__main__":
+    main()

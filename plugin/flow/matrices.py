@@ -1,0 +1,81 @@
+"""The flow operators as PETSc matrices, and the products the time loop runs.
+
+Every operator of plugin.flow.operators becomes a distributed matrix of one
+type (gpusell by default: SELL kernels on the GPU, overlapped halo updates).
+The time loop multiplies arrays, not Vecs (petsc_ext.array_operators): a
+gpusell matrix runs its kernels on them directly, any other type PETSc's
+MatMult on vectors wrapped over them, so ``-dm_mat_type aij`` runs the same
+loop with PETSc's own products (the CPU reference).
+
+The convective matrix C shares L's pattern; its values change every step.
+E, the constant matrix E_C with each row moved to where C stores that value
+(seed 000, eq. 2.14: the position in the SELL value array), refreshes them
+with one SpMV written straight into C's storage (petsc_ext.matrix_values).
+"""
+
+import scipy.sparse
+
+from petsc_ext.array_operators import matrix_product
+from petsc_ext.arrays import ArrayVecs, array_module_of
+from petsc_ext.matrices import aij_from_rows
+from petsc_ext.matrix_values import value_target
+
+
+class FlowMatrices:
+    """The matrices of one FlowOperators on ``comm``, and their array products:
+    ``Ms``, ``Gamma``, ``Gs``, ``G``, ``C``, ``K`` (the explicit part of
+    diffusion: D, or D/2 with Crank-Nicolson), ``flux_rate`` and ``E``, each
+    called as ``product(x, y)`` for y = A x or ``product(x, y, z)`` for A x + z."""
+
+    def __init__(self, ops, comm, mat_type, implicit_diffusion=False):
+        g = ops.geometry
+        self.ops, self.comm, self.mat_type = ops, comm, mat_type
+        n, faces, dim = g.num_cells, g.num_faces, g.dim
+
+        def build(csr, local_columns, name, prefix=None):
+            mat = aij_from_rows(csr.indptr, csr.indices, csr.data, local_columns, comm, mat_type, prefix)
+            mat.setName(name)
+            return mat
+
+        self.poisson = build(-ops.L, n, "-L (pressure)", prefix="pressure_")
+        self.xp = array_module_of(self.poisson.createVecRight())
+        self.vecs = ArrayVecs(comm)
+        self.mats = {
+            "Ms": build(ops.Ms, faces, "Ms"),
+            "Gamma": build(ops.Gamma, dim * n, "Gamma"),
+            "Gs": build(ops.Gs, n, "Gs"),
+            "G": build(ops.G, n, "G"),
+            "K": build(ops.D * 0.5 if implicit_diffusion else ops.D, n, "D/2" if implicit_diffusion else "D"),
+            "flux_rate": build(ops.flux_rate, faces, "flux rate"),
+            "C": build(scipy.sparse.csr_matrix((0.0 * ops.L.data, ops.L.indices, ops.L.indptr), shape=ops.L.shape),
+                       n, "C(u_s)"),
+        }
+        self._values = value_target(self.mats["C"])
+        entries = ops.E_C.tocoo()
+        E = scipy.sparse.csr_matrix((entries.data, (self._values.slots[entries.row], entries.col)),
+                                    shape=(self._values.buffer.size, ops.E_C.shape[1]))
+        E.sort_indices()
+        self.mats["E"] = build(E, faces, "E_C (in C's storage order)")
+        for name, mat in self.mats.items():
+            setattr(self, name, matrix_product(mat, self.xp, self.vecs))
+
+    def refresh_convection(self, u_s):
+        """C's values from the face velocities: Val(C) = E_C u_s (eq. 2.10)."""
+        self.E(u_s, self._values.buffer)
+        self._values.commit()
+
+    def momentum(self, dt):
+        """I + (dt / 2) Omega^-1 D, the Crank-Nicolson momentum matrix (options prefix momentum_)."""
+        ops = self.ops
+        matrix = scipy.sparse.diags(0.5 * dt / ops.volumes) @ ops.D
+        matrix = (matrix + scipy.sparse.eye(*matrix.shape, k=ops.geometry.cell_start)).tocsr()
+        matrix.sort_indices()
+        mat = aij_from_rows(matrix.indptr, matrix.indices, matrix.data, ops.geometry.num_cells, self.comm,
+                            self.mat_type, prefix="momentum_")
+        mat.setName("I + dt/2 Omega^-1 D (momentum)")
+        return mat
+
+    def destroy(self):
+        self.vecs.destroy()
+        for mat in (self.poisson, *self.mats.values()):
+            mat.destroy()

@@ -1,0 +1,112 @@
+"""What a run on a box leaves behind: fields gathered in the DMDA's natural
+order, centreline profiles (CSV and a PNG against reference data), and the
+fields as XDMF/HDF5 through meshio for ParaView. All on rank 0."""
+
+import numpy
+
+from gpu_mats.backend import to_host
+
+
+def natural_field(comm, partition, xp, array):
+    """A field of the rank's cells, shape (..., n), gathered on rank 0 as
+    (..., [nz,] ny, nx); None on the other ranks."""
+    own = partition.block(comm.Get_rank())
+    index = numpy.ravel_multi_index(tuple(own[::-1]), partition.shape[::-1])
+    parts = comm.gather((index, to_host(xp, array)), root=0)
+    if parts is None:
+        return None
+    field = numpy.empty(array.shape[:-1] + (int(numpy.prod(partition.shape)),))
+    for index, values in parts:
+        field[..., index] = values
+    return field.reshape(array.shape[:-1] + partition.shape[::-1])
+
+
+def _at(field, axis, coordinate, spacing):
+    """The field interpolated linearly along ``axis`` (of cell centres) at ``coordinate``."""
+    s = coordinate / spacing - 0.5
+    i = int(numpy.clip(numpy.floor(s), 0, field.shape[axis] - 2))
+    w = s - i
+    return (1 - w) * numpy.take(field, i, axis=axis) + w * numpy.take(field, i + 1, axis=axis)
+
+
+def centerlines(u, lengths, wall_velocity):
+    """((y, u along x = Lx/2), (x, v along y = Ly/2)) from the velocity (dim, [nz,] ny, nx),
+    in the mid-plane z = Lz/2 in 3D, with the wall values at both ends."""
+    dim = u.shape[0]
+    h = [length / n for length, n in zip(lengths, u.shape[1:][::-1], strict=True)]
+    if dim == 3:
+        u = _at(u, 1, lengths[2] / 2, h[2])
+    along_y = _at(u[0], 1, lengths[0] / 2, h[0])  # u(y) on x = Lx/2
+    along_x = _at(u[1], 0, lengths[1] / 2, h[1])  # v(x) on y = Ly/2
+
+    def with_walls(values, axis, component):
+        centres = (numpy.arange(values.size) + 0.5) * h[axis]
+        low, high = (float(wall_velocity(2 * axis + side)[component]) for side in (0, 1))
+        return numpy.concatenate(([0.0], centres, [lengths[axis]])), numpy.concatenate(([low], values, [high]))
+
+    return with_walls(along_y, 1, 0), with_walls(along_x, 0, 1)
+
+
+def write_centerlines(directory, profiles):
+    """centerline_u.csv (header y,u) and centerline_v.csv (header x,v)."""
+    paths = []
+    for (coordinate, values), name, axis in zip(profiles, ("u", "v"), ("y", "x"), strict=True):
+        path = f"{directory}/centerline_{name}.csv"
+        numpy.savetxt(path, numpy.column_stack((coordinate, values)), delimiter=",", header=f"{axis},{name}",
+                      comments="", fmt="%.10g")
+        paths.append(path)
+    return paths
+
+
+def plot_centerlines(path, profiles, title, reference=None):
+    """A PNG of the two profiles, with reference points ((y, u), (x, v)) if given."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4.5))
+    (y, u), (x, v) = profiles
+    axes[0].plot(u, y, "-", label="petsc-gpu-fv")
+    axes[0].set(xlabel="u", ylabel="y", title="u along x = 0.5")
+    axes[1].plot(x, v, "-", label="petsc-gpu-fv")
+    axes[1].set(xlabel="x", ylabel="v", title="v along y = 0.5")
+    if reference is not None:
+        (ry, ru), (rx, rv) = reference
+        axes[0].plot(ru, ry, "o", label="Ghia, Ghia & Shin (1982)")
+        axes[1].plot(rx, rv, "o", label="Ghia, Ghia & Shin (1982)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend()
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def write_xdmf(path, u, p, lengths, origin):
+    """Velocity (dim, [nz,] ny, nx) and pressure on the quads or hexahedra of
+    the box from ``origin`` with side ``lengths``, as XDMF + HDF5."""
+    import meshio
+
+    dim = u.shape[0]
+    cells_per_axis = u.shape[1:][::-1]  # nx, ny[, nz]
+    axes = [start + numpy.linspace(0.0, length, n + 1)
+            for start, length, n in zip(origin, lengths, cells_per_axis, strict=True)]
+    points = numpy.stack([a.ravel() for a in numpy.meshgrid(*axes[::-1], indexing="ij")[::-1]], axis=1)
+    vertex = numpy.arange(len(points)).reshape([n + 1 for n in cells_per_axis[::-1]])  # [z,] y, x
+
+    def shifted(*offsets):  # offsets (dx, dy[, dz]) of a corner
+        index = tuple(slice(o, o + n) for o, n in zip(offsets[::-1], cells_per_axis[::-1], strict=True))
+        return vertex[index].ravel()
+
+    if dim == 2:
+        cells = [("quad", numpy.stack([shifted(0, 0), shifted(1, 0), shifted(1, 1), shifted(0, 1)], axis=1))]
+    else:
+        bottom = [shifted(0, 0, 0), shifted(1, 0, 0), shifted(1, 1, 0), shifted(0, 1, 0)]
+        top = [shifted(0, 0, 1), shifted(1, 0, 1), shifted(1, 1, 1), shifted(0, 1, 1)]
+        cells = [("hexahedron", numpy.stack(bottom + top, axis=1))]
+    velocity = u.reshape(dim, -1).T
+    meshio.write(path, meshio.Mesh(points, cells, cell_data={"velocity": [velocity], "pressure": [p.ravel()]}))
+    return path

@@ -1,0 +1,196 @@
+"""The flow driver (plugin.flow.solver) on small DMDA grids: projection,
+energy, checkpoints, blow-up, options; the MPI tests compare 1, 2 and 3
+ranks."""
+
+import os
+
+import numpy
+import pytest
+from mpi4py import MPI
+from petsc4py import PETSc
+
+import plugin  # noqa: F401
+from gpu_mats.backend import to_host
+from petsc_ext.options import options_set
+from plugin.flow import checkpoint
+from plugin.flow.geometry import dmda_partition
+from plugin.flow.output import natural_field
+from plugin.flow.solver import FlowBlowUp, FlowSolver
+
+PERIODIC, WALL = PETSc.DM.BoundaryType.PERIODIC, PETSc.DM.BoundaryType.NONE
+
+
+def lid(side):
+    return numpy.array([1.0, 0.0]) if side == 3 else numpy.zeros(2)
+
+
+def make_solver(sizes, periodic, nu, options, comm=PETSc.COMM_SELF, wall_velocity=None, lengths=None,
+                mat_type="gpusell"):
+    boundary = tuple(PERIODIC if p else WALL for p in periodic)
+    da = PETSc.DMDA().create(dim=len(sizes), sizes=sizes, boundary_type=boundary, stencil_width=1, comm=comm,
+                             setup=False)
+    da.setMatType(mat_type)
+    da.setUp()
+    lengths = lengths or (1.0,) * len(sizes)
+    with options_set("", options):
+        solver = FlowSolver(da, lengths, nu, wall_velocity)
+    return da, solver
+
+
+def vortex(g, rng=None, amplitude=0.0):
+    """Taylor-Green velocity on the unit box (periodic), plus a random smooth perturbation."""
+    x, y = 2 * numpy.pi * g.centroids.T
+    u = numpy.array([-numpy.cos(x) * numpy.sin(y), numpy.sin(x) * numpy.cos(y)])
+    if rng is not None:
+        k = rng.integers(1, 3, size=(4, 2))
+        phase = rng.uniform(0, 2 * numpy.pi, size=4)
+        for (kx, ky), ph in zip(k, phase, strict=True):  # stream-function modes: divergence-free
+            s = numpy.cos(kx * x + ky * y + ph)
+            u += amplitude * numpy.array([-ky * s, kx * s])
+    return u
+
+
+def test_projection_leaves_face_velocities_divergence_free():
+    da, solver = make_solver((16, 12), (False, False), 0.01, {"flow_max_steps": 5, "pressure_ksp_rtol": 1e-12},
+                             wall_velocity=lid)
+    state = solver.run(solver.initial_state())
+    m, u_s = solver.operators, to_host(solver.xp, state.u_s)
+    flux = abs(m.Ms) @ abs(u_s)
+    divergence = m.Ms @ u_s
+    assert state.step == 5
+    assert abs(divergence).max() < 1e-10 * flux.max()
+
+
+def kinetic_energy_drift(n, dt):
+    """Relative change of kinetic energy over t = 0.2 of an inviscid periodic vortex."""
+    da, solver = make_solver((n, n), (True, True), 0.0, {"flow_dt": dt, "flow_t_end": 0.2, "pressure_ksp_rtol": 1e-13})
+    state = solver.initial_state(vortex(solver.geometry, numpy.random.default_rng(3), 0.3))
+    e0 = solver.stepper.kinetic_energy(state)
+    state = solver.run(state)
+    return abs(solver.stepper.kinetic_energy(state) - e0) / e0
+
+
+def test_inviscid_kinetic_energy_drift_is_the_collocated_projections():
+    """C is skew-symmetric (test_flow_operators), so the only energy change is
+    the time integration's and the collocated projection's, which removes
+    dt (L + M Omega^-1 M^T) p from the cell velocities' divergence each step:
+    a drift O(dt h^2) (Trias et al., JCP 258, 2014). Halving dt halves it,
+    halving h quarters it."""
+    drift = {(n, dt): kinetic_energy_drift(n, dt) for n, dt in ((24, 0.002), (24, 0.001), (48, 0.001))}
+    print("relative kinetic energy drift over t = 0.2: " + ", ".join(f"{n}^2 dt {dt}: {d:.3e}" for (n, dt), d in drift.items()))
+    assert drift[24, 0.002] < 1e-2
+    assert 1.7 < drift[24, 0.002] / drift[24, 0.001] < 2.3
+    assert 3.5 < drift[24, 0.001] / drift[48, 0.001] < 5.0
+
+
+def test_checkpoint_restart_continues_to_the_same_result(tmp_path):
+    path = str(tmp_path / "flow.npz")
+    options = {"flow_max_steps": 12, "pressure_ksp_rtol": 1e-10}
+    _, whole = make_solver((12, 10), (False, False), 0.01, options, wall_velocity=lid)
+    reference = whole.run(whole.initial_state())
+    _, first = make_solver((12, 10), (False, False), 0.01,
+                           {**options, "flow_max_steps": 7, "flow_checkpoint_every": 7, "flow_checkpoint_file": path},
+                           wall_velocity=lid)
+    first.run(first.initial_state())
+    assert os.path.exists(path) and not os.path.exists(path + ".tmp")
+    _, second = make_solver((12, 10), (False, False), 0.01, {**options, "flow_max_steps": 5, "flow_restart": path},
+                            wall_velocity=lid)
+    restarted = second.run(second.initial_state())
+    assert restarted.step == reference.step == 12
+    assert restarted.t == pytest.approx(reference.t, rel=1e-15)
+    for name in ("u", "u_old", "u_s", "p"):
+        numpy.testing.assert_allclose(to_host(second.xp, getattr(restarted, name)),
+                                      to_host(whole.xp, getattr(reference, name)), rtol=0, atol=1e-12)
+
+
+def test_an_interrupted_checkpoint_write_leaves_the_last_one_readable(tmp_path, monkeypatch):
+    path = str(tmp_path / "flow.npz")
+    _, solver = make_solver((8, 8), (False, False), 0.01, {"flow_max_steps": 2}, wall_velocity=lid)
+    state = solver.run(solver.initial_state())
+    solver.save(state, path)
+    saved = to_host(solver.xp, state.u).copy()  # the next steps reuse the state's arrays
+
+    def killed(stream, **arrays):
+        stream.write(b"PK\x03\x04 half a file")
+        raise KeyboardInterrupt("killed while writing")
+
+    monkeypatch.setattr(checkpoint.numpy, "savez", killed)
+    later = solver.run(state)
+    with pytest.raises(KeyboardInterrupt):
+        solver.save(later, path)
+    monkeypatch.undo()
+    fresh = solver.stepper.initial_state()
+    checkpoint.load(path, MPI.COMM_SELF, solver.geometry, fresh, solver.xp)
+    assert fresh.step == 2
+    numpy.testing.assert_array_equal(to_host(solver.xp, fresh.u), saved)
+
+
+def test_blow_up_names_the_step_and_saves_the_last_good_state(tmp_path):
+    path = str(tmp_path / "flow.npz")
+    _, solver = make_solver((16, 16), (False, False), 0.01,
+                            {"flow_dt": 0.1, "flow_t_end": 100.0, "flow_checkpoint_file": path}, wall_velocity=lid)
+    with pytest.raises(FlowBlowUp, match=r"step (\d+) .* failed: .*last good state \(step \d+\) is saved") as failure:
+        solver.run(solver.initial_state())
+    bad_step = int(failure.value.args[0].split("step ")[1].split(" ")[0])
+    saved = solver.stepper.initial_state()
+    checkpoint.load(path, MPI.COMM_SELF, solver.geometry, saved, solver.xp)
+    assert saved.step == bad_step - 1
+    assert numpy.isfinite(to_host(solver.xp, saved.u)).all()
+
+
+def test_options_show_in_help_and_are_checked(capfd):
+    with options_set("", {"help": None}):
+        make_solver((6, 6), (False, False), 0.01, {}, wall_velocity=lid)
+    out = capfd.readouterr().out
+    assert "-flow_cfl <now 0.5 : formerly 0.5>" in out and "-flow_diffusion <now explicit" in out
+    with pytest.raises(ValueError, match="-flow_diffusion crank is not valid"):
+        make_solver((6, 6), (False, False), 0.01, {"flow_diffusion": "crank"}, wall_velocity=lid)
+
+
+def test_implicit_diffusion_matches_explicit_on_a_short_run():
+    results = []
+    for mode in ("explicit", "implicit"):
+        _, solver = make_solver((16, 16), (False, False), 0.01,
+                                {"flow_dt": 2e-3, "flow_t_end": 0.1, "flow_diffusion": mode,
+                                 "pressure_ksp_rtol": 1e-12}, wall_velocity=lid)
+        results.append(solver.run(solver.initial_state()))
+        if mode == "implicit":
+            assert solver.stepper.momentum_iterations > 0
+            assert solver.momentum_ksp.getPC().getType() == "ainv"
+    explicit, implicit = results
+    assert explicit.step == implicit.step == 50
+    difference = abs(to_host(solver.xp, explicit.u - implicit.u)).max()
+    assert 0 < difference < 2e-3  # both second order in time: O(dt^2) apart
+
+
+def test_the_cpu_reference_runs_the_same_loop_on_petsc_aij():
+    runs = []
+    for mat_type in ("gpusell", "aij"):
+        _, solver = make_solver((10, 12), (False, False), 0.01, {"flow_max_steps": 6, "pressure_ksp_rtol": 1e-12},
+                                wall_velocity=lid, mat_type=mat_type)
+        assert solver.matrices.mats["C"].getType() in ("seqaijgpusell", "seqaij")
+        state = solver.run(solver.initial_state())
+        runs.append([to_host(solver.xp, a) for a in (state.u, state.u_s)])
+    for gpusell, aij in zip(*runs, strict=True):
+        numpy.testing.assert_allclose(gpusell, aij, rtol=0, atol=1e-12)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("sizes, periodic", [((13, 11), (False, False)), ((9, 8, 7), (True, False, True))],
+                         ids=["cavity2d", "periodic3d"])
+def test_ranks_agree_with_one_rank_to_solver_tolerance(sizes, periodic):
+    """The run on all ranks of COMM_WORLD against the same run on one rank (each rank runs it)."""
+    dim = len(sizes)
+
+    def walls(side):
+        return numpy.eye(dim)[0] if side == 2 * dim - 1 else numpy.zeros(dim)
+
+    options = {"flow_max_steps": 8, "pressure_ksp_rtol": 1e-12, "pressure_ksp_type": "cg"}
+    fields = []
+    for comm in (PETSc.COMM_WORLD, PETSc.COMM_SELF):
+        da, solver = make_solver(sizes, periodic, 0.02, options, comm=comm, wall_velocity=walls)
+        state = solver.run(solver.initial_state(numpy.sin(2 * numpy.pi * solver.geometry.centroids.T)))
+        fields.append(natural_field(comm.tompi4py(), dmda_partition(da), solver.xp, state.u))
+    parallel, serial = fields
+    if PETSc.COMM_WORLD.getRank() == 0:
+        numpy.testing.assert_allclose(parallel, serial, rtol=0, atol=1e-9)
