@@ -2,6 +2,8 @@
 PY := .venv/bin/python
 MPIEXEC := mpiexec
 STAMP := .venv/.installed
+# The NumPy backend works on blocks of a few columns; BLAS threads only slow those down.
+export OMP_NUM_THREADS ?= 1
 
 .PHONY: demo test gpu-test
 demo: $(STAMP)

@@ -22,3 +22,42 @@ def test_poisson_demo_converges_at_second_order_and_logs_gpusell():
     assert 3.5 < coarse / fine < 4.5  # h halves: the error falls by 4
     assert re.search(r"^GPUSELLMult\s+\d+", out, re.MULTILINE)
     assert re.search(r"^GPUSELLBuild\s+1 ", out, re.MULTILINE)
+
+
+def run_script(script, *options, cwd=ROOT):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "demos", script), *options],
+                          capture_output=True, text=True, cwd=cwd, check=True).stdout
+
+
+def test_cavity_demo_matches_ghia_at_re100_and_writes_its_outputs(tmp_path):
+    """The README's `make demo` run, with its validation: Ghia et al.'s
+    centrelines within 2% of the lid speed, and every promised file."""
+    out = run_script("cavity.py", "-flow_re", "100", "-da_grid_x", "64", "-da_grid_y", "64",
+                     "-flow_output_dir", str(tmp_path), "-log_view")
+    assert re.search(r"flow: steady at step \d+", out)
+    du, dv = map(float, re.search(r"largest difference from Ghia .*: u (\S+), v (\S+)", out).groups())
+    assert du < 0.02 and dv < 0.02
+    for phase in ("FlowExplicit", "FlowMomentum", "FlowPressure", "FlowCorrect"):
+        assert re.search(rf"^{phase}\s+\d+", out, re.MULTILINE)
+    assert (tmp_path / "centerline_u.csv").read_text().splitlines()[0] == "y,u"
+    assert (tmp_path / "centerline_v.csv").read_text().splitlines()[0] == "x,v"
+    assert (tmp_path / "centerlines.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "cavity.h5").stat().st_size > 64 * 64 * 8
+    assert "cavity.h5" in (tmp_path / "cavity.xdmf").read_text()
+    assert str(tmp_path / "cavity.xdmf") in out
+
+
+def test_cavity_demo_help_lists_the_flow_and_solver_options():
+    out = run_script("cavity.py", "-help", "-flow_max_steps", "1", "-da_grid_x", "8", "-da_grid_y", "8")
+    for option in ("-flow_re", "-flow_output_dir", "-flow_cfl", "-flow_diffusion", "-flow_checkpoint_every",
+                   "-flow_restart", "-pressure_ksp_type", "-momentum_ksp_type"):
+        assert option in out
+
+
+def test_taylor_green_demo_is_second_order_in_velocity():
+    """At Re = 1 the O(h^2) diffusion error dominates and dt follows h^2,
+    so the splitting's O(dt h^2) part falls out of the way."""
+    out = run_script("taylor_green.py", "-flow_re", "1", "-tg_grids", "8,16,32")
+    orders = [tuple(map(float, m)) for m in re.findall(r"order velocity (\S+), pressure (\S+)", out)]
+    assert len(orders) == 2
+    assert all(1.8 < velocity < 2.2 and pressure > 1.8 for velocity, pressure in orders)

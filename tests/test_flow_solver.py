@@ -163,6 +163,17 @@ def test_implicit_diffusion_matches_explicit_on_a_short_run():
     assert 0 < difference < 2e-3  # both second order in time: O(dt^2) apart
 
 
+def test_implicit_steps_grow_to_the_cfl_limit_and_rebuild_the_momentum_matrix_rarely(monkeypatch):
+    _, solver = make_solver((16, 16), (False, False), 0.01, {"flow_diffusion": "implicit", "flow_t_end": 6.0},
+                            wall_velocity=lid)
+    built, build = [], solver.matrices.momentum
+    monkeypatch.setattr(solver.matrices, "momentum", lambda dt: built.append(dt) or build(dt))
+    state = solver.run(solver.initial_state())
+    assert state.t == pytest.approx(6.0, rel=1e-14)
+    assert len(built) < state.step / 5
+    assert built[0] < 0.5 * max(built)  # from rest dt grew well past the first step's
+
+
 def test_the_cpu_reference_runs_the_same_loop_on_petsc_aij():
     runs = []
     for mat_type in ("gpusell", "aij"):

@@ -32,7 +32,10 @@ from .matrices import FlowMatrices
 from .operators import FlowOperators
 
 DIFFUSION = ("explicit", "implicit")
-_RESIZE = 1.25  # implicit diffusion: dt (and the momentum matrix) changes when the CFL limit leaves [dt, 1.25 dt]
+# Largest growth of dt per step. With implicit diffusion dt (and with it the
+# momentum matrix) is held until the CFL limit leaves [dt, 1.25 dt).
+_GROWTH = {"explicit": 1.1, "implicit": 1.25}
+_SHRINK = 1.1  # and drops to 1/1.1 of the limit when the limit falls below it
 
 
 class FlowBlowUp(RuntimeError):
@@ -141,6 +144,9 @@ class FlowSolver:
     # --- time steps --------------------------------------------------------------
 
     def _time_step(self, state, rate):
+        """The CFL (and explicit diffusion) limit, grown smoothly; with
+        implicit diffusion held while the momentum matrix's dt is within the
+        band below the limit; shortened to end on t_end without a sliver."""
         if self.fixed_dt:
             dt = self.fixed_dt
         else:
@@ -149,23 +155,22 @@ class FlowSolver:
                 limits.append(self.fourier / self.diffusion_rate)
             dt = min(limits)
             if state.dt_old:
-                dt = min(dt, 1.1 * state.dt_old)  # the extrapolation stays smooth
+                dt = min(dt, _GROWTH[self.diffusion] * state.dt_old)  # the extrapolation stays smooth
+            held = self._momentum_dt
+            if self.momentum_ksp is not None and held:
+                if held <= dt < _GROWTH["implicit"] * held:
+                    dt = held
+                elif dt < held:
+                    dt /= _SHRINK  # room to hold the new dt for a while
         remaining = self.t_end - state.t
-        dt = remaining / math.ceil(remaining / dt * (1 - 1e-12))  # equal steps to t_end, no sliver at the end
-        return dt if self.momentum_ksp is None else self._momentum_step(dt)
-
-    def _momentum_step(self, dt):
-        """Keep the momentum matrix (I + dt/2 Omega^-1 D) while the wanted dt
-        stays within a band above the current one; rebuild it otherwise."""
-        current = self._momentum_dt
-        if current is None or not (current <= dt <= _RESIZE * current) or self.fixed_dt:
-            if current != dt:
-                matrix = self.matrices.momentum(dt)
-                self.momentum_ksp.setOperators(matrix)
-                matrix.destroy()
-                self._momentum_dt = dt
-            return dt
-        return current
+        if remaining < 2 * dt:
+            dt = remaining if remaining <= dt * (1 + 1e-12) else remaining / 2
+        if self.momentum_ksp is not None and dt != self._momentum_dt:
+            matrix = self.matrices.momentum(dt)
+            self.momentum_ksp.setOperators(matrix)
+            matrix.destroy()
+            self._momentum_dt = dt
+        return dt
 
     def run(self, state):
         """Step until t_end, max_steps or a steady state; returns the last state."""
