@@ -192,8 +192,12 @@ class GpuSellMat:
         return buffer, slots
 
     def values_changed(self):
-        """The stored values were written in place (value_buffer): drop what derives from them."""
+        """The stored values were written in place (value_buffer): drop what
+        derives from them and raise the Mat's state, which KSPs watch to set
+        their preconditioners up again, without a rebuild from the AIJ copy."""
         self._transposes = None
+        lp.mat_from_handle(self.handle).stateIncrease()
+        self._state = lp.object_state(self.handle)
 
     def graph_key(self):
         """What a CUDA graph of multiply_arrays reads, None when it cannot be

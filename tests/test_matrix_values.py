@@ -39,7 +39,9 @@ def test_values_written_in_place_are_the_matrix_values(mat_type):
     buffer = to_host(xp, target.buffer).copy()
     buffer[target.slots] = new
     target.buffer[...] = xp.asarray(buffer)
+    state = mat.stateGet()
     target.commit()
+    assert mat.stateGet() > state  # KSPs see new values and set their preconditioners up again
     x, y = mat.createVecs()
     x.setRandom()
     mat.mult(x, y)

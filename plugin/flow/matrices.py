@@ -13,6 +13,7 @@ E, the constant matrix E_C with each row moved to where C stores that value
 with one SpMV written straight into C's storage (petsc_ext.matrix_values).
 """
 
+import numpy
 import scipy.sparse
 
 from petsc_ext.array_operators import matrix_product
@@ -58,24 +59,39 @@ class FlowMatrices:
         self.mats["E"] = build(E, faces, "E_C (in C's storage order)")
         for name, mat in self.mats.items():
             setattr(self, name, matrix_product(mat, self.xp, self.vecs))
+        self.momentum = self._momentum() if implicit_diffusion else None
 
     def refresh_convection(self, u_s):
         """C's values from the face velocities: Val(C) = E_C u_s (eq. 2.10)."""
         self.E(u_s, self._values.buffer)
         self._values.commit()
 
-    def momentum(self, dt):
-        """I + (dt / 2) Omega^-1 D, the Crank-Nicolson momentum matrix (options prefix momentum_)."""
+    def _momentum(self):
+        """I + (dt / 2) Omega^-1 D (options prefix momentum_), assembled once:
+        its values are linear in dt, so a new dt only rewrites them."""
         ops = self.ops
-        matrix = scipy.sparse.diags(0.5 * dt / ops.volumes) @ ops.D
-        matrix = (matrix + scipy.sparse.eye(*matrix.shape, k=ops.geometry.cell_start)).tocsr()
-        matrix.sort_indices()
-        mat = aij_from_rows(matrix.indptr, matrix.indices, matrix.data, ops.geometry.num_cells, self.comm,
+        rate = (scipy.sparse.diags(0.5 / ops.volumes) @ ops.D).tocsr()
+        rate.sort_indices()
+        rows = numpy.repeat(numpy.arange(rate.shape[0]), numpy.diff(rate.indptr))
+        identity = (rate.indices == rows + ops.geometry.cell_start).astype(float)  # D has every diagonal entry
+        mat = aij_from_rows(rate.indptr, rate.indices, identity + rate.data, ops.geometry.num_cells, self.comm,
                             self.mat_type, prefix="momentum_")
         mat.setName("I + dt/2 Omega^-1 D (momentum)")
+        target = value_target(mat)
+        self._momentum_values = [target]
+        for values in (identity, rate.data):
+            stored = numpy.zeros(target.buffer.size)
+            stored[target.slots] = values
+            self._momentum_values.append(self.xp.asarray(stored))
         return mat
+
+    def set_momentum_dt(self, dt):
+        target, identity, rate = self._momentum_values
+        self.xp.add(identity, dt * rate, out=target.buffer)
+        target.commit()
 
     def destroy(self):
         self.vecs.destroy()
-        for mat in (self.poisson, *self.mats.values()):
-            mat.destroy()
+        for mat in (self.poisson, self.momentum, *self.mats.values()):
+            if mat is not None:
+                mat.destroy()

@@ -116,6 +116,7 @@ class FlowSolver:
     def _momentum_ksp(self):
         ksp = PETSc.KSP().create(comm=self.comm)
         ksp.setOptionsPrefix("momentum_")
+        ksp.setOperators(self.matrices.momentum)
         ksp.setType("gmres")
         ksp.getPC().setType("ainv")
         ksp.getPC().getPythonContext().kind = "spai"  # the default here: D is symmetric, Omega^-1 D need not be
@@ -132,6 +133,8 @@ class FlowSolver:
         if self.restart_file:
             extra = checkpoint.load(self.restart_file, self.mpi, self.geometry, state, self.xp)
             self._momentum_dt = extra.get("momentum_dt") or None
+            if self._momentum_dt:
+                self.matrices.set_momentum_dt(self._momentum_dt)
             PETSc.Sys.Print(f"flow: restarted from {self.restart_file} at step {state.step}, t = {state.t:.6g}",
                             comm=self.comm)
         return state
@@ -166,9 +169,7 @@ class FlowSolver:
         if remaining < 2 * dt:
             dt = remaining if remaining <= dt * (1 + 1e-12) else remaining / 2
         if self.momentum_ksp is not None and dt != self._momentum_dt:
-            matrix = self.matrices.momentum(dt)
-            self.momentum_ksp.setOperators(matrix)
-            matrix.destroy()
+            self.matrices.set_momentum_dt(dt)  # the KSP sees the new values and sets its PC up again
             self._momentum_dt = dt
         return dt
 
