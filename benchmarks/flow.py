@@ -4,7 +4,7 @@ the correction and the CFL reduction, and million cell-steps per second.
 
     python benchmarks/flow.py --sizes 128 256 --json flow-gpu.json
     mpiexec -n 16 python benchmarks/flow.py --sizes 128 --json flow-cpu.json -- \\
-        -dm_mat_type aij -gpu_backend numpy -pressure_ksp_type cg -pressure_pc_type gamg
+        -dm_mat_type aij -pressure_ksp_type cg -pressure_pc_type gamg
 
 PETSc options go after "--" (the CPU reference: PETSc's AIJ matrices and any
 KSP/PC). Each size runs --warmup steps from rest (kernel compilation, solver
@@ -56,7 +56,8 @@ def measure(n, re, warmup, steps):
     state = solver.run(state)
     solver.print_timing()
     timing = solver.timing()
-    row = {"n": n, "cells": timing["cells"], "ranks": COMM.getSize(), "mat_type": solver.matrices.poisson.getType(),
+    types = {solver.matrices.mats["Ms"].getType(), solver.matrices.poisson.getType()}
+    row = {"n": n, "cells": timing["cells"], "ranks": COMM.getSize(), "mat_type": " / ".join(sorted(types)),
            "pressure": f"{solver.pressure_ksp.getType()} + {solver.pressure_ksp.getPC().getType()}",
            "setup_s": setup, "warmup_steps": warmup, "steps": timing["steps"], "t": state.t,
            "ms_per_step": 1e3 * timing["seconds_per_step"],
