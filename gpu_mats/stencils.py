@@ -38,3 +38,21 @@ def laplacian(n, points=7):
     else:
         raise ValueError(f"points must be 7 or 27, got {points}")
     return stencil_csr((n, n, n), offsets, weights)
+
+
+def block_stencil(n, bs, seed=0):
+    """A 7-point block system like seed 001's INCOMP3D matrices on an n^3
+    grid: (indptr, indices, blocks (nnzb, bs, bs)), random off-diagonal
+    blocks and block-diagonally dominant rows."""
+    offsets = [(0, 0, 0)] + [tuple(s * e for e in axis) for axis in numpy.eye(3, dtype=int) for s in (-1, 1)]
+    indptr, indices, _ = stencil_csr((n, n, n), offsets, [1.0] * 7)
+    rng = numpy.random.default_rng(seed)
+    blocks = rng.uniform(-0.1, 0.1, (indices.size, bs, bs)) - 0.15 * numpy.eye(bs)
+    rows = numpy.repeat(numpy.arange(n ** 3), numpy.diff(indptr))
+    diagonal = indices == rows
+    off_sums = numpy.zeros((n ** 3, bs))
+    numpy.add.at(off_sums, rows[~diagonal], numpy.abs(blocks[~diagonal]).sum(axis=2))
+    blocks[diagonal] = rng.uniform(-0.1, 0.1, (n ** 3, bs, bs))
+    own = numpy.abs(blocks[diagonal]).sum(axis=2)
+    blocks[diagonal] += (off_sums + own + 0.5)[:, :, None] * numpy.eye(bs)
+    return indptr, indices.astype(numpy.int64), blocks

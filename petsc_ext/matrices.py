@@ -45,3 +45,24 @@ def aij_from_csr(indptr, indices, data, shape, comm=PETSc.COMM_WORLD, mat_type=P
     first, last = (int(indptr[r]) for r in rows)
     return aij_from_rows(indptr[rows[0]:rows[1] + 1], indices[first:last], data[first:last], cols, comm=comm,
                          mat_type=mat_type, prefix=prefix)
+
+
+def baij_from_bsr(indptr, indices, blocks, comm=PETSc.COMM_WORLD):
+    """An assembled BAIJ matrix holding the global block CSR (indptr, indices,
+    blocks (nnzb, bs, bs) row-major; same arrays on every rank), block rows
+    split as PETSc.DECIDE splits them."""
+    nb, bs = len(indptr) - 1, blocks.shape[1]
+    lo, hi = PETSc.Vec().createMPI(nb, comm=comm).getOwnershipRange()
+    mat = PETSc.Mat().createBAIJ(((bs * (hi - lo), PETSc.DECIDE), (bs * (hi - lo), PETSc.DECIDE)), bs, comm=comm)
+    owned = (indices[indptr[lo]:indptr[hi]] >= lo) & (indices[indptr[lo]:indptr[hi]] < hi)
+    rows = numpy.repeat(numpy.arange(hi - lo), numpy.diff(indptr[lo:hi + 1]))
+    mat.setPreallocationNNZ((numpy.bincount(rows[owned], minlength=hi - lo).astype(PETSc.IntType),
+                             numpy.bincount(rows[~owned], minlength=hi - lo).astype(PETSc.IntType)))
+    # Column-oriented input: each block's values contiguous, column-major.
+    mat.setOption(PETSc.Mat.Option.ROW_ORIENTED, False)
+    local_ptr = numpy.asarray(indptr[lo:hi + 1] - indptr[lo], dtype=PETSc.IntType)
+    mat.setValuesBlockedCSR(local_ptr, numpy.asarray(indices[indptr[lo]:indptr[hi]], dtype=PETSc.IntType),
+                            numpy.ascontiguousarray(blocks[indptr[lo]:indptr[hi]].transpose(0, 2, 1)).ravel())
+    mat.assemble()
+    mat.setOption(PETSc.Mat.Option.ROW_ORIENTED, True)
+    return mat

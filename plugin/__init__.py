@@ -2,7 +2,8 @@
 
 After it, in any petsc4py program: ``-mat_type gpusell`` and ``-dm_mat_type
 gpusell`` select the SELL-C-sigma GPU matrix, ``-pc_type ainv`` the sparse
-approximate-inverse preconditioners, ``-ksp_type cacg`` communication-avoiding CG.
+approximate-inverse preconditioners, ``-pc_type wbilu`` the wavefront
+block ILU(0), ``-ksp_type cacg`` communication-avoiding CG.
 """
 
 from petsc_ext import gpusell
@@ -10,4 +11,5 @@ from petsc_ext.registry import register_python_type
 
 gpusell.register()
 register_python_type("PC", "ainv", "petsc_ext.ainv.ApproximateInversePC")
+register_python_type("PC", "wbilu", "petsc_ext.wbilu.WavefrontBlockILU")
 register_python_type("KSP", "cacg", "petsc_ext.cacg.CommunicationAvoidingCG")

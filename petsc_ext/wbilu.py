@@ -1,0 +1,163 @@
+"""``-pc_type wbilu``: block ILU(0) with wavefront (level) scheduling.
+
+The factors equal PETSc's ``ilu`` on the same BAIJ matrix (natural ordering,
+zero fill) to rounding; the levels only order the work. The block size is the
+matrix's (BAIJ, or any matrix with MatSetBlockSize); it runs where the
+operator's vectors live: NumPy for host vectors, CUDA kernels for CUDA ones
+(an aijcusparse or gpusell matrix with a block size). In parallel each rank
+factors its own diagonal block, as bjacobi + ilu does.
+
+Levels (``-pc_wbilu_levels_method``): ``dmda``, the hyperplanes i + j + k of
+the DMDA the matrix came from (star stencils); ``graph``, Kahn's layers of
+the dependency graph (any pattern); ``auto``, dmda when the matrix has a DMDA
+with one block per cell, else graph. See gpu_mats.block_ilu.
+"""
+
+import numpy
+import scipy.sparse
+from mpi4py import MPI
+from petsc4py import PETSc
+
+from gpu_mats.block_ilu import BlockILU, SingularBlockError, graph_levels, grid_levels
+from gpu_mats.halo import split_rows
+
+from .arrays import array_module_of, get_array, restore_array
+from .callbacks import petsc_method
+from .options import OptionsReader
+
+LEVEL_METHODS = ("auto", "dmda", "graph")
+SCHEDULES = ("auto", "launch", "graph", "persistent")
+PETSC_ERR_MAT_LU_ZRPVT = 71
+_EVENTS = {name: PETSc.Log.Event(f"WBILU{name}") for name in ("Setup", "Apply")}
+
+
+class ZeroPivotError(SingularBlockError):
+    petsc_code = PETSC_ERR_MAT_LU_ZRPVT
+
+
+def local_blocks(P):
+    """The rank's diagonal block of P as (indptr, indices, blocks (nnzb, bs, bs))."""
+    rbs, cbs = P.getBlockSizes()
+    if rbs != cbs:
+        raise ValueError(f"wbilu needs square blocks; the matrix has {rbs}-by-{cbs} blocks")
+    n = P.getLocalSize()[0]
+    if n % rbs or P.getLocalSize()[1] != n:
+        raise ValueError(f"wbilu needs a square local block whose size is a multiple of the block size {rbs}; "
+                         f"this rank has {P.getLocalSize()} rows and columns")
+    indptr, indices, data = P.getValuesCSR()
+    if P.getComm().getSize() > 1:
+        indptr, indices, data = split_rows(indptr, indices, data, *P.getOwnershipRangeColumn()).diag
+    bsr = scipy.sparse.csr_matrix((data, indices, indptr), shape=(n, n)).tobsr(blocksize=(rbs, rbs))
+    bsr.sort_indices()
+    return bsr.indptr, bsr.indices, bsr.data
+
+
+def dmda_levels(P):
+    """Levels i + j + k of the rank's cells, or None when P has no DMDA with one block per cell."""
+    dm = P.getDM()
+    if not dm or dm.getType() != PETSc.DM.Type.DA or dm.getDof() != P.getBlockSize():  # no DM: a NULL handle
+        return None
+    if dm.getStencilType() != PETSc.DMDA.StencilType.STAR:
+        raise ValueError("wbilu: DMDA levels need a star stencil (a box stencil couples cells of one "
+                         "hyperplane); use -pc_wbilu_levels_method graph")
+    return grid_levels([hi - lo for lo, hi in dm.getRanges()])
+
+
+class WavefrontBlockILU:
+    """The context of a PC of type wbilu (petsc4py's Python PC protocol)."""
+
+    def __init__(self):
+        self.levels_method, self.schedule = "auto", "auto"
+        self.factors, self.xp, self.levels_used = None, None, None
+        self.setup_seconds, self.apply_seconds, self.applies = 0.0, 0.0, 0
+
+    @petsc_method("PCSetFromOptions_WBILU")
+    def setFromOptions(self, pc):
+        reader = OptionsReader(pc.getOptionsPrefix(), "Wavefront block ILU(0) (wbilu)", pc.getComm())
+        self.levels_method = reader.choice("pc_wbilu_levels_method", self.levels_method, LEVEL_METHODS,
+                                           "level sets: DMDA hyperplanes i+j+k, or the dependency graph")
+        self.schedule = reader.choice("pc_wbilu_schedule", self.schedule, SCHEDULES,
+                                      "GPU sweeps: a launch per level, a CUDA graph of them, or a persistent "
+                                      "kernel with grid barriers")
+
+    @petsc_method("PCSetUp_WBILU")
+    def setUp(self, pc):
+        _EVENTS["Setup"].begin()
+        start = PETSc.Log.getTime()
+        try:
+            _, P = pc.getOperators()
+            self.xp = array_module_of(P.createVecRight())
+            indptr, indices, blocks = local_blocks(P)
+            levels = None if self.levels_method == "graph" else dmda_levels(P)
+            if levels is None and self.levels_method == "dmda":
+                raise ValueError("-pc_wbilu_levels_method dmda: the matrix has no DMDA with one block per cell "
+                                 "(create it with DMCreateMatrix, or use graph)")
+            self.levels_used = "dmda" if levels is not None else "graph"
+            if levels is None:
+                levels = graph_levels(indptr, indices)
+            try:
+                self.factors = BlockILU(indptr, indices, blocks, levels, self.xp, self._schedule(blocks.shape[0]))
+            except SingularBlockError as exc:
+                raise ZeroPivotError(exc.row + P.getOwnershipRange()[0] // P.getBlockSize(), exc.pivot) from None
+            if self.xp is not numpy:
+                self.xp.cuda.get_current_stream().synchronize()
+        finally:
+            self.setup_seconds = PETSc.Log.getTime() - start
+            _EVENTS["Setup"].end()
+
+    def _schedule(self, nnzb):
+        if self.schedule != "auto" or self.xp is numpy:
+            return self.schedule
+        return "launch"
+
+    @petsc_method("PCApply_WBILU")
+    def apply(self, pc, x, y):
+        _EVENTS["Apply"].begin()
+        start = PETSc.Log.getTime()
+        n = x.getLocalSize()
+        try:
+            xa, ya = get_array(x, "r", n), get_array(y, "w", n)
+            if not isinstance(xa, self.xp.ndarray) or not isinstance(ya, self.xp.ndarray):
+                raise TypeError("wbilu was set up for vectors in "
+                                f"{'device' if self.xp is not numpy else 'host'} memory; got another kind")
+            self.factors.apply(xa, ya)
+        finally:
+            restore_array(x, "r")
+            restore_array(y, "w")
+            if self.xp is not numpy:
+                self.xp.cuda.get_current_stream().synchronize()
+            self.apply_seconds += PETSc.Log.getTime() - start
+            self.applies += 1
+            _EVENTS["Apply"].end()
+
+    def reset(self, pc):
+        self.factors = None
+
+    @petsc_method("PCView_WBILU")
+    def view(self, pc, viewer):
+        if viewer.getType() != PETSc.Viewer.Type.ASCII:
+            return
+        viewer.addASCIITab(1)
+        for line in self._describe(pc):
+            viewer.printfASCII(line + "\n")
+        viewer.subtractASCIITab(1)
+
+    def _describe(self, pc):
+        lines = [f"wbilu: block ILU(0), natural ordering, levels {self.levels_method}, schedule {self.schedule}"]
+        f = self.factors
+        if f is None:
+            return lines
+        comm = pc.getComm().tompi4py()
+        levels = comm.allreduce(f.num_levels, op=MPI.MAX)
+        lines.append(f"  block size {f.block_size}, {f.num_rows} block rows and {f.nnzb} blocks on rank 0's "
+                     "diagonal block (block-local on each rank)" if comm.size > 1 else
+                     f"  block size {f.block_size}, {f.num_rows} block rows, {f.nnzb} blocks")
+        lines.append(f"  {levels} levels ({self.levels_used}), {f.num_rows / max(f.num_levels, 1):.1f} rows per "
+                     f"level on average, schedule {f.schedule} ({'GPU' if self.xp is not numpy else 'host'})")
+        setup = comm.allreduce(self.setup_seconds, op=MPI.MAX)
+        lines.append(f"  setup time: {setup:.4f} s")
+        if self.applies:
+            per_apply = comm.allreduce(self.apply_seconds / self.applies, op=MPI.MAX)
+            lines.append(f"  apply time: {per_apply * 1e3:.4f} ms mean over {self.applies} applies")
+        return lines
+
