@@ -13,7 +13,6 @@ Results are checked against PETSc's (relative max difference).
 
 import argparse
 import sys
-import time
 
 import petsc4py
 
@@ -31,14 +30,6 @@ from petsc_ext.matrices import baij_from_bsr  # noqa: E402
 SCHEDULES = ("launch", "graph", "persistent")
 
 
-def seconds(fn):
-    harness.sync()
-    start = time.perf_counter()
-    fn()
-    harness.sync()
-    return time.perf_counter() - start
-
-
 def measure(n, bs, repeats):
     indptr, indices, blocks = block_stencil(n, bs)
     levels = grid_levels((n, n, n))
@@ -49,7 +40,7 @@ def measure(n, bs, repeats):
     pc = PETSc.PC().create(comm=PETSc.COMM_SELF)
     pc.setType("ilu")
     pc.setOperators(A)
-    row["petsc_setup_s"] = seconds(pc.setUp)
+    row["petsc_setup_s"] = harness.seconds(pc.setUp)
     b, x = A.createVecs()
     b.setArray(rhs)
     row["petsc_apply_us"] = harness.wall_us(lambda: pc.apply(b, x), repeats=repeats, batch=3, warmup=1)
@@ -57,9 +48,9 @@ def measure(n, bs, repeats):
     scale = numpy.abs(reference).max()
 
     holder = {}
-    row["wbilu_setup_s"] = seconds(lambda: holder.update(f=BlockILU(indptr, indices, blocks, levels, xp=cupy)))
+    row["wbilu_setup_s"] = harness.seconds(lambda: holder.update(f=BlockILU(indptr, indices, blocks, levels, xp=cupy)))
     f = holder["f"]
-    row["wbilu_factor_s"] = seconds(lambda: f.factor(cupy.asarray(blocks)))
+    row["wbilu_factor_s"] = harness.seconds(lambda: f.factor(cupy.asarray(blocks)))
     db, dx = cupy.asarray(rhs), cupy.empty(rhs.size)
     for schedule in SCHEDULES:
         f.schedule = schedule
@@ -75,7 +66,7 @@ def measure(n, bs, repeats):
         from cusparse_bilu import CusparseBlockILU
 
         peer = CusparseBlockILU(indptr, indices, blocks)
-        row["cusparse_setup_s"] = seconds(peer.factor)
+        row["cusparse_setup_s"] = harness.seconds(peer.factor)
         row["cusparse_apply_us"] = harness.wall_us(lambda: peer.apply(db, dx), repeats=repeats, batch=10, warmup=2)
         row["cusparse_diff"] = float(abs(dx.get() - reference).max() / scale)
         row["x_cusparse"] = row["cusparse_apply_us"] / row["best_apply_us"]

@@ -26,6 +26,15 @@ def sync():
         cupy.cuda.Device().synchronize()
 
 
+def seconds(fn):
+    """Wall time of one call of fn (s), device work included."""
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    return time.perf_counter() - start
+
+
 def wall_us(fn, repeats=15, batch=20, warmup=3):
     """Median wall time of one call (us), each batch of calls closed by a synchronize."""
     for _ in range(warmup):

@@ -44,14 +44,6 @@ METHODS = {
 }
 
 
-def timed(fn):
-    harness.sync()
-    start = time.perf_counter()
-    fn()
-    harness.sync()
-    return time.perf_counter() - start
-
-
 def run(csr, n, method, repeats, nullspace=False, rhs=None):
     mat_type, options = METHODS[method]
     A = aij_from_csr(*csr, (n, n), comm=SELF, mat_type=mat_type)
@@ -70,11 +62,11 @@ def run(csr, n, method, repeats, nullspace=False, rhs=None):
     else:
         b.setArray(rhs)
     A.mult(b, x)  # the operator's own GPU copy is built here, not in the preconditioner's setup
-    setup = timed(ksp.setUp)
+    setup = harness.seconds(ksp.setUp)
     solves = []
     for _ in range(repeats):
         x.set(0.0)
-        solves.append(timed(lambda: ksp.solve(b, x)))
+        solves.append(harness.seconds(lambda: ksp.solve(b, x)))
     its, reason = ksp.getIterationNumber(), int(ksp.getConvergedReason())
     r = b.duplicate()
     A.mult(x, r)

@@ -19,10 +19,11 @@ from petsc4py import PETSc
 from gpu_mats import VALUE_DTYPES
 from gpu_mats.approximate_inverse import ChebyshevPolynomial, FactoredInverse, SparseApproximateInverse
 
-from .arrays import array_module_of, get_array, restore_array
+from .arrays import array_module_of, in_out_arrays
 from .callbacks import petsc_method
 from .gpusell import local_block
 from .options import OptionsReader
+from .viewing import ascii_view
 
 TYPES = ("fsai", "spai", "chebyshev")
 _EVENTS = {name: PETSc.Log.Event(f"AINV{name}") for name in ("Setup", "Apply")}
@@ -72,16 +73,8 @@ class ApproximateInversePC:
 
     @petsc_method("PCApply_AINV")
     def apply(self, pc, x, y, transpose=False):
-        n = x.getLocalSize()
-        try:
-            xa, ya = get_array(x, "r", n), get_array(y, "w", n)
-            if not isinstance(xa, self.xp.ndarray) or not isinstance(ya, self.xp.ndarray):
-                raise TypeError("ainv was set up for vectors in "
-                                f"{'device' if self.xp is not numpy else 'host'} memory; got another kind")
+        with in_out_arrays(x, y, self.xp, "ainv") as (xa, ya):
             self.apply_arrays(xa, ya, transpose)
-        finally:
-            restore_array(x, "r")
-            restore_array(y, "w")
 
     def graph_key(self):
         """What a CUDA graph of apply_arrays reads (None: not capturable, the
@@ -107,12 +100,7 @@ class ApproximateInversePC:
 
     @petsc_method("PCView_AINV")
     def view(self, pc, viewer):
-        if viewer.getType() != PETSc.Viewer.Type.ASCII:
-            return
-        viewer.addASCIITab(1)
-        for line in self._describe(pc):
-            viewer.printfASCII(line + "\n")
-        viewer.subtractASCIITab(1)
+        ascii_view(viewer, self._describe(pc))
 
     def _describe(self, pc):
         if self.kind == "chebyshev":

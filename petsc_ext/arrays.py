@@ -6,6 +6,7 @@ CuPy array wrapping the pointer PETSc returns is cached per (pointer, length,
 memory type), so a repeated access costs a few C calls and a dictionary lookup.
 """
 
+import contextlib
 import ctypes
 
 import numpy
@@ -107,3 +108,19 @@ class ArrayVecs:
         for vec in self._vecs.values():
             vec.destroy()
         self._vecs.clear()
+
+
+@contextlib.contextmanager
+def in_out_arrays(x, y, xp, owner):
+    """x's array (read) and y's (write) for the length of a block, both in
+    ``xp``'s memory, or a TypeError naming ``owner`` (a PC set up elsewhere)."""
+    n = x.getLocalSize()
+    try:
+        xa, ya = get_array(x, "r", n), get_array(y, "w", n)
+        if not isinstance(xa, xp.ndarray) or not isinstance(ya, xp.ndarray):
+            raise TypeError(f"{owner} was set up for vectors in {'host' if xp is numpy else 'device'} memory; "
+                            "got another kind")
+        yield xa, ya
+    finally:
+        restore_array(x, "r")
+        restore_array(y, "w")

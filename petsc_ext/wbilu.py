@@ -21,13 +21,17 @@ from petsc4py import PETSc
 from gpu_mats.block_ilu import BlockILU, SingularBlockError, graph_levels, grid_levels
 from gpu_mats.halo import split_rows
 
-from .arrays import array_module_of, get_array, restore_array
+from .arrays import array_module_of, in_out_arrays
 from .callbacks import petsc_method
 from .options import OptionsReader
+from .viewing import ascii_view
 
 LEVEL_METHODS = ("auto", "dmda", "graph")
 SCHEDULES = ("auto", "launch", "graph", "persistent")
 PETSC_ERR_MAT_LU_ZRPVT = 71
+# auto schedule: the persistent kernel was fastest up to 64^3 block rows, the
+# CUDA graph at 128^3 (H200, BENCHMARKS.md)
+PERSISTENT_MAX_ROWS = 2**20
 _EVENTS = {name: PETSc.Log.Event(f"WBILU{name}") for name in ("Setup", "Apply")}
 
 
@@ -96,7 +100,7 @@ class WavefrontBlockILU:
             if levels is None:
                 levels = graph_levels(indptr, indices)
             try:
-                self.factors = BlockILU(indptr, indices, blocks, levels, self.xp, self._schedule(blocks.shape[0]))
+                self.factors = BlockILU(indptr, indices, blocks, levels, self.xp, self._schedule(indptr.size - 1))
             except SingularBlockError as exc:
                 raise ZeroPivotError(exc.row + P.getOwnershipRange()[0] // P.getBlockSize(), exc.pivot) from None
             if self.xp is not numpy:
@@ -105,25 +109,19 @@ class WavefrontBlockILU:
             self.setup_seconds = PETSc.Log.getTime() - start
             _EVENTS["Setup"].end()
 
-    def _schedule(self, nnzb):
+    def _schedule(self, block_rows):
         if self.schedule != "auto" or self.xp is numpy:
             return self.schedule
-        return "launch"
+        return "persistent" if block_rows <= PERSISTENT_MAX_ROWS else "graph"
 
     @petsc_method("PCApply_WBILU")
     def apply(self, pc, x, y):
         _EVENTS["Apply"].begin()
         start = PETSc.Log.getTime()
-        n = x.getLocalSize()
         try:
-            xa, ya = get_array(x, "r", n), get_array(y, "w", n)
-            if not isinstance(xa, self.xp.ndarray) or not isinstance(ya, self.xp.ndarray):
-                raise TypeError("wbilu was set up for vectors in "
-                                f"{'device' if self.xp is not numpy else 'host'} memory; got another kind")
-            self.factors.apply(xa, ya)
+            with in_out_arrays(x, y, self.xp, "wbilu") as (xa, ya):
+                self.factors.apply(xa, ya)
         finally:
-            restore_array(x, "r")
-            restore_array(y, "w")
             if self.xp is not numpy:
                 self.xp.cuda.get_current_stream().synchronize()
             self.apply_seconds += PETSc.Log.getTime() - start
@@ -135,12 +133,7 @@ class WavefrontBlockILU:
 
     @petsc_method("PCView_WBILU")
     def view(self, pc, viewer):
-        if viewer.getType() != PETSc.Viewer.Type.ASCII:
-            return
-        viewer.addASCIITab(1)
-        for line in self._describe(pc):
-            viewer.printfASCII(line + "\n")
-        viewer.subtractASCIITab(1)
+        ascii_view(viewer, self._describe(pc))
 
     def _describe(self, pc):
         lines = [f"wbilu: block ILU(0), natural ordering, levels {self.levels_method}, schedule {self.schedule}"]
