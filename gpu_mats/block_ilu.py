@@ -109,11 +109,11 @@ class BlockILU:
         src = concatenated_ranges(indptr[order], counts)  # the input block of each stored one
         cols = indices[src]
         row_r = numpy.repeat(numpy.arange(nb), counts)
-        lower_count = numpy.bincount(row_r[cols < order[row_r]], minlength=nb)
+        e = numpy.flatnonzero(cols < order[row_r])  # the lower blocks
+        lower_count = numpy.bincount(row_r[e], minlength=nb)
         diag = ptr[:-1] + lower_count
         # ILU(0) updates: for each lower block (r, k), each upper block (k, j) of
         # row k whose column j is in row r's pattern gives a_rj -= l_rk u_kj.
-        e = numpy.flatnonzero(cols < order[row_r])
         k = rank[cols[e]]
         n_up = ptr[k + 1] - diag[k] - 1
         tri_e = numpy.repeat(e, n_up)
@@ -135,12 +135,11 @@ class BlockILU:
         self.ptr, self.diag, self.col_rank = device(ptr), device(diag), device(rank[cols])
         self.tri_ptr = device(numpy.concatenate(([0], numpy.cumsum(numpy.bincount(tri_e, minlength=cols.size)))))
         self.tri_target, self.tri_source = device(tri_t), device(tri_f)
-        lower_pos = e
         upper_pos = numpy.flatnonzero(cols > order[row_r])
-        self.lower_pos, self.upper_pos = device(lower_pos), device(upper_pos)
+        self.lower_pos, self.upper_pos = device(e), device(upper_pos)
         self.lower_ptr = device(numpy.concatenate(([0], numpy.cumsum(lower_count))))
         self.upper_ptr = device(numpy.concatenate(([0], numpy.cumsum(numpy.diff(ptr) - lower_count - 1))))
-        self.lower_cols, self.upper_cols = device(cols[lower_pos]), device(cols[upper_pos])
+        self.lower_cols, self.upper_cols = device(cols[e]), device(cols[upper_pos])
         self.nnzb = cols.size
 
     def factor(self, blocks):

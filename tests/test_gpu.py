@@ -318,7 +318,7 @@ def test_cuda_block_ilu_reports_the_singular_row():
 
 
 @pytest.mark.parametrize("schedule", ["launch", "graph", "persistent"])
-def test_wbilu_on_cuda_vectors_equals_petsc_ilu(schedule):
+def test_wbilu_on_cuda_vectors_equals_petsc_ilu(schedule, capfd):
     """An aijcusparse matrix with block size 6: wbilu runs on the GPU and
     gives PETSc's BAIJ ilu; GMRES takes the same iterations."""
     from petsc4py import PETSc
@@ -340,6 +340,10 @@ def test_wbilu_on_cuda_vectors_equals_petsc_ilu(schedule):
     b.setArray(b_host.getArray())
     ksp, x = pc_solution(gpu, "wbilu", b, [("pc_wbilu_schedule", schedule)])
     assert array_module_of(x).__name__ == "cupy"
+    capfd.readouterr()
+    ksp.view()
+    view = capfd.readouterr().out
+    assert f"schedule {schedule} (GPU)" in view and "(CUDA events)" in view
     numpy.testing.assert_allclose(x.getArray(), reference.getArray(), rtol=0,
                                   atol=1e-12 * numpy.abs(reference.getArray()).max())
     counts = []

@@ -37,10 +37,10 @@ def _steps(f):
     every row of the level, with the updates that block makes."""
     if f in _steps_of:
         return _steps_of[f]
-    row = numpy.repeat(numpy.arange(f.num_rows), numpy.diff(f.ptr))
-    lower = numpy.flatnonzero(numpy.arange(f.nnzb) < f.diag[row])
-    level = numpy.searchsorted(f.level_ptr, row[lower], side="right") - 1
-    m = lower - f.ptr[row[lower]]
+    lower = f.lower_pos
+    row = numpy.repeat(numpy.arange(f.num_rows), numpy.diff(f.ptr))[lower]
+    level = numpy.searchsorted(f.level_ptr, row, side="right") - 1
+    m = lower - f.ptr[row]
     order = numpy.lexsort((m, level))
     lower, level, m = lower[order], level[order], m[order]
     steps = [[] for _ in range(f.num_levels)]
