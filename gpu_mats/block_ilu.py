@@ -19,6 +19,7 @@ import numpy
 from .backend import to_host
 
 PIVOT_TOLERANCE = 1e-14  # a pivot below this times its block's largest entry: singular
+PERSISTENT_MAX_BLOCK_SIZE = 32  # the persistent sweeps put each row's bs lanes in one warp
 
 
 class SingularBlockError(ValueError):

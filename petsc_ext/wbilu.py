@@ -18,7 +18,7 @@ import scipy.sparse
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from gpu_mats.block_ilu import BlockILU, SingularBlockError, graph_levels, grid_levels
+from gpu_mats.block_ilu import PERSISTENT_MAX_BLOCK_SIZE, BlockILU, SingularBlockError, graph_levels, grid_levels
 from gpu_mats.halo import split_rows
 
 from .arrays import array_module_of, in_out_arrays
@@ -29,9 +29,6 @@ from .viewing import ascii_view
 LEVEL_METHODS = ("auto", "dmda", "graph")
 SCHEDULES = ("auto", "launch", "graph", "persistent")
 PETSC_ERR_MAT_LU_ZRPVT = 71
-# auto schedule: the persistent kernel was fastest up to 64^3 block rows, the
-# CUDA graph at 128^3 (H200, BENCHMARKS.md)
-PERSISTENT_MAX_ROWS = 2**20
 _EVENTS = {name: PETSc.Log.Event(f"WBILU{name}") for name in ("Setup", "Apply")}
 
 
@@ -101,7 +98,8 @@ class WavefrontBlockILU:
             if levels is None:
                 levels = graph_levels(indptr, indices)
             try:
-                self.factors = BlockILU(indptr, indices, blocks, levels, self.xp, self._schedule(indptr.size - 1))
+                schedule = self._schedule(P.getBlockSize())
+                self.factors = BlockILU(indptr, indices, blocks, levels, self.xp, schedule)
             except SingularBlockError as exc:
                 raise ZeroPivotError(exc.row + P.getOwnershipRange()[0] // P.getBlockSize(), exc.pivot) from None
             if self.xp is not numpy:
@@ -111,10 +109,15 @@ class WavefrontBlockILU:
             self.setup_seconds = PETSc.Log.getTime() - start
             _EVENTS["Setup"].end()
 
-    def _schedule(self, block_rows):
+    def _schedule(self, bs):
+        # auto: the persistent sweeps were the fastest at every size measured,
+        # 14^3 to 128^3 block rows (H200, BENCHMARKS.md)
+        if self.schedule == "persistent" and bs > PERSISTENT_MAX_BLOCK_SIZE and self.xp is not numpy:
+            raise ValueError(f"-pc_wbilu_schedule persistent needs a block size of at most "
+                             f"{PERSISTENT_MAX_BLOCK_SIZE} (the matrix has {bs}); use launch or graph")
         if self.schedule != "auto" or self.xp is numpy:
             return self.schedule
-        return "persistent" if block_rows <= PERSISTENT_MAX_ROWS else "graph"
+        return "persistent" if bs <= PERSISTENT_MAX_BLOCK_SIZE else "graph"
 
     @petsc_method("PCApply_WBILU")
     def apply(self, pc, x, y):

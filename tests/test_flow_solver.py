@@ -187,17 +187,39 @@ def test_the_cpu_reference_runs_the_same_loop_on_petsc_aij():
         numpy.testing.assert_allclose(gpusell, aij, rtol=0, atol=1e-12)
 
 
+def test_pressure_multigrid_coarsens_the_cell_dm(capfd):
+    """-pressure_pc_type mg: geometric multigrid on the DMDA's coarsenings
+    (Q0, Galerkin), as many levels as the grid halves; the same flow as with cg + ainv."""
+    runs = []
+    for pc_type in ("mg", "ainv"):
+        options = {"flow_max_steps": 6, "pressure_ksp_rtol": 1e-12, "pressure_ksp_type": "cg",
+                   "pressure_pc_type": pc_type}
+        _, solver = make_solver((24, 16), (False, False), 0.01, options, wall_velocity=lid)
+        state = solver.run(solver.initial_state())
+        runs.append((to_host(solver.xp, state.u), solver.pressure_iterations / solver.steps_run,
+                     solver.pressure_ksp.getPC()))
+    (mg_u, mg_its, pc), (ainv_u, ainv_its, _) = runs
+    assert pc.getMGLevels() == 4  # 24 x 16 -> 12 x 8 -> 6 x 4 -> 3 x 2
+    numpy.testing.assert_allclose(mg_u, ainv_u, rtol=0, atol=1e-9)
+    assert mg_its < ainv_its / 2
+    pc.view()
+    assert "Using Galerkin computed coarse grid matrices" in capfd.readouterr().out
+
+
 @pytest.mark.mpi
-@pytest.mark.parametrize("sizes, periodic", [((13, 11), (False, False)), ((9, 8, 7), (True, False, True))],
-                         ids=["cavity2d", "periodic3d"])
-def test_ranks_agree_with_one_rank_to_solver_tolerance(sizes, periodic):
+@pytest.mark.parametrize("sizes, periodic, pc_type", [((13, 11), (False, False), "ainv"),
+                                                      ((9, 8, 7), (True, False, True), "ainv"),
+                                                      ((24, 12), (False, False), "mg")],
+                         ids=["cavity2d", "periodic3d", "cavity2d-mg"])
+def test_ranks_agree_with_one_rank_to_solver_tolerance(sizes, periodic, pc_type):
     """The run on all ranks of COMM_WORLD against the same run on one rank (each rank runs it)."""
     dim = len(sizes)
 
     def walls(side):
         return numpy.eye(dim)[0] if side == 2 * dim - 1 else numpy.zeros(dim)
 
-    options = {"flow_max_steps": 8, "pressure_ksp_rtol": 1e-12, "pressure_ksp_type": "cg"}
+    options = {"flow_max_steps": 8, "pressure_ksp_rtol": 1e-12, "pressure_ksp_type": "cg",
+               "pressure_pc_type": pc_type}
     fields = []
     for comm in (PETSc.COMM_WORLD, PETSc.COMM_SELF):
         da, solver = make_solver(sizes, periodic, 0.02, options, comm=comm, wall_velocity=walls)

@@ -241,7 +241,7 @@ def test_cuda_explicit_update_matches_numpy():
     numpy.testing.assert_allclose(got.get(), expected, rtol=1e-15, atol=1e-15)
 
 
-def _cavity_steps(backend, diffusion):
+def _cavity_steps(backend, diffusion, **extra_options):
     """Twenty steps of a 2D cavity on 24 x 20 cells, on the given backend."""
     from petsc4py import PETSc
 
@@ -254,11 +254,27 @@ def _cavity_steps(backend, diffusion):
     da.setMatType("gpusell")
     da.setUp()
     options = {"gpu_backend": backend, "flow_diffusion": diffusion, "flow_max_steps": 20,
-               "pressure_ksp_rtol": 1e-12, "momentum_ksp_rtol": 1e-12}
+               "pressure_ksp_rtol": 1e-12, "momentum_ksp_rtol": 1e-12, **extra_options}
     with options_set("", options):
         solver = FlowSolver(da, (1.0, 1.0), 0.01, lambda side: numpy.array([1.0, 0.0]) * (side == 3))
     state = solver.run(solver.initial_state())
     return solver, state, {name: to_host(solver.xp, getattr(state, name)) for name in ("u", "u_s", "p")}
+
+
+def test_pressure_multigrid_keeps_its_levels_on_the_gpu():
+    """-pressure_pc_type mg on aijcusparse: the cell DM gives CUDA vectors and
+    interpolations (host ones would copy every level of every cycle)."""
+    solver, _, on_gpu = _cavity_steps("cupy", "explicit", pressure_mat_type="aijcusparse",
+                                      pressure_ksp_type="cg", pressure_pc_type="mg")
+    pc = solver.pressure_ksp.getPC()
+    assert pc.getMGLevels() == 3  # 24 x 20 -> 12 x 10 -> 6 x 5
+    assert solver.pressure_ksp.getDM().createGlobalVec().getType() == "seqcuda"
+    assert all("cusparse" in pc.getMGInterpolation(level).getType() for level in (1, 2))
+    _, _, reference = _cavity_steps("cupy", "explicit")
+    for name, value in reference.items():
+        if name == "p":  # defined up to a constant
+            value, on_gpu[name] = value - value.mean(), on_gpu[name] - on_gpu[name].mean()
+        assert abs(on_gpu[name] - value).max() <= 1e-8 * abs(value).max(), name
 
 
 @pytest.mark.parametrize("diffusion", ["explicit", "implicit"])

@@ -9,6 +9,8 @@ import plugin  # noqa: F401
 from gpu_mats.block_ilu import BlockILU, graph_levels, grid_levels
 from gpu_mats.stencils import block_stencil
 from petsc_ext.matrices import baij_from_bsr
+from plugin.flow.geometry import box_geometry
+from plugin.flow.operators import FlowOperators
 
 
 def unstructured_blocks(nb, bs, seed=1):
@@ -22,6 +24,17 @@ def unstructured_blocks(nb, bs, seed=1):
     rows = numpy.repeat(numpy.arange(nb), numpy.diff(pattern.indptr))
     blocks[pattern.indices == rows] += 3 * bs * numpy.eye(bs) * numpy.diff(pattern.indptr)[:, None, None]
     return pattern.indptr.astype(numpy.int64), pattern.indices.astype(numpy.int64), blocks
+
+
+def momentum_blocks(dt=0.2):
+    """The flow driver's Crank-Nicolson momentum matrix I + dt/2 Omega^-1 D on
+    a 3D box (walls and a periodic axis), the three velocity components of a
+    cell as one block: m_ij I."""
+    ops = FlowOperators(box_geometry((5, 4, 6), (1.0, 1.0, 0.5), (False, True, False)), nu=0.05)
+    n = ops.geometry.num_cells
+    M = (scipy.sparse.identity(n) + scipy.sparse.diags(0.5 * dt / ops.volumes) @ ops.D).tocsr()
+    M.sort_indices()
+    return M.indptr.astype(numpy.int64), M.indices.astype(numpy.int64), M.data[:, None, None] * numpy.eye(3)
 
 
 SYSTEMS = {"7-point": lambda bs: block_stencil(4, bs), "unstructured": lambda bs: unstructured_blocks(40, bs)}
@@ -86,9 +99,22 @@ def test_factors_are_ilu0(system, bs):
         assert numpy.abs(product[~pattern]).max() > 1e-3
 
 
-@pytest.mark.parametrize("bs", [1, 6])
-def test_gmres_iterations_equal_ilu(bs):
-    indptr, indices, blocks = block_stencil(6, bs)
+def test_momentum_system_applies_equal_petsc_ilu():
+    indptr, indices, blocks = momentum_blocks()
+    A = baij_from_bsr(indptr, indices, blocks, comm=PETSc.COMM_SELF)
+    assert A.getBlockSize() == 3
+    b = A.createVecLeft()
+    b.setArray(numpy.random.default_rng(3).standard_normal(b.getSize()))
+    _, reference = pc_solution(A, "ilu", b)
+    _, x = pc_solution(A, "wbilu", b)
+    scale = numpy.abs(reference.getArray()).max()
+    assert numpy.abs(x.getArray() - reference.getArray()).max() <= 1e-12 * scale
+
+
+@pytest.mark.parametrize("system", ["7-point bs 1", "7-point bs 6", "momentum"])
+def test_gmres_iterations_equal_ilu(system):
+    indptr, indices, blocks = {"7-point bs 1": lambda: block_stencil(6, 1), "7-point bs 6": lambda: block_stencil(6, 6),
+                               "momentum": momentum_blocks}[system]()
     A = baij_from_bsr(indptr, indices, blocks, comm=PETSc.COMM_SELF)
     b = A.createVecLeft()
     b.set(1.0)

@@ -1,10 +1,12 @@
-"""Launchers for ``block_ilu.cu``, one compiled module per block size.
+"""Launchers for ``block_ilu.cu``, compiled per block size (and, for the
+persistent sweeps, per number of blocks prefetched per row).
 
 The sweeps run their levels in one of three schedules (seed 001's per-level
 cost is what they trade): ``launch``, a kernel launch per level from Python;
 ``graph``, the same launches captured once per (b, x) pair of addresses and
 replayed as one CUDA graph; ``persistent``, one cooperative launch per sweep
-whose thread blocks stride over each level and meet at a grid barrier.
+whose warps stride over each level and meet at a grid barrier, each row's
+blocks loaded before the barrier that opens its level.
 """
 
 import functools
@@ -14,33 +16,36 @@ import weakref
 import cupy
 import numpy
 
-from ..block_ilu import PIVOT_TOLERANCE
+from ..block_ilu import PERSISTENT_MAX_BLOCK_SIZE, PIVOT_TOLERANCE
 from .cuda import capture, replay
 
 FACTOR_BLOCK = 128
 SWEEP_THREADS = 256  # a sweep block holds SWEEP_THREADS // bs rows, bs threads each
 PERSISTENT_BLOCKS_PER_SM = 2
+PREFETCHED_BLOCKS = 4  # at most this many blocks per row wait in registers for a level's barrier
 _GRAPHS_KEPT = 16
 
 
-def _names(bs):
-    return {"factor": f"bilu_factor_level<{bs}>",
-            "lower": f"bilu_sweep_level<{bs},false>", "upper": f"bilu_sweep_level<{bs},true>",
-            "lower_persistent": f"bilu_sweep_persistent<{bs},false>",
-            "upper_persistent": f"bilu_sweep_persistent<{bs},true>"}
+def _source():
+    return pathlib.Path(__file__).with_name("block_ilu.cu").read_text()
 
 
 @functools.cache
 def _kernels(bs):
-    source = pathlib.Path(__file__).with_name("block_ilu.cu").read_text()
-    names = _names(bs)
-    plain = [names["factor"], names["lower"], names["upper"]]
-    persistent = [names["lower_persistent"], names["upper_persistent"]]
-    module = cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=plain)
-    cooperative = cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=persistent,
-                                 enable_cooperative_groups=True)
-    return {key: (cooperative if key.endswith("persistent") else module).get_function(name)
-            for key, name in names.items()}
+    names = {"factor": f"bilu_factor_level<{bs}>",
+             "lower": f"bilu_sweep_level<{bs},false>", "upper": f"bilu_sweep_level<{bs},true>"}
+    module = cupy.RawModule(code=_source(), options=("-std=c++17",), name_expressions=list(names.values()))
+    return {key: module.get_function(name) for key, name in names.items()}
+
+
+@functools.cache
+def _persistent_kernel(bs, prefetched, upper):
+    """The persistent sweep that loads its rows' first ``prefetched`` blocks
+    ahead of each level's barrier."""
+    name = f"bilu_sweep_persistent<{bs},{prefetched},{'true' if upper else 'false'}>"
+    module = cupy.RawModule(code=_source(), options=("-std=c++17",), name_expressions=[name],
+                            enable_cooperative_groups=True)
+    return module.get_function(name)
 
 
 def factor(f, vals, dinv):
@@ -67,9 +72,23 @@ class _Sweeps:
         self.level_ptr = cupy.asarray(f.level_ptr, dtype=numpy.int64)
         self.lower = (f.rows, f.lower_ptr, f.lower_cols, f.lower_vals, f.dinv)
         self.upper = (f.rows, f.upper_ptr, f.upper_cols, f.upper_vals, f.dinv)
-        sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
-        self.persistent_grid = (sms * PERSISTENT_BLOCKS_PER_SM,)
         self.graphs = {}
+        self.persistent_kernels = self._persistent_setup(f) if bs <= PERSISTENT_MAX_BLOCK_SIZE else None
+
+    def _persistent_setup(self, f):
+        """Grid and kernels of the persistent sweeps: enough blocks for the
+        widest level, up to PERSISTENT_BLOCKS_PER_SM per SM (fewer
+        blocks, cheaper barriers)."""
+        bs, sms = f.block_size, cupy.cuda.Device().attributes["MultiProcessorCount"]
+        widest = max(hi - lo for lo, hi in self.levels)
+        rows_per_block = SWEEP_THREADS // 32 * (32 // bs)  # 32 // bs rows per warp
+        blocks = min(sms * PERSISTENT_BLOCKS_PER_SM, -(-widest // rows_per_block))  # no block without a row
+        self.persistent_grid = (max(blocks, 1),)
+        kernels = {}
+        for key, ptr in (("lower", f.lower_ptr), ("upper", f.upper_ptr)):
+            longest = int(cupy.diff(ptr).max()) if ptr.size > 1 else 0
+            kernels[key] = _persistent_kernel(bs, max(1, min(longest, PREFETCHED_BLOCKS)), key == "upper")
+        return kernels
 
     def per_level(self, b, x):
         for key, args, levels, source in (("lower", self.lower, self.levels, b),
@@ -81,10 +100,12 @@ class _Sweeps:
                        shared_mem=self.shared)
 
     def persistent(self, b, x):
+        if self.persistent_kernels is None:
+            raise ValueError(f"the persistent schedule needs a block size of at most {PERSISTENT_MAX_BLOCK_SIZE}")
         count = numpy.int32(len(self.levels))
-        for key, args, source in (("lower_persistent", self.lower, b), ("upper_persistent", self.upper, x)):
-            self.kernels[key](self.persistent_grid, self.block, (count, self.level_ptr) + args + (source, x),
-                              shared_mem=self.shared)
+        for key, args, source in (("lower", self.lower, b), ("upper", self.upper, x)):
+            self.persistent_kernels[key](self.persistent_grid, (SWEEP_THREADS,),
+                                         (count, self.level_ptr) + args + (source, x))
 
     def graph(self, b, x):
         key = (b.data.ptr, x.data.ptr)

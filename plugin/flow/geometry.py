@@ -208,3 +208,26 @@ def dmda_partition(da):
 def dmda_geometry(da, lengths):
     """This rank's geometry of the cells of a DMDA (one cell per grid point)."""
     return partition_geometry(dmda_partition(da), lengths, da.getComm().getRank())
+
+
+def dmda_cell_dm(da):
+    """A copy of the DMDA for the pressure KSP, whose coarsenings give
+    ``-pc_type mg`` its grids: cell data interpolate piecewise-constantly
+    (Q0, 2 x 2 x 2 cells to one), which needs even sizes on every level."""
+    from petsc4py import PETSc
+
+    cells = da.clone()
+    cells.setInterpolationType(PETSc.DMDA.InterpolationType.Q0)
+    return cells
+
+
+def dmda_coarsenings(da):
+    """How many times the cells of a DMDA can be halved along every axis with
+    each rank's part halving too, keeping at least 2 cells per axis: the
+    default depth of the pressure multigrid (that many levels plus one)."""
+    count = 0
+    ranges = [numpy.asarray(r) for r in da.getOwnershipRanges()]
+    while all((r % 2 == 0).all() and r.sum() >= 4 for r in ranges):
+        ranges = [r // 2 for r in ranges]
+        count += 1
+    return count

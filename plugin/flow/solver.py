@@ -23,10 +23,10 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from petsc_ext.matrices import dm_mat_type
-from petsc_ext.options import OptionsReader
+from petsc_ext.options import OptionsReader, options_set
 
 from . import checkpoint
-from .geometry import dmda_geometry
+from .geometry import dmda_cell_dm, dmda_coarsenings, dmda_geometry
 from .integrator import FractionalStep, StepFailure
 from .matrices import FlowMatrices
 from .operators import FlowOperators
@@ -57,7 +57,8 @@ class FlowSolver:
         self.operators = FlowOperators(self.geometry, nu, wall_velocity)
         implicit = self.diffusion == "implicit"
         self.matrices = FlowMatrices(self.operators, self.comm, dm_mat_type(da), implicit_diffusion=implicit)
-        self.pressure_ksp = self._pressure_ksp()
+        self.cell_dm, self.multigrid_levels = dmda_cell_dm(da), 1 + dmda_coarsenings(da)
+        self.pressure_ksp = self.pressure_solver()
         self.momentum_ksp = self._momentum_ksp() if implicit else None
         self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp)
         self.xp = self.stepper.xp
@@ -98,19 +99,36 @@ class FlowSolver:
         self.cfl_max = reader.real("flow_cfl_max", default("flow_cfl_max", 2.0),
                                    "stop (blow-up) when the CFL number exceeds this", low=0.0)
 
-    def _pressure_ksp(self):
+    def pressure_solver(self, prefix="pressure_"):
+        """The pressure KSP (options ``prefix``). It holds the cell DM, unused
+        for the operators, so that ``-pressure_pc_type mg`` can coarsen it."""
         A = self.matrices.poisson
         nullspace = PETSc.NullSpace().create(constant=True, comm=self.comm)
         A.setNullSpace(nullspace)
         A.setTransposeNullSpace(nullspace)  # KSPSolve projects the right-hand side onto the range
         ksp = PETSc.KSP().create(comm=self.comm)
-        ksp.setOptionsPrefix("pressure_")
+        ksp.setOptionsPrefix(prefix)
         ksp.setOperators(A)
+        # The KSP takes its work vectors, and multigrid its interpolations and
+        # level vectors, from the DM: they must live where A does.
+        self.cell_dm.setMatType(A.getType())
+        vec = A.createVecRight()
+        self.cell_dm.setVecType(vec.getType())
+        vec.destroy()
+        ksp.setDM(self.cell_dm)
+        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
         ksp.setType("cacg")
         ksp.getPC().setType("ainv")
         ksp.setTolerances(rtol=1e-8)
         ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
         ksp.setFromOptions()
+        pc = ksp.getPC()
+        if pc.getType() == PETSc.PC.Type.MG:  # geometric multigrid on the cell DM's coarsenings
+            given = PETSc.Options(prefix)
+            defaults = {"pc_mg_levels": self.multigrid_levels,
+                        "pc_mg_galerkin": "both"}  # the DM computes no operators
+            with options_set(prefix, {k: v for k, v in defaults.items() if not given.hasName(k)}):
+                pc.setFromOptions()
         return ksp
 
     def _momentum_ksp(self):
@@ -244,6 +262,7 @@ class FlowSolver:
         for ksp in (self.pressure_ksp, self.momentum_ksp):
             if ksp is not None:
                 ksp.destroy()
+        self.cell_dm.destroy()
         self.matrices.destroy()
 
 
