@@ -207,6 +207,33 @@ def test_non_square_blocks_refused():
         pc_solution(A, "wbilu", A.createVecLeft())
 
 
+def test_block_size_that_does_not_divide_the_size_is_refused():
+    """PETSc itself refuses such a matrix, so no PC ever sees one."""
+    A = PETSc.Mat().create(comm=PETSc.COMM_SELF)
+    with pytest.raises(ValueError, match="global size 7 not divisible by block size 3"):
+        A.setSizes((7, 7), bsize=3)
+
+
+@pytest.mark.mpi
+def test_non_square_local_block_refused():
+    """Rows and columns split differently among the ranks: no square diagonal block to factor."""
+    comm = PETSc.COMM_WORLD
+    rank, size = comm.getRank(), comm.getSize()
+    if size == 1:
+        pytest.skip("rows and columns split among two or more ranks")
+    rows = [2 * (r + 2) for r in range(size)]
+    A = PETSc.Mat().create(comm=comm)
+    A.setSizes(((rows[rank], sum(rows)), (rows[(rank + 1) % size], sum(rows))), bsize=2)
+    A.setType("baij")
+    A.setUp()
+    start, end = A.getOwnershipRange()
+    for i in range(start, end):
+        A.setValue(i, i, 1.0)
+    A.assemble()
+    with pytest.raises(PETSc.Error, match="wbilu needs a square local block"):
+        pc_solution(A, "wbilu", A.createVecLeft())
+
+
 @pytest.mark.mpi
 def test_block_local_in_parallel_equals_bjacobi_ilu():
     comm = PETSc.COMM_WORLD
