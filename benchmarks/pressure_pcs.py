@@ -84,6 +84,12 @@ def main():
     solver = FlowSolver(da, (1.0, 1.0, 2.0), 1.0 / args.re, wall_velocity, defaults={"flow_t_end": 1e9})
     state = solver.initial_state()
     rows = []
+
+    def save(quiet):
+        if COMM.getRank() == 0:
+            harness.write_json(args.json, {"meta": {**harness.metadata(), "petsc_options": PETSC_ARGS,
+                                                    "ranks": COMM.getSize()}, "rows": rows}, quiet=quiet)
+
     for i, (name, text) in enumerate(variants.items()):
         prefix = f"variant{i}_"
         set_options(prefix, text)
@@ -91,13 +97,13 @@ def main():
         rows.append({"n": n, "variant": name, "options": text, **row})
         PETSc.Sys.Print(f"{name}: {row['its']:.1f} its, {row['pressure_ms']:.2f} ms per solve, "
                         f"{row['ms_per_it']:.2f} ms per iteration (set-up {row['setup_s']:.2f} s)")
+        save(quiet=True)  # after each variant: a later one may run out of memory
     if COMM.getRank() == 0:
         harness.print_table(rows, [("variant", "variant", "{}"), ("setup_s", "set-up s", "{:.2f}"),
                                    ("its", "its/solve", "{:.1f}"), ("pressure_ms", "ms/solve", "{:.2f}"),
                                    ("ms_per_it", "ms/it", "{:.2f}"), ("step_ms", "ms/step", "{:.2f}"),
                                    ("mcell_steps_per_s", "Mcell-steps/s", "{:.1f}")])
-        harness.write_json(args.json, {"meta": {**harness.metadata(), "petsc_options": PETSC_ARGS,
-                                                "ranks": COMM.getSize()}, "rows": rows})
+    save(quiet=False)
     solver.destroy()
     da.destroy()
 
