@@ -210,14 +210,20 @@ def dmda_geometry(da, lengths):
     return partition_geometry(dmda_partition(da), lengths, da.getComm().getRank())
 
 
-def dmda_cell_dm(da):
-    """A copy of the DMDA for the pressure KSP, whose coarsenings give
+def dmda_cell_dm(da, mat):
+    """A copy of the DMDA for the KSP of ``mat``, whose coarsenings give
     ``-pc_type mg`` its grids: cell data interpolate piecewise-constantly
-    (Q0, 2 x 2 x 2 cells to one), which needs even sizes on every level."""
+    (Q0, 2 x 2 x 2 cells to one), which needs even sizes on every level.
+    The KSP's work vectors, and multigrid's interpolations and level
+    vectors, come from this DM, so it takes the types of mat and its vectors."""
     from petsc4py import PETSc
 
     cells = da.clone()
     cells.setInterpolationType(PETSc.DMDA.InterpolationType.Q0)
+    cells.setMatType(mat.getType())
+    vec = mat.createVecRight()
+    cells.setVecType(vec.getType())
+    vec.destroy()
     return cells
 
 

@@ -57,7 +57,10 @@ class FlowSolver:
         self.operators = FlowOperators(self.geometry, nu, wall_velocity)
         implicit = self.diffusion == "implicit"
         self.matrices = FlowMatrices(self.operators, self.comm, dm_mat_type(da), implicit_diffusion=implicit)
-        self.cell_dm, self.multigrid_levels = dmda_cell_dm(da), 1 + dmda_coarsenings(da)
+        nullspace = PETSc.NullSpace().create(constant=True, comm=self.comm)
+        self.matrices.poisson.setNullSpace(nullspace)
+        self.matrices.poisson.setTransposeNullSpace(nullspace)  # KSPSolve projects the right-hand side onto the range
+        self.cell_dm, self.multigrid_levels = dmda_cell_dm(da, self.matrices.poisson), 1 + dmda_coarsenings(da)
         self.pressure_ksp = self.pressure_solver()
         self.momentum_ksp = self._momentum_ksp() if implicit else None
         self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp)
@@ -102,19 +105,9 @@ class FlowSolver:
     def pressure_solver(self, prefix="pressure_"):
         """The pressure KSP (options ``prefix``). It holds the cell DM, unused
         for the operators, so that ``-pressure_pc_type mg`` can coarsen it."""
-        A = self.matrices.poisson
-        nullspace = PETSc.NullSpace().create(constant=True, comm=self.comm)
-        A.setNullSpace(nullspace)
-        A.setTransposeNullSpace(nullspace)  # KSPSolve projects the right-hand side onto the range
         ksp = PETSc.KSP().create(comm=self.comm)
         ksp.setOptionsPrefix(prefix)
-        ksp.setOperators(A)
-        # The KSP takes its work vectors, and multigrid its interpolations and
-        # level vectors, from the DM: they must live where A does.
-        self.cell_dm.setMatType(A.getType())
-        vec = A.createVecRight()
-        self.cell_dm.setVecType(vec.getType())
-        vec.destroy()
+        ksp.setOperators(self.matrices.poisson)
         ksp.setDM(self.cell_dm)
         ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
         ksp.setType("cacg")
