@@ -14,7 +14,7 @@ import numpy
 from gpu_mats.backend import to_host
 
 
-FORMAT = 1
+FORMAT = 2
 
 
 def _gather(comm, xp, array, axis=-1):
@@ -24,7 +24,7 @@ def _gather(comm, xp, array, axis=-1):
 
 def save(path, comm, xp, state, geometry, extra):
     """Write ``state`` (and the scalars in ``extra``) to ``path``; collective."""
-    fields = {name: _gather(comm, xp, getattr(state, name)) for name in ("u", "u_old", "u_s", "p")}
+    fields = {name: _gather(comm, xp, getattr(state, name)) for name in ("u", "u_old", "u_s", "p", "p_old")}
     if comm.Get_rank() == 0:
         temporary = f"{path}.tmp"
         with open(temporary, "wb") as stream:
@@ -53,7 +53,7 @@ def load(path, comm, geometry, state, xp):
         raise ValueError(problem)
     rank, cells, faces = comm.Get_rank(), geometry.cell_ranges, geometry.face_ranges
     pieces = {}
-    for name, ranges in (("u", cells), ("u_old", cells), ("u_s", faces), ("p", cells)):
+    for name, ranges in (("u", cells), ("u_old", cells), ("u_s", faces), ("p", cells), ("p_old", cells)):
         parts = None
         if rank == 0:
             parts = [data[name][..., ranges[r]:ranges[r + 1]] for r in range(len(ranges) - 1)]

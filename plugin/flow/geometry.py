@@ -208,32 +208,3 @@ def dmda_partition(da):
 def dmda_geometry(da, lengths):
     """This rank's geometry of the cells of a DMDA (one cell per grid point)."""
     return partition_geometry(dmda_partition(da), lengths, da.getComm().getRank())
-
-
-def dmda_cell_dm(da, mat):
-    """A copy of the DMDA for the KSP of ``mat``, whose coarsenings give
-    ``-pc_type mg`` its grids: cell data interpolate piecewise-constantly
-    (Q0, 2 x 2 x 2 cells to one), which needs even sizes on every level.
-    The KSP's work vectors, and multigrid's interpolations and level
-    vectors, come from this DM, so it takes the types of mat and its vectors."""
-    from petsc4py import PETSc
-
-    cells = da.clone()
-    cells.setInterpolationType(PETSc.DMDA.InterpolationType.Q0)
-    cells.setMatType(mat.getType())
-    vec = mat.createVecRight()
-    cells.setVecType(vec.getType())
-    vec.destroy()
-    return cells
-
-
-def dmda_coarsenings(da):
-    """How many times the cells of a DMDA can be halved along every axis with
-    each rank's part halving too, keeping at least 2 cells per axis: the
-    default depth of the pressure multigrid (that many levels plus one)."""
-    count = 0
-    ranges = [numpy.asarray(r) for r in da.getOwnershipRanges()]
-    while all((r % 2 == 0).all() and r.sum() >= 4 for r in ranges):
-        ranges = [r // 2 for r in ranges]
-        count += 1
-    return count

@@ -1,12 +1,13 @@
 """The fractional-step time step of seed 000 (Algorithm 1) on arrays.
 
-One step from the state (u^n, u^{n-1}, u_s^n, p^n, dt_{n-1}) with step dt:
+One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step dt:
   u*   = (1 + r/2) u^n - (r/2) u^{n-1},  r = dt / dt_{n-1} (one-leg extrapolation)
   u^   = u^n + dt Omega^-1 (s - C(u_s) u* - K v)     K v = D u* (explicit diffusion),
                                                     or D u^n / 2 (Crank-Nicolson)
   u^p  = u^, or the solution of (I + dt/2 Omega^-1 D) u^p = u^ (KSP prefix momentum_)
   w    = Gamma u^p                               the face velocities before projection
-  A q  = Ms w,  A = -L, q = -dt p^{n+1}          (KSP prefix pressure_; singular, constant null space)
+  A q  = Ms w,  A = -L, q = -dt p^{n+1}          (KSP prefix pressure_; singular, constant null space),
+                                                 from q = -dt ((1 + r) p^n - r p^{n-1}), or -dt p^n
   u^{n+1}   = u^p + G q                          = u^p - dt G p
   u_s^{n+1} = w + Gs q                           eq. 2.9: Gamma u^{n+1} - dt (Gs p - Gamma G p)
 Then Ms u_s^{n+1} = Ms w - A q = 0 to the pressure solver's tolerance.
@@ -31,12 +32,14 @@ from petsc_ext.arrays import get_array, restore_array
 @dataclass(eq=False)
 class FlowState:
     """A time level: u^n and u^{n-1} ((dim, n) arrays of the rank's cells),
-    u_s^n (its faces), p^n, the time, the step number and the last step size."""
+    u_s^n (its faces), p^n and p^{n-1}, the time, the step number and the
+    last step size."""
 
     u: object
     u_old: object
     u_s: object
     p: object
+    p_old: object
     t: float
     step: int
     dt_old: float
@@ -79,8 +82,11 @@ class FractionalStep:
     buffers the previous state does not use, so that state stays valid (the
     last good state when a step goes wrong)."""
 
-    def __init__(self, matrices, pressure_ksp, momentum_ksp=None):
+    def __init__(self, matrices, pressure_ksp, momentum_ksp=None, extrapolate_pressure=True):
+        """``extrapolate_pressure``: the pressure solve starts from p^n
+        extrapolated linearly in time (from the third step), else from p^n."""
         m = self.matrices = matrices
+        self.extrapolate_pressure = extrapolate_pressure
         ops, xp = m.ops, m.xp
         self.xp, self.kernels = xp, kernels_for(xp)
         self.pressure_ksp, self.momentum_ksp = pressure_ksp, momentum_ksp
@@ -89,7 +95,7 @@ class FractionalStep:
         self.shape = (dim, n)
         self._velocity = [xp.zeros(self.shape) for _ in range(3)]
         self._faces = [xp.zeros(faces) for _ in range(2)]
-        self._pressure = [xp.zeros(n) for _ in range(2)]
+        self._pressure = [xp.zeros(n) for _ in range(3)]
         self.u_star, self.rate, self.u_hat = (xp.empty(self.shape) for _ in range(3))
         self.gradient, self.w = xp.empty(self.shape), xp.empty(faces)
         self.cell_scratch, self.face_scratch = xp.empty(n), xp.empty(faces)
@@ -103,7 +109,8 @@ class FractionalStep:
 
     def initial_state(self, u=None):
         """u (a (dim, n) host or device array, default at rest) with its face velocities Gamma u."""
-        state = FlowState(self._velocity[0], self._velocity[1], self._faces[0], self._pressure[0], 0.0, 0, 0.0)
+        state = FlowState(self._velocity[0], self._velocity[1], self._faces[0], self._pressure[0], self._pressure[1],
+                          0.0, 0, 0.0)
         if u is not None:
             state.u[...] = self.xp.asarray(u)
         state.u_old[...] = state.u
@@ -132,17 +139,17 @@ class FractionalStep:
                 self._solve_momentum(u_p)
         with phase("Pressure"):
             m.Gamma(u_p.ravel(), self.w)
-            q = self._solve_pressure(state.p, dt)
+            q = self._solve_pressure(state, dt)
         with phase("Correct"):
             m.G(q, self.gradient.ravel())
             u_new = u_p  # u^p is not needed after the correction
             k.three_term(u_new.ravel(), 1.0, u_p.ravel(), 1.0, self.gradient.ravel(), 0.0, u_p.ravel())
             u_s = self._free(self._faces, state.u_s)
             m.Gs(q, u_s, self.w)
-            p = self._free(self._pressure, state.p)
+            p = self._free(self._pressure, state.p, state.p_old)
             xp.multiply(q, -1.0 / dt, out=p)
             restore_array(self.q, "r")
-        return FlowState(u_new, state.u, u_s, p, state.t + dt, state.step + 1, dt)
+        return FlowState(u_new, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
 
     def _solve_momentum(self, u_p):
         ksp, vec = self.momentum_ksp, self.matrices.vecs
@@ -157,15 +164,20 @@ class FractionalStep:
             _mark(x, "r")
             self.momentum_iterations += ksp.getIterationNumber()
 
-    def _solve_pressure(self, p_old, dt):
-        """q = -dt p^{n+1} from A q = Ms w, warm-started from p^n; returns q's
-        array, which stays taken until the step restores it."""
+    def _solve_pressure(self, state, dt):
+        """q = -dt p^{n+1} from A q = Ms w, warm-started; returns q's array,
+        which stays taken until the step restores it. p^0 is no pressure of
+        the flow (zero, or a restart's), so the extrapolation waits for p^2."""
         n = self.cell_scratch.size
         b = get_array(self.b, "w", n)
         self.matrices.Ms(self.w, b)
         restore_array(self.b, "w")
         q = get_array(self.q, "w", n)
-        self.xp.multiply(p_old, -dt, out=q)
+        if self.extrapolate_pressure and state.step >= 2:
+            r = dt / state.dt_old
+            self.kernels.three_term(q, -dt * (1 + r), state.p, dt * r, state.p_old, 0.0, state.p)
+        else:
+            self.xp.multiply(state.p, -dt, out=q)
         restore_array(self.q, "w")
         self.pressure_ksp.solve(self.b, self.q)
         _check(self.pressure_ksp, "pressure")

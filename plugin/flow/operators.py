@@ -76,8 +76,7 @@ class FlowOperators:
         h = _HalfFaces.of(g)
         both = numpy.concatenate
         self.Ms = _csr(h.sign * h.area, h.row, h.face, (n, faces))
-        conductance = h.area / h.distance
-        self.L = _csr(both((conductance, -conductance)), both((h.row, h.row)), both((h.other, h.cell)), (n, cells))
+        self.L = compact_laplacian(g, h)
         self.G = self._gradient(h, n, cells)
         self.Gamma = self._face_projection(g, dim * cells)
         own = (g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces)
@@ -144,6 +143,15 @@ class FlowOperators:
     def diffusion_rate(self):
         """max_i D_ii / Omega_i over the rank's cells: the explicit diffusion step limit is about 1 / this."""
         return float((self.D.diagonal(self.geometry.cell_start) / self.volumes).max(initial=0.0))
+
+
+def compact_laplacian(geometry, half_faces=None):
+    """L = Ms Gs, the rank's rows: [L p]_i = sum_f (A_f / delta_f) (p_j - p_i)
+    (seed 000, eq. 1.7), with global column numbers."""
+    g, h = geometry, half_faces or _HalfFaces.of(geometry)
+    conductance = h.area / h.distance
+    return _csr(numpy.concatenate((conductance, -conductance)), numpy.concatenate((h.row, h.row)),
+                numpy.concatenate((h.other, h.cell)), (g.num_cells, g.num_global_cells))
 
 
 def stacked_index(cell_ranges, component, dim, cells):

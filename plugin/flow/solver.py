@@ -7,6 +7,7 @@ detection that keeps the last good state, PETSc log events per phase and a
 timing breakdown. Options (prefix-aware, listed by ``-help``):
 
   -flow_cfl, -flow_fourier, -flow_dt, -flow_diffusion explicit|implicit,
+  -flow_pressure_guess extrapolated|previous,
   -flow_t_end, -flow_max_steps, -flow_steady_tol, -flow_monitor,
   -flow_checkpoint_every, -flow_checkpoint_file, -flow_restart, -flow_cfl_max
 
@@ -26,12 +27,14 @@ from petsc_ext.matrices import dm_mat_type
 from petsc_ext.options import OptionsReader, options_set
 
 from . import checkpoint
-from .geometry import dmda_cell_dm, dmda_coarsenings, dmda_geometry
+from .geometry import dmda_geometry, dmda_partition
 from .integrator import FractionalStep, StepFailure
 from .matrices import FlowMatrices
 from .operators import FlowOperators
+from .pressure_multigrid import PressureMultigrid
 
 DIFFUSION = ("explicit", "implicit")
+PRESSURE_GUESS = ("extrapolated", "previous")
 # Largest growth of dt per step. With implicit diffusion dt (and with it the
 # momentum matrix) is held until the CFL limit leaves [dt, 1.25 dt).
 _GROWTH = {"explicit": 1.1, "implicit": 1.25}
@@ -60,10 +63,11 @@ class FlowSolver:
         nullspace = PETSc.NullSpace().create(constant=True, comm=self.comm)
         self.matrices.poisson.setNullSpace(nullspace)
         self.matrices.poisson.setTransposeNullSpace(nullspace)  # KSPSolve projects the right-hand side onto the range
-        self.cell_dm, self.multigrid_levels = dmda_cell_dm(da, self.matrices.poisson), 1 + dmda_coarsenings(da)
+        self.multigrid = PressureMultigrid(dmda_partition(da), lengths, self.comm)
         self.pressure_ksp = self.pressure_solver()
         self.momentum_ksp = self._momentum_ksp() if implicit else None
-        self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp)
+        self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp,
+                                      extrapolate_pressure=self.pressure_guess == "extrapolated")
         self.xp = self.stepper.xp
         self.diffusion_rate = self.mpi.allreduce(self.operators.diffusion_rate(), op=MPI.MAX)
         self.unit_rate = self.stepper.unit_convective_rate()
@@ -83,6 +87,9 @@ class FlowSolver:
         self.fixed_dt = reader.real("flow_dt", default("flow_dt", 0.0), "fixed time step (0: adaptive)", low=0.0)
         self.diffusion = reader.choice("flow_diffusion", default("flow_diffusion", "explicit"), DIFFUSION,
                                        "diffusion explicit, or Crank-Nicolson with a -momentum_ KSP")
+        self.pressure_guess = reader.choice("flow_pressure_guess", default("flow_pressure_guess", "extrapolated"),
+                                            PRESSURE_GUESS, "the pressure solve starts from the last pressure "
+                                            "extrapolated linearly in time, or from the last pressure")
         self.t_end = reader.real("flow_t_end", default("flow_t_end", 1.0), "final time", low=0.0)
         self.max_steps = reader.int("flow_max_steps", default("flow_max_steps", 10**9), "most steps to run",
                                     low=0, high=10**9)
@@ -103,25 +110,24 @@ class FlowSolver:
                                    "stop (blow-up) when the CFL number exceeds this", low=0.0)
 
     def pressure_solver(self, prefix="pressure_"):
-        """The pressure KSP (options ``prefix``). It holds the cell DM, unused
-        for the operators, so that ``-pressure_pc_type mg`` can coarsen it."""
+        """The pressure KSP (options ``prefix``). With ``-pressure_pc_type mg``
+        its levels come from plugin.flow.pressure_multigrid: by default all of
+        the box's grids, Jacobi-preconditioned Chebyshev smoothing, SVD on the
+        coarsest grid."""
         ksp = PETSc.KSP().create(comm=self.comm)
         ksp.setOptionsPrefix(prefix)
         ksp.setOperators(self.matrices.poisson)
-        ksp.setDM(self.cell_dm)
-        ksp.setDMActive(PETSc.KSP.DMActive.ALL, False)
         ksp.setType("cacg")
         ksp.getPC().setType("ainv")
         ksp.setTolerances(rtol=1e-8)
         ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
         ksp.setFromOptions()
         pc = ksp.getPC()
-        if pc.getType() == PETSc.PC.Type.MG:  # geometric multigrid on the cell DM's coarsenings
-            given = PETSc.Options(prefix)
-            defaults = {"pc_mg_levels": self.multigrid_levels,
-                        "pc_mg_galerkin": "both"}  # the DM computes no operators
-            with options_set(prefix, {k: v for k, v in defaults.items() if not given.hasName(k)}):
-                pc.setFromOptions()
+        if pc.getType() == PETSc.PC.Type.MG:
+            if not PETSc.Options(prefix).hasName("pc_mg_levels"):
+                with options_set(prefix, {"pc_mg_levels": self.multigrid.depth}):
+                    pc.setFromOptions()  # the level count first: -pc_mg_cycle_type and the like act on the levels
+            self.multigrid.attach(pc, self.matrices.poisson.getType())
         return ksp
 
     def _momentum_ksp(self):
@@ -255,7 +261,7 @@ class FlowSolver:
         for ksp in (self.pressure_ksp, self.momentum_ksp):
             if ksp is not None:
                 ksp.destroy()
-        self.cell_dm.destroy()
+        self.multigrid.destroy()
         self.matrices.destroy()
 
 

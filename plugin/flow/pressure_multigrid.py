@@ -1,0 +1,160 @@
+"""Geometric multigrid for the pressure of a DMDA box (``-pressure_pc_type mg``):
+PETSc's PCMG, with the grids, interpolations and level operators built here.
+
+The DMDA's own coarsening does not fit cell-centred unknowns well: its Q0
+interpolation with Galerkin coarse operators makes each coarse operator twice
+too stiff, and it halves every axis even where the cells are anisotropic
+(BENCHMARKS.md: 2.5 to 3.6x gamg's iterations on the 1 x 1 x 2 cavity).
+Here instead, as in cell-centred geometric multigrid codes:
+
+* semi-coarsening: only the axes whose cells are the thinnest (within a
+  factor 1.5) halve, so anisotropic cells become cubic before the other axes
+  coarsen, and a point smoother sees couplings of one strength;
+* linear cell-centred interpolation, a tensor product of 3/4 and 1/4 of the
+  two nearest coarse cells along each halved axis (at a wall the mirror cell,
+  which is the zero normal gradient of the pressure; across a periodic side
+  the wrapped one); restriction is its transpose, assembled;
+* each level's operator is the compact Laplacian of its own cells (7-point
+  in 3D), not a Galerkin product, and has the pressure matrix's type.
+
+Levels of at most ``-<prefix>mg_host_cells`` cells, and always the coarsest
+(a few cells, singular like every level, solved by PCSVD), are AIJ on the
+host: there a GPU level would cost a few kernel launches per operation for
+little work. Each rank's part of the grid halves with it, so no level moves
+cells between ranks.
+"""
+
+import numpy
+import scipy.sparse
+from petsc4py import PETSc
+
+from petsc_ext.matrices import aij_from_rows
+from petsc_ext.options import OptionError, OptionsReader
+
+from .geometry import BoxPartition, partition_geometry
+from .operators import compact_laplacian
+
+_THIN = 1.5  # axes whose cells are this close to the thinnest halve together
+HOST_CELLS = 32768  # default -<prefix>mg_host_cells
+
+
+def coarser(partition, lengths):
+    """The next grid of ``partition`` (a BoxPartition), or None where no axis can halve."""
+    p = partition
+    h = numpy.asarray(lengths, dtype=float) / numpy.asarray(p.shape)
+    can = [all(s % 2 == 0 for s in p.splits[d]) and p.shape[d] >= 4 for d in range(p.dim)]
+    if not any(can):
+        return None
+    thinnest = min(h[d] for d in range(p.dim) if can[d])
+    factor = [2 if can[d] and h[d] <= _THIN * thinnest else 1 for d in range(p.dim)]
+    return BoxPartition([n // f for n, f in zip(p.shape, factor, strict=True)],
+                        [s // f for s, f in zip(p.splits, factor, strict=True)], p.periodic)
+
+
+def hierarchy(partition, lengths):
+    """The grids from ``partition`` down to the coarsest, finest first."""
+    grids = [partition]
+    while (grid := coarser(grids[-1], lengths)) is not None:
+        grids.append(grid)
+    return grids
+
+
+def interpolation(fine, coarse, rank):
+    """The rank's rows (its fine cells) of the linear cell-centred
+    interpolation from ``coarse`` to ``fine``, global columns (scipy CSR)."""
+    cells = fine.block(rank)
+    factor = numpy.asarray(fine.shape) // numpy.asarray(coarse.shape)
+    terms = [(cells // factor[:, None], numpy.ones(cells.shape[1]))]
+    for d in numpy.flatnonzero(factor == 2):
+        parent = cells[d] // 2
+        other = parent + numpy.where(cells[d] % 2 == 0, -1, 1)  # the coarse cell on the fine cell's side
+        other = other % coarse.shape[d] if fine.periodic[d] else numpy.clip(other, 0, coarse.shape[d] - 1)
+        split = []
+        for at, weight in terms:
+            for index, share in ((parent, 0.75), (other, 0.25)):
+                moved = at.copy()
+                moved[d] = index
+                split.append((moved, share * weight))
+        terms = split
+    rows = numpy.tile(numpy.arange(cells.shape[1]), len(terms))
+    cols = numpy.concatenate([coarse.cell_index(at) for at, _ in terms])
+    matrix = scipy.sparse.csr_matrix((numpy.concatenate([w for _, w in terms]), (rows, cols)),
+                                     shape=(cells.shape[1], int(coarse.cell_ranges[-1])))
+    matrix.sum_duplicates()  # at a wall the mirror cell is the parent
+    matrix.sort_indices()
+    return matrix
+
+
+class PressureMultigrid:
+    """The grids of a box (``partition``, side ``lengths``) and, once ``attach``
+    gives them to a PCMG, their operators and interpolations."""
+
+    def __init__(self, partition, lengths, comm):
+        self.grids = hierarchy(partition, lengths)
+        self.lengths, self.comm = lengths, comm
+        self._mats = []
+
+    @property
+    def depth(self):
+        """Levels available, the finest included."""
+        return len(self.grids)
+
+    def attach(self, pc, mat_type):
+        """Operators, interpolations and restrictions on every level of ``pc``
+        (a PCMG whose level count is set): of ``mat_type`` on the GPU levels,
+        AIJ on the host levels; the coarsest gets PCSVD, the others Jacobi
+        smoothing (options given to ``pc`` still override both)."""
+        prefix = pc.getOptionsPrefix() or ""
+        host_cells = OptionsReader(prefix, "Pressure multigrid", self.comm).int(
+            "mg_host_cells", HOST_CELLS, "levels of at most this many cells are AIJ on the host", low=0, high=2**62)
+        levels = pc.getMGLevels()
+        if levels > self.depth:
+            raise OptionError(f"-{prefix}pc_mg_levels {levels}: this grid has {self.depth} levels (each rank's "
+                              "part halves along an axis while it has an even number of cells)")
+        self.destroy()
+        rank = self.comm.getRank()
+        for level in range(1, levels):  # PCMG numbers the coarsest 0
+            fine, coarse = self.grids[levels - 1 - level], self.grids[levels - level]
+            on_host = level == 1 or coarse.cell_ranges[-1] <= host_cells
+            kind = PETSc.Mat.Type.AIJ if on_host else mat_type
+            p = interpolation(fine, coarse, rank)
+            interpolate = aij_from_rows(p.indptr, p.indices, p.data, coarse.count[rank].prod(), self.comm)
+            restrict = interpolate.transpose(PETSc.Mat())
+            pc.setMGInterpolation(level, self._mat(_retyped(interpolate, kind, self.comm)))
+            pc.setMGRestriction(level, self._mat(_retyped(restrict, kind, self.comm)))
+            operator = self._operator(coarse, rank, kind)
+            if level == 1:
+                coarse_solve = pc.getMGCoarseSolve()
+                coarse_solve.setType(PETSc.KSP.Type.PREONLY)
+                coarse_solve.getPC().setType(PETSc.PC.Type.SVD)
+                coarse_solve.setOperators(operator)
+            else:
+                pc.getMGSmoother(level - 1).setOperators(operator)
+        for level in range(1, levels):
+            pc.getMGSmoother(level).getPC().setType(PETSc.PC.Type.JACOBI)
+
+    def _operator(self, grid, rank, mat_type):
+        """-L on ``grid``'s cells: the pressure matrix's sign."""
+        laplacian = -compact_laplacian(partition_geometry(grid, self.lengths, rank))
+        return self._mat(aij_from_rows(laplacian.indptr, laplacian.indices, laplacian.data,
+                                       grid.count[rank].prod(), self.comm, mat_type))
+
+    def _mat(self, mat):
+        self._mats.append(mat)
+        return mat
+
+    def destroy(self):
+        for mat in self._mats:
+            mat.destroy()
+        self._mats = []
+
+
+def _retyped(aij, mat_type, comm):
+    """``aij`` (an AIJ matrix, consumed) as ``mat_type``, rebuilt from its rows:
+    PETSc cannot make gpusell matrices itself (MatTranspose, MatConvert)."""
+    if mat_type in (PETSc.Mat.Type.AIJ, aij.getType()):
+        return aij
+    local_columns = aij.getLocalSize()[1]
+    indptr, indices, data = aij.getValuesCSR()
+    aij.destroy()
+    return aij_from_rows(indptr, indices, data, local_columns, comm, mat_type)
