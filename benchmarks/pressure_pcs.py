@@ -8,8 +8,8 @@ per pressure solve, ms per iteration.
 
 PETSc options after "--" (the pressure matrix's type, say) apply to the
 whole run; a variant's options are given without prefix (--variant
-"name=-ksp_type cg -pc_type gamg", repeatable; default: VARIANTS). gamg
-needs an AIJ pressure matrix: -pressure_mat_type aijcusparse after "--".
+"name=-ksp_type cg -pc_type gamg", repeatable; default: VARIANTS, and
+AIJ_VARIANTS when the pressure matrix is AIJ: -pressure_mat_type aijcusparse).
 """
 
 import argparse
@@ -32,12 +32,11 @@ COMM = PETSc.COMM_WORLD
 MG = "-ksp_type cg -pc_type mg"  # plugin.flow.pressure_multigrid's levels
 VARIANTS = {
     "cg + mg": MG,
-    "cg + mg, every level on the GPU": MG + " -mg_host_cells 0",
-    "cg + mg, levels <= 300k cells on the host": MG + " -mg_host_cells 300000",
     "cg + mg, cheby(1)": MG + " -mg_levels_ksp_max_it 1",
     "cg + mg, cheby(3)": MG + " -mg_levels_ksp_max_it 3",
     "cg + mg, W-cycle": MG + " -pc_mg_cycle_type w",
 }
+AIJ_VARIANTS = {"cg + gamg": "-ksp_type cg -pc_type gamg"}  # gamg needs an AIJ pressure matrix
 
 
 def set_options(prefix, text):
@@ -77,7 +76,6 @@ def main():
     parser.add_argument("--variant", action="append", help="name=options")
     parser.add_argument("--json")
     args = parser.parse_args(ARGS)
-    variants = dict(v.split("=", 1) for v in args.variant) if args.variant else VARIANTS
     n = args.size
     da = PETSc.DMDA().create(dim=3, sizes=(n, n, n), stencil_width=1, setup=False)
     da.setMatType("gpusell")
@@ -86,6 +84,11 @@ def main():
     solver = FlowSolver(da, (1.0, 1.0, 2.0), 1.0 / args.re, wall_velocity, defaults={"flow_t_end": 1e9})
     state = solver.initial_state()
     rows = []
+    if args.variant:
+        variants = dict(v.split("=", 1) for v in args.variant)
+    else:
+        aij = "gpusell" not in solver.matrices.poisson.getType()
+        variants = {**VARIANTS, **(AIJ_VARIANTS if aij else {})}
 
     def save(quiet):
         if COMM.getRank() == 0:

@@ -202,9 +202,8 @@ def test_pressure_multigrid_levels_are_rediscretized(capfd):
     (mg_u, mg_its, pc), (ainv_u, ainv_its, _) = runs
     assert pc.getMGLevels() == 4  # 24 x 16 -> 12 x 8 -> 6 x 4 -> 3 x 2
     assert [pc.getMGSmoother(level).getOperators()[0].getSize()[0] for level in (1, 2, 3)] == [24, 96, 384]
-    # Below -pressure_mg_host_cells (default 32768) the levels are host AIJ.
-    assert [pc.getMGSmoother(level).getOperators()[0].getType() for level in (1, 2, 3)] == \
-        ["seqaij", "seqaij", "seqaijgpusell"]
+    assert [pc.getMGSmoother(level).getOperators()[0].getType() for level in (1, 2, 3)] == ["seqaijgpusell"] * 3
+    assert pc.getMGCoarseSolve().getOperators()[0].getType() == "seqaij"
     assert pc.getMGCoarseSolve().getPC().getType() == "svd"
     numpy.testing.assert_allclose(mg_u, ainv_u, rtol=0, atol=1e-9)
     assert mg_its < ainv_its / 4

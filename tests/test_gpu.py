@@ -262,11 +262,9 @@ def _cavity_steps(backend, diffusion, **extra_options):
 
 
 def test_pressure_multigrid_keeps_its_levels_on_the_gpu():
-    """-pressure_pc_type mg on the gpusell pressure matrix: with no levels
-    asked on the host, every level but the coarsest (SVD on the host)
-    multiplies on the GPU, on CUDA vectors."""
-    solver, _, on_gpu = _cavity_steps("cupy", "explicit", pressure_ksp_type="cg", pressure_pc_type="mg",
-                                      pressure_mg_host_cells=0)
+    """-pressure_pc_type mg on the gpusell pressure matrix: every level but the
+    coarsest (SVD on the host) multiplies on the GPU, on CUDA vectors."""
+    solver, _, on_gpu = _cavity_steps("cupy", "explicit", pressure_ksp_type="cg", pressure_pc_type="mg")
     pc = solver.pressure_ksp.getPC()
     assert pc.getMGLevels() == solver.multigrid.depth == 4  # 24 x 20 -> 12 x 10 -> 6 x 5 -> 3 x 5
     for level in range(1, 4):

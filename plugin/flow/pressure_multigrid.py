@@ -17,11 +17,10 @@ Here instead, as in cell-centred geometric multigrid codes:
 * each level's operator is the compact Laplacian of its own cells (7-point
   in 3D), not a Galerkin product, and has the pressure matrix's type.
 
-Levels of at most ``-<prefix>mg_host_cells`` cells, and always the coarsest
-(a few cells, singular like every level, solved by PCSVD), are AIJ on the
-host: there a GPU level would cost a few kernel launches per operation for
-little work. Each rank's part of the grid halves with it, so no level moves
-cells between ranks.
+The coarsest level (a few cells, singular like every level) is AIJ on the
+host, solved by PCSVD. Keeping more small levels on the host did not pay on
+the GPU (BENCHMARKS.md). Each rank's part of the grid halves with it, so no
+level moves cells between ranks.
 """
 
 import numpy
@@ -29,13 +28,12 @@ import scipy.sparse
 from petsc4py import PETSc
 
 from petsc_ext.matrices import aij_from_rows
-from petsc_ext.options import OptionError, OptionsReader
+from petsc_ext.options import OptionError
 
 from .geometry import BoxPartition, partition_geometry
 from .operators import compact_laplacian
 
 _THIN = 1.5  # axes whose cells are this close to the thinnest halve together
-HOST_CELLS = 32768  # default -<prefix>mg_host_cells
 
 
 def coarser(partition, lengths):
@@ -101,12 +99,10 @@ class PressureMultigrid:
 
     def attach(self, pc, mat_type):
         """Operators, interpolations and restrictions on every level of ``pc``
-        (a PCMG whose level count is set): of ``mat_type`` on the GPU levels,
-        AIJ on the host levels; the coarsest gets PCSVD, the others Jacobi
-        smoothing (options given to ``pc`` still override both)."""
+        (a PCMG whose level count is set), of ``mat_type`` but the coarsest,
+        which is AIJ and gets PCSVD; the others get Jacobi smoothing (options
+        given to ``pc`` still override both)."""
         prefix = pc.getOptionsPrefix() or ""
-        host_cells = OptionsReader(prefix, "Pressure multigrid", self.comm).int(
-            "mg_host_cells", HOST_CELLS, "levels of at most this many cells are AIJ on the host", low=0, high=2**62)
         levels = pc.getMGLevels()
         if levels > self.depth:
             raise OptionError(f"-{prefix}pc_mg_levels {levels}: this grid has {self.depth} levels (each rank's "
@@ -115,8 +111,7 @@ class PressureMultigrid:
         rank = self.comm.getRank()
         for level in range(1, levels):  # PCMG numbers the coarsest 0
             fine, coarse = self.grids[levels - 1 - level], self.grids[levels - level]
-            on_host = level == 1 or coarse.cell_ranges[-1] <= host_cells
-            kind = PETSc.Mat.Type.AIJ if on_host else mat_type
+            kind = PETSc.Mat.Type.AIJ if level == 1 else mat_type
             p = interpolation(fine, coarse, rank)
             interpolate = aij_from_rows(p.indptr, p.indices, p.data, coarse.count[rank].prod(), self.comm)
             restrict = interpolate.transpose(PETSc.Mat())
