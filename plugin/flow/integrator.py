@@ -11,6 +11,8 @@ One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step 
   u^{n+1}   = u^p + G q                          = u^p - dt G p
   u_s^{n+1} = w + Gs q                           eq. 2.9: Gamma u^{n+1} - dt (Gs p - Gamma G p)
 Then Ms u_s^{n+1} = Ms w - A q = 0 to the pressure solver's tolerance.
+With -flow_pressure_laplacian wide, L and Gs are Ms Gamma G and Gamma G
+(plugin.flow.matrices), so u_s^{n+1} = Gamma u^{n+1}.
 
 Everything is SpMV and vector updates on the arrays of the matrices' backend
 (CuPy on the GPU); a step moves only scalars between host and device, apart
@@ -138,18 +140,23 @@ class FractionalStep:
             with phase("Momentum"):
                 self._solve_momentum(u_p)
         with phase("Pressure"):
-            m.Gamma(u_p.ravel(), self.w)
-            q = self._solve_pressure(state, dt)
+            q = self._solve_pressure(u_p, lambda guess: self._pressure_guess(state, dt, guess))
         with phase("Correct"):
-            m.G(q, self.gradient.ravel())
-            u_new = u_p  # u^p is not needed after the correction
-            k.three_term(u_new.ravel(), 1.0, u_p.ravel(), 1.0, self.gradient.ravel(), 0.0, u_p.ravel())
             u_s = self._free(self._faces, state.u_s)
-            m.Gs(q, u_s, self.w)
+            self._correct(q, u_p, u_s)  # u^p becomes u^{n+1}
             p = self._free(self._pressure, state.p, state.p_old)
             xp.multiply(q, -1.0 / dt, out=p)
             restore_array(self.q, "r")
-        return FlowState(u_new, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
+        return FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
+
+    def project(self, state):
+        """Make a starting velocity discretely divergence-free in place (u, and
+        u_s with Ms u_s = 0) by the step's projection, from a zero guess: a
+        given field, even a divergence-free one, is not so on the grid."""
+        q = self._solve_pressure(state.u, lambda guess: guess.fill(0.0))
+        self._correct(q, state.u, state.u_s)
+        restore_array(self.q, "r")
+        state.u_old[...] = state.u
 
     def _solve_momentum(self, u_p):
         ksp, vec = self.momentum_ksp, self.matrices.vecs
@@ -164,25 +171,37 @@ class FractionalStep:
             _mark(x, "r")
             self.momentum_iterations += ksp.getIterationNumber()
 
-    def _solve_pressure(self, state, dt):
-        """q = -dt p^{n+1} from A q = Ms w, warm-started; returns q's array,
-        which stays taken until the step restores it. p^0 is no pressure of
-        the flow (zero, or a restart's), so the extrapolation waits for p^2."""
+    def _solve_pressure(self, u_p, start):
+        """q from A q = Ms Gamma u^p (w = Gamma u^p is kept for the correction),
+        starting from what ``start`` writes into q's array; returns that array,
+        which stays taken until the caller restores it."""
         n = self.cell_scratch.size
+        self.matrices.Gamma(u_p.ravel(), self.w)
         b = get_array(self.b, "w", n)
         self.matrices.Ms(self.w, b)
         restore_array(self.b, "w")
-        q = get_array(self.q, "w", n)
-        if self.extrapolate_pressure and state.step >= 2:
-            r = dt / state.dt_old
-            self.kernels.three_term(q, -dt * (1 + r), state.p, dt * r, state.p_old, 0.0, state.p)
-        else:
-            self.xp.multiply(state.p, -dt, out=q)
+        start(get_array(self.q, "w", n))
         restore_array(self.q, "w")
         self.pressure_ksp.solve(self.b, self.q)
         _check(self.pressure_ksp, "pressure")
         self.pressure_iterations = self.pressure_ksp.getIterationNumber()
         return get_array(self.q, "r", n)
+
+    def _pressure_guess(self, state, dt, q):
+        """q = -dt p^{n+1} guessed: p^n extrapolated linearly in time, or p^n.
+        p^0 is no pressure of the flow (zero, or a restart's), so the
+        extrapolation waits for p^2."""
+        if self.extrapolate_pressure and state.step >= 2:
+            r = dt / state.dt_old
+            self.kernels.three_term(q, -dt * (1 + r), state.p, dt * r, state.p_old, 0.0, state.p)
+        else:
+            self.xp.multiply(state.p, -dt, out=q)
+
+    def _correct(self, q, u, u_s):
+        """u += G q and u_s = w + Gs q: the projection's correction."""
+        self.matrices.G(q, self.gradient.ravel())
+        self.kernels.three_term(u.ravel(), 1.0, u.ravel(), 1.0, self.gradient.ravel(), 0.0, u.ravel())
+        self.matrices.Gs(q, u_s, self.w)
 
     # --- global quantities (each one reduction) ----------------------------------
 

@@ -7,6 +7,13 @@ gpusell matrix runs its kernels on them directly, any other type PETSc's
 MatMult on vectors wrapped over them, so ``-dm_mat_type aij`` runs the same
 loop with PETSc's own products (the CPU reference).
 
+The pressure Laplacian is the compact L of seed 000 (eq. 1.7), or with
+``wide`` the literal product M Omega^-1 M^T = -Ms Gamma G of the collocated
+scheme, with Gs replaced by Gamma G: the projection is then exact on the cell
+velocities and conserves their kinetic energy (the compact L dissipates
+O(dt h^2) of it, Trias et al. JCP 258, 2014), at the price of a wider stencil
+and pressure modes that G does not see (checkerboards).
+
 The convective matrix C shares L's pattern; its values change every step.
 E, the constant matrix E_C with each row moved to where C stores that value
 (seed 000, eq. 2.14: the position in the SELL value array), refreshes them
@@ -28,7 +35,7 @@ class FlowMatrices:
     diffusion: D, or D/2 with Crank-Nicolson), ``flux_rate`` and ``E``, each
     called as ``product(x, y)`` for y = A x or ``product(x, y, z)`` for A x + z."""
 
-    def __init__(self, ops, comm, mat_type, implicit_diffusion=False):
+    def __init__(self, ops, comm, mat_type, implicit_diffusion=False, pressure_laplacian="compact"):
         g = ops.geometry
         self.ops, self.comm, self.mat_type = ops, comm, mat_type
         n, faces, dim = g.num_cells, g.num_faces, g.dim
@@ -38,13 +45,17 @@ class FlowMatrices:
             mat.setName(name)
             return mat
 
-        self.poisson = build(-ops.L, n, "-L (pressure)", prefix="pressure_")
+        if pressure_laplacian == "wide":
+            laplacian, face_gradient = self._wide_laplacian(ops, comm)
+        else:
+            laplacian, face_gradient = ops.L, ops.Gs
+        self.poisson = build(-laplacian, n, "-L (pressure)", prefix="pressure_")
         self.xp = array_module_of(self.poisson.createVecRight())
         self.vecs = ArrayVecs(comm)
         self.mats = {
             "Ms": build(ops.Ms, faces, "Ms"),
             "Gamma": build(ops.Gamma, dim * n, "Gamma"),
-            "Gs": build(ops.Gs, n, "Gs"),
+            "Gs": build(face_gradient, n, "Gs"),
             "G": build(ops.G, n, "G"),
             "K": build(ops.D * 0.5 if implicit_diffusion else ops.D, n, "D/2" if implicit_diffusion else "D"),
             "flux_rate": build(ops.flux_rate, faces, "flux rate"),
@@ -60,6 +71,27 @@ class FlowMatrices:
         for name, mat in self.mats.items():
             setattr(self, name, matrix_product(mat, self.xp, self.vecs))
         self.momentum = self._momentum() if implicit_diffusion else None
+
+    @staticmethod
+    def _wide_laplacian(ops, comm):
+        """Ms Gamma G and Gamma G (the rank's rows, scipy CSR with global
+        columns), multiplied by PETSc: their rows need other ranks' rows."""
+        g, dim = ops.geometry, ops.dim
+
+        def aij(csr, local_columns):
+            return aij_from_rows(csr.indptr, csr.indices, csr.data, local_columns, comm)
+
+        Ms, Gamma, G = aij(ops.Ms, g.num_faces), aij(ops.Gamma, dim * g.num_cells), aij(ops.G, g.num_cells)
+        face_gradient = Gamma.matMult(G)
+        laplacian = Ms.matMult(face_gradient)
+        products = []
+        for mat in (laplacian, face_gradient):
+            indptr, indices, data = mat.getValuesCSR()
+            products.append(scipy.sparse.csr_matrix((data, indices, indptr), shape=(mat.getLocalSize()[0],
+                                                                                      mat.getSize()[1])))
+        for mat in (Ms, Gamma, G, face_gradient, laplacian):
+            mat.destroy()
+        return products
 
     def refresh_convection(self, u_s):
         """C's values from the face velocities: Val(C) = E_C u_s (eq. 2.10)."""
