@@ -3,7 +3,7 @@ and cuSPARSE's bsrilu02 + bsrsv2: setup, one apply, time per level.
 
     python benchmarks/bilu.py --sizes 14 19 24 29 64 128 --bs 6 --json bilu.json
 
-The systems are seed 001's INCOMP3D-like 7-point block matrices on N^3 grids
+The systems are Luo et al. 2015's INCOMP3D-like 7-point block matrices on N^3 grids
 (gpu_mats.stencils.block_stencil) with the grid's i+j+k levels. An apply is
 both sweeps; each GPU schedule is timed by the wall clock (median of
 batches, closed by a device synchronize), so per-level launches pay their
@@ -24,7 +24,7 @@ from petsc4py import PETSc  # noqa: E402
 
 import harness  # noqa: E402
 from gpu_mats.block_ilu import BlockILU, grid_levels  # noqa: E402
-from gpu_mats.stencils import block_stencil  # noqa: E402
+from stencils import block_stencil  # noqa: E402
 from petsc_ext.matrices import baij_from_bsr  # noqa: E402
 
 SCHEDULES = ("launch", "graph", "persistent")

@@ -11,14 +11,29 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import time
 
 import numpy
+
+# The test matrices (stencils) live with the tests.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests"))
 
 try:
     import cupy
 except ImportError:  # on a machine without CuPy: host timers only (for trying scripts out)
     cupy = None
+
+
+def mesh_laplacian(path):
+    """CSR arrays of the SPD Neumann Laplacian -L of a tetrahedral mesh file (meshio)."""
+    import meshio
+
+    from plugin.flow.operators import compact_laplacian
+    from plugin.fv_geometry import TetGeometry
+
+    L = -compact_laplacian(TetGeometry.from_meshio(meshio.read(path)).finite_volume())
+    return L.indptr, L.indices, L.data
 
 
 def sync():

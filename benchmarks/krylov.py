@@ -25,9 +25,9 @@ from petsc4py import PETSc  # noqa: E402
 
 import harness  # noqa: E402
 import plugin  # noqa: E402,F401
-from gpu_mats.stencils import stencil_csr  # noqa: E402
+from stencils import stencil_csr  # noqa: E402
 from petsc_ext.matrices import aij_from_csr  # noqa: E402
-from petsc_ext.options import options_set  # noqa: E402
+from petsc_ext.options import option_defaults  # noqa: E402
 
 COMM = PETSc.COMM_WORLD
 METHODS = {"cg": {"ksp_type": "cg"}, "pipecg": {"ksp_type": "pipecg"}}
@@ -51,7 +51,7 @@ def run(A, options, repeats):
     ksp.setOptionsPrefix("kry_")
     ksp.setOperators(A)
     ksp.setTolerances(rtol=1e-8, max_it=5000)
-    with options_set("kry_", options):
+    with option_defaults("kry_", options):
         ksp.setFromOptions()
     b, x = A.createVecs()
     b.set(1.0)

@@ -25,9 +25,9 @@ from petsc4py import PETSc  # noqa: E402
 
 import harness  # noqa: E402
 import plugin  # noqa: E402,F401
-from gpu_mats.stencils import laplacian  # noqa: E402
+from stencils import laplacian  # noqa: E402
 from petsc_ext.matrices import aij_from_csr  # noqa: E402
-from petsc_ext.options import options_set  # noqa: E402
+from petsc_ext.options import option_defaults  # noqa: E402
 
 SELF = PETSc.COMM_SELF
 GPU_AIJ = "aijcusparse" if PETSc.Sys.hasExternalPackage("cuda") else "aij"
@@ -54,7 +54,7 @@ def run(csr, n, method, repeats, nullspace=False, rhs=None):
     ksp.setOperators(A)
     ksp.setType("cg")
     ksp.setTolerances(rtol=1e-8, max_it=5000)
-    with options_set("bench_", options):
+    with option_defaults("bench_", options):
         ksp.setFromOptions()
     b, x = A.createVecs()
     if rhs is None:
@@ -84,11 +84,7 @@ def problems(args):
     for n in args.sizes:
         yield f"7-point {n}^3 Dirichlet", laplacian(n), n**3, False, None
     if args.mesh:
-        import meshio
-
-        from plugin.fv_geometry import TetGeometry, two_point_laplacian
-
-        csr = two_point_laplacian(TetGeometry.from_meshio(meshio.read(args.mesh)))
+        csr = harness.mesh_laplacian(args.mesh)
         rows = csr[0].size - 1
         rhs = numpy.random.default_rng(0).standard_normal(rows)
         yield "tet sphere Neumann", csr, rows, True, rhs - rhs.mean()

@@ -25,7 +25,8 @@ from petsc4py import PETSc  # noqa: E402
 
 import harness  # noqa: E402
 import plugin  # noqa: E402,F401
-from flow import wall_velocity  # noqa: E402
+from flow import LID  # noqa: E402
+from petsc_ext.options import option_defaults  # noqa: E402
 from plugin.flow.solver import FlowSolver  # noqa: E402
 
 COMM = PETSc.COMM_WORLD
@@ -81,7 +82,8 @@ def main():
     da.setMatType("gpusell")
     da.setFromOptions()
     da.setUp()
-    solver = FlowSolver(da, (1.0, 1.0, 2.0), 1.0 / args.re, wall_velocity, defaults={"flow_t_end": 1e9})
+    with option_defaults("", {"flow_t_end": 1e9}):
+        solver = FlowSolver.from_dmda(da, (1.0, 1.0, 2.0), 1.0 / args.re, LID)
     state = solver.initial_state()
     rows = []
     if args.variant:

@@ -28,8 +28,8 @@ from petsc4py import PETSc  # noqa: E402
 import harness  # noqa: E402
 import plugin  # noqa: E402,F401
 from gpu_mats import SellMatrix, spmv  # noqa: E402
-from gpu_mats.kernels import cuda as cuda_kernels  # noqa: E402
-from gpu_mats.stencils import laplacian  # noqa: E402
+from gpu_mats.kernels.sell import cuda as cuda_kernels  # noqa: E402
+from stencils import laplacian  # noqa: E402
 from petsc_ext import gpusell, libpetsc  # noqa: E402
 from petsc_ext.arrays import get_array, restore_array  # noqa: E402
 from petsc_ext.matrices import aij_from_csr  # noqa: E402
@@ -43,11 +43,7 @@ def test_matrices(args):
     if args.stencil27:
         yield f"27-point {args.stencil27}^3", laplacian(args.stencil27, 27)
     if args.mesh:
-        import meshio
-
-        from plugin.fv_geometry import TetGeometry, two_point_laplacian
-
-        yield f"tet sphere ({args.mesh.rsplit('/', 1)[-1]})", two_point_laplacian(TetGeometry.from_meshio(meshio.read(args.mesh)))
+        yield f"tet sphere ({args.mesh.rsplit('/', 1)[-1]})", harness.mesh_laplacian(args.mesh)
 
 
 def sellcuda(csr, n):

@@ -2,7 +2,7 @@
 
 2D (default): the unit square, lid y = 1 moving with u = 1, run to a steady
 state and compared with Ghia, Ghia and Shin (1982) at Re = 100, 400, 1000.
-3D (-flow_dim 3): seed 003's case, the box (0,1) x (0,1) x (-1,1) whose face
+3D (-flow_dim 3): Vianello 2020's case, the box (0,1) x (0,1) x (-1,1) whose face
 x = 1 slides with velocity (0, 1, 0), run to -flow_t_end; profiles in the
 mid-plane z = 0.
 
@@ -23,22 +23,22 @@ import petsc4py
 
 petsc4py.init(sys.argv)
 
-import numpy  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, ainv, cacg)
-from petsc_ext.options import OptionsReader  # noqa: E402
+from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
 from plugin.flow import ghia, output  # noqa: E402
-from plugin.flow.geometry import dmda_partition  # noqa: E402
+from plugin.flow.boundary import Wall  # noqa: E402
+from plugin.flow.box import dmda_partition  # noqa: E402
 from plugin.flow.solver import FlowBlowUp, FlowSolver  # noqa: E402
 
-LID = {2: (3, (1.0, 0.0)), 3: (1, (0.0, 1.0, 0.0))}  # moving side and its velocity
+LID = {2: {"ymax": Wall((1.0, 0.0))}, 3: {"xmax": Wall((0.0, 1.0, 0.0))}}  # the moving side
 LENGTHS = {2: (1.0, 1.0), 3: (1.0, 1.0, 2.0)}
 
 
 def main():
     reader = OptionsReader("", "Lid-driven cavity demo")
-    dim = reader.int("flow_dim", 2, "2: Ghia's square cavity; 3: seed 003's box", low=2, high=3)
+    dim = reader.int("flow_dim", 2, "2: Ghia's square cavity; 3: Vianello 2020's box", low=2, high=3)
     re = reader.real("flow_re", 100.0 if dim == 2 else 1000.0, "Reynolds number (lid speed and size 1)", low=1e-12)
     directory = reader.string("flow_output_dir", "", "directory for profiles, fields and plot (none: no files)")
     if dim == 2 and PETSc.Options().hasName("da_grid_z"):
@@ -48,17 +48,13 @@ def main():
     da.setMatType("gpusell")
     da.setFromOptions()
     da.setUp()
-    side, speed = LID[dim]
-
-    def wall_velocity(wall):
-        return numpy.array(speed) if wall == side else numpy.zeros(dim)
-
     # 2D runs to a steady state, where Crank-Nicolson diffusion lets dt follow the CFL limit alone
     defaults = ({"flow_t_end": 200.0, "flow_steady_tol": 1e-5, "flow_diffusion": "implicit"} if dim == 2
                 else {"flow_t_end": 8.0})
     if directory:
         defaults["flow_checkpoint_file"] = os.path.join(directory, "flow_checkpoint.npz")
-    solver = FlowSolver(da, LENGTHS[dim], nu=1.0 / re, wall_velocity=wall_velocity, defaults=defaults)
+    with option_defaults(da.getOptionsPrefix(), defaults):
+        solver = FlowSolver.from_dmda(da, LENGTHS[dim], nu=1.0 / re, boundary_conditions=LID[dim])
     cells = "x".join(str(n) for n in da.getSizes())
     PETSc.Sys.Print(f"cavity: {dim}D, Re = {re:g}, {cells} cells on {da.getComm().getSize()} ranks, matrices "
                     f"{solver.matrices.poisson.getType()}, pressure {solver.pressure_ksp.getType()} + "
@@ -75,12 +71,12 @@ def main():
     u = output.natural_field(comm, partition, solver.xp, state.u)
     p = output.natural_field(comm, partition, solver.xp, state.p)
     if comm.Get_rank() == 0:
-        report(dim, re, u, p, wall_velocity, directory, state)
+        report(dim, re, u, p, solver.boundary_conditions, directory, state)
     return 0
 
 
-def report(dim, re, u, p, wall_velocity, directory, state):
-    profiles = output.centerlines(u, LENGTHS[dim], wall_velocity)
+def report(dim, re, u, p, walls, directory, state):
+    profiles = output.centerlines(u, LENGTHS[dim], walls)
     reference = None
     if dim == 2 and int(re) in ghia.U and re == int(re):
         (y, uy), (x, vx) = profiles
@@ -91,7 +87,7 @@ def report(dim, re, u, p, wall_velocity, directory, state):
         return
     os.makedirs(directory, exist_ok=True)
     written = output.write_centerlines(directory, profiles)
-    origin = (0.0, 0.0) if dim == 2 else (0.0, 0.0, -1.0)  # seed 003's box is (0,1) x (0,1) x (-1,1)
+    origin = (0.0, 0.0) if dim == 2 else (0.0, 0.0, -1.0)  # Vianello 2020's box is (0,1) x (0,1) x (-1,1)
     written.append(output.write_xdmf(os.path.join(directory, "cavity.xdmf"), u, p, LENGTHS[dim], origin))
     title = f"{dim}D lid-driven cavity, Re = {re:g}, {'x'.join(map(str, u.shape[1:][::-1]))} cells, t = {state.t:.4g}"
     written.append(output.plot_centerlines(os.path.join(directory, "centerlines.png"), profiles, title, reference))

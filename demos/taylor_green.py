@@ -43,7 +43,7 @@ def errors(n, nu):
     da.setMatType("gpusell")
     da.setFromOptions()
     da.setUp()
-    solver = FlowSolver(da, LENGTHS, nu)
+    solver = FlowSolver.from_dmda(da, LENGTHS, nu)
     g = solver.geometry
     x, y = g.centroids.T
     state = solver.run(solver.initial_state(exact(x, y, 0.0, nu)[0]))

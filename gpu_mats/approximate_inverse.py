@@ -1,6 +1,6 @@
 """Sparse approximate inverses, set up and applied where the matrix lives.
 
-* ``FactoredInverse`` (FSAI; Chow & Saad; seed 000, section 1.6): A^-1 ~ G^T G
+* ``FactoredInverse`` (FSAI; Chow & Saad 1997; Oyarzún 2015, section 1.6): A^-1 ~ G^T G
   with G lower triangular on the lower pattern of A^k (A with small entries
   dropped first). Row i of G solves A[P_i, P_i] g = e_i on its pattern P_i and
   is scaled by 1/sqrt(g_ii), so that diag(G A G^T) = 1. For SPD matrices.

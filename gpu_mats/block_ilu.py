@@ -1,4 +1,5 @@
-"""Block ILU(0) run level by level: the wavefront preconditioner of seed 001.
+"""Block ILU(0) run level by level: the wavefront preconditioner of
+Luo et al. 2015 (docs/references.md).
 
 The arithmetic is the ILU(0) of the natural ordering (zero fill, L unit
 lower, the diagonal blocks of U stored as their inverses). Level scheduling
@@ -8,15 +9,16 @@ of one level are independent in the factorization and in both sweeps.
 
 The factors are stored with the rows regrouped by level (a level's blocks are
 contiguous, for coalesced reads) and the vectors stay in the natural order.
-The work itself is in gpu_mats.kernels.bilu_cuda (one CUDA thread per row in
-the factorization, one per row component in the sweeps) and in
-gpu_mats.kernels.bilu_host (the same operations, vectorised across the rows
-of a level with NumPy).
+The work itself is in the kernel family gpu_mats.kernels.block_ilu (one
+CUDA thread per row in the factorization, one per row component in the
+sweeps; the same operations vectorised across the rows of a level with
+NumPy).
 """
 
 import numpy
 
 from .backend import to_host
+from .kernels import family
 
 PIVOT_TOLERANCE = 1e-14  # a pivot below this times its block's largest entry: singular
 PERSISTENT_MAX_BLOCK_SIZE = 32  # the persistent sweeps put each row's bs lanes in one warp
@@ -54,7 +56,7 @@ def graph_levels(indptr, indices):
 
 def grid_levels(shape):
     """Levels i + j + k of the cells of a structured grid numbered with i
-    fastest: the hyperplanes of seed 001, valid for star stencils."""
+    fastest: the hyperplanes of Luo et al. 2015, valid for star stencils."""
     grids = numpy.meshgrid(*(numpy.arange(n) for n in shape), indexing="ij")
     return sum(grids).ravel(order="F")
 
@@ -81,7 +83,7 @@ class BlockILU:
         self.xp, self.block_size = xp, blocks.shape[1]
         self.num_rows = indptr.size - 1
         self._structure(indptr, indices, levels)
-        self.kernels = _kernels(xp)
+        self.kernels = family("block_ilu", xp)
         self.schedule = schedule
         self.factor(blocks)
 
@@ -163,11 +165,3 @@ class BlockILU:
         """x = (LU)^-1 b; flat arrays of num_rows * block_size entries (x may be b)."""
         self.kernels.solve(self, b, x, self.schedule)
         return x
-
-
-def _kernels(xp):
-    if xp is numpy:
-        from .kernels import bilu_host as module
-    else:
-        from .kernels import bilu_cuda as module
-    return module

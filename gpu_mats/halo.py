@@ -2,7 +2,7 @@
 block on the columns other ranks own (its halo), numbered compactly.
 
 y = A_diag x_owned + A_offd x_halo is then two local SpMVs once the halo values
-have arrived (the MPIAIJ layout; seed 000, section 1.4).
+have arrived (the MPIAIJ layout; Oyarzún 2015, section 1.4).
 """
 
 from dataclasses import dataclass

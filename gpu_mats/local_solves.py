@@ -5,7 +5,7 @@ B[P_t, P_t] x_t = rhs_t by Cholesky. One CUDA thread per task on the GPU, the
 same algorithm vectorised across tasks with NumPy on the host.
 """
 
-from .ops import kernels_for
+from .kernels import family
 
 MAX_PATTERN = 64  # longest index set per task (the CUDA kernel's largest local array)
 
@@ -32,7 +32,7 @@ def solve_local_systems(B, pattern, rhs, xp):
     if longest > MAX_PATTERN:
         task = int(xp.argmax(lengths))
         raise ValueError(f"task {task} has an index set of {longest} entries; at most {MAX_PATTERN} are supported")
-    x, info = kernels_for(xp).local_cholesky_solve(
+    x, info = family("local_solves", xp).local_cholesky_solve(
         p_ptr, p_cols, b_ptr.astype(xp.int64), b_cols.astype(xp.int32), b_vals.astype(xp.float64),
         xp.asarray(rhs, dtype=xp.float64))
     failed = xp.flatnonzero(info)

@@ -3,22 +3,8 @@ NumPy kernel according to where the matrix lives."""
 
 import numpy
 
+from .kernels import family
 from .sell import SellMatrix
-
-
-_kernels = {}
-
-
-def kernels_for(xp):
-    """The kernel module (CUDA or NumPy) for array module ``xp``."""
-    module = _kernels.get(xp)
-    if module is None:
-        if xp is numpy:
-            from .kernels import host as module
-        else:
-            from .kernels import cuda as module
-        _kernels[xp] = module
-    return module
 
 
 def _check_block(A, name, v, length):
@@ -38,17 +24,24 @@ def spmv(A: SellMatrix, x, y, *, alpha=1.0, beta=0.0, z=None):
     """y = alpha A x + beta z (z defaults to y; beta = 0 never reads it).
 
     x, y, z are vectors, or (k, n) blocks of k vectors that share one pass over
-    the matrix (the generalized SpMV of seed 000, section 1.2).
+    the matrix (the generalized SpMV of Oyarzún 2015, section 1.2).
     """
-    nrows, ncols = A.shape
     z = y if z is None else z
+    check_product(A, x, y, z)
+    family("sell", A.xp).spmv(A, x, y, z, alpha, beta)
+    return y
+
+
+def check_product(A: SellMatrix, x, y, z):
+    """The checks of ``spmv``: x, y, z float64 vectors or blocks of A's sizes,
+    in A's memory. A caller whose arrays are checked already (PETSc vectors of
+    the matrix's sizes) runs the family's kernel directly."""
+    nrows, ncols = A.shape
     _check_block(A, "x", x, ncols)
     _check_block(A, "y", y, nrows)
     _check_block(A, "z", z, nrows)
     if not (x.ndim == y.ndim == z.ndim and x.shape[:-1] == y.shape[:-1] == z.shape[:-1]):
         raise ValueError(f"x, y, z must hold the same number of vectors, got shapes {x.shape}, {y.shape}, {z.shape}")
-    kernels_for(A.xp).spmv(A, x, y, z, alpha, beta)
-    return y
 
 
 def diagonal(A: SellMatrix, out=None):
@@ -58,12 +51,11 @@ def diagonal(A: SellMatrix, out=None):
     _check_block(A, "out", out, A.shape[0])
     if out.ndim != 1:
         raise ValueError(f"out must be a vector, got shape {out.shape}")
-    kernels_for(A.xp).diagonal(A, out)
+    family("sell", A.xp).diagonal(A, out)
     return out
 
 
 def forget(A: SellMatrix):
     """Drop what the CUDA kernels cached about A (launch arguments hold its
     arrays): needed after A's arrays are replaced."""
-    if A.xp is not numpy:
-        kernels_for(A.xp).forget(A)
+    family("sell", A.xp).forget(A)

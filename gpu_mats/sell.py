@@ -1,4 +1,5 @@
-"""SELL-C-sigma, the sliced ELLPACK format of seed 000 (section 1.3).
+"""SELL-C-sigma, the sliced ELLPACK format of Oyarzún 2015
+(section 1.3; docs/references.md).
 
 Rows are cut into slices of C rows; each slice is padded to its longest row
 and stored column-major, so entry k of the C rows of a slice is contiguous and

@@ -66,11 +66,21 @@ def get_array(vec, mode, length=None):
     return view
 
 
-def array_module_of(vec):
-    """numpy or cupy: where the values of ``vec`` live now (host or device vector)."""
-    lp.check(lp.VecGetArrayReadAndMemType(_handle(vec), _ADDRESS, _MEMTYPE))
-    lp.check(lp.VecRestoreArrayReadAndMemType(_handle(vec), None))
-    return _module(_memtype.value != lp.PETSC_MEMTYPE_HOST)
+def module_for_vec_type(vec_type):
+    """numpy or cupy: where vectors of PETSc type ``vec_type`` keep their values."""
+    if "cuda" in vec_type:
+        return _module(True)
+    if vec_type in _HOST_VEC_TYPES:
+        return numpy
+    raise TypeError(f"petsc-gpu-fv works on host vectors or CUDA vectors, not on vectors of type {vec_type}")
+
+
+_HOST_VEC_TYPES = ("seq", "mpi", "standard", "shared")
+
+
+def matrix_array_module(mat):
+    """numpy or cupy: where the vectors of ``mat`` (MatCreateVecs) keep their values."""
+    return module_for_vec_type(mat.getVecType())
 
 
 def restore_array(vec, mode):

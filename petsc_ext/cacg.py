@@ -1,6 +1,7 @@
 """``-ksp_type cacg``: communication-avoiding (s-step) conjugate gradients.
 
-P-CBCG of seed 004 (Algorithm 2, line 14 with the corrected minus sign): every
+P-CBCG of Tsuji, Idomura et al. (docs/references.md: Algorithm 2, line 14 with
+the corrected minus sign): every
 outer iteration advances s CG iterations with exactly two global reductions,
 one for Q^T A Q, Q^T r and ||r||^2, one for Q^T A S and r^T M^-1 r, where CG
 needs two or three per iteration. The preconditioner enters through the basis
@@ -31,12 +32,14 @@ from petsc4py import PETSc
 from gpu_mats.krylov import BASES, GramBreakdown, SStepBlocks, basis_recurrence, leading_solutions, spd_solve
 
 from .array_operators import matrix_product, preconditioner
-from .arrays import array_module_of, get_array, restore_array, vec_over
-from .callbacks import petsc_method
-from .options import OptionsReader
+from .arrays import get_array, restore_array, vec_over
+from .options import Option
+from .python_type import PythonKSP
 
 EIG_METHODS = ("cg", "power")
-_EVENTS = {name: PETSc.Log.Event(f"CACG{name}") for name in ("Basis", "Gram", "Eigen")}
+EIG_STEPS = {"cg": 20, "power": 100}  # default iterations of each eigenvalue estimate
+# A change of these makes the eigenvalue bounds and the basis stale.
+_BASIS_OPTIONS = {"s", "basis", "eig_method", "eig_steps", "safety"}
 Reason = PETSc.KSP.ConvergedReason
 _BREAKDOWN_REASONS = {"nonfinite": Reason.DIVERGED_NANORINF, "indefinite": Reason.DIVERGED_INDEFINITE_MAT,
                       "dependent": Reason.DIVERGED_BREAKDOWN}
@@ -79,7 +82,7 @@ class _BasisGraphs:
         self._key, self._graphs, self._warm = None, {}, set()
 
     def build(self, blocks, multiply, precondition, coefficients):
-        from gpu_mats.kernels import cuda
+        from gpu_mats.kernels import cuda_graphs as cuda
 
         key = (multiply.graph_key, precondition.graph_key, tuple(coefficients))
         if not _same(key, self._key):
@@ -103,62 +106,63 @@ def _same(a, b):
     return a is b or (isinstance(a, (int, float, str)) and a == b)
 
 
-class CommunicationAvoidingCG:
+class CommunicationAvoidingCG(PythonKSP):
     """The context of a KSP of type cacg (petsc4py's Python KSP protocol)."""
 
+    TYPE, TITLE, EVENTS = "cacg", "Communication-avoiding CG (cacg)", ("Basis", "Gram", "Eigen")
+    OPTIONS = (
+        Option("ksp_cacg_s", "s", 8, "CG iterations per block of two global reductions", low=1, high=16,
+               view="s = {}"),
+        Option("ksp_cacg_basis", "basis", "chebyshev", "polynomial basis of the s-step block (newton: "
+               "Leja-ordered shifts)", choices=BASES, view="basis {}"),
+        Option("ksp_cacg_eig_method", "eig_method", "cg", "eigenvalue bounds of M^-1 A at set-up, from CG "
+               "(Ritz values) or a power method; reused by every solve with the same operators",
+               choices=EIG_METHODS),
+        Option("ksp_cacg_eig_steps", "eig_steps", EIG_STEPS["cg"], "iterations of the eigenvalue estimate "
+               f"(default {EIG_STEPS['power']} with power)", low=2, high=1000),
+        Option("ksp_cacg_eig_safety", "safety", 1.0, "widening factor of the eigenvalue interval", low=1.0,
+               high=10.0),
+        Option("ksp_cacg_replace", "replace_every", 0, "replace r by b - Ax every k blocks (0: only to confirm "
+               "convergence, which is always done)", low=0, high=10**6),
+        Option("ksp_cacg_graph", "use_graphs", True, "replay the basis build of each block (s SpMVs with their "
+               "halo exchanges, preconditioner, recurrence) as a CUDA graph where its operators allow: gpusell, "
+               "jacobi/none or ainv fsai/spai; NCCL halos"),
+    )
+
     def __init__(self):
-        self.s, self.basis, self.eig_method, self.eig_steps = 8, "chebyshev", "cg", 20
-        self.safety, self.replace_every, self.use_graphs = 1.0, 0, True
-        self.bounds, self.coefficients, self.xp = None, None, None
+        super().__init__()
+        self.bounds, self.coefficients = None, None
         self.reductions, self.total_reductions, self.blocks_done, self.failure = 0, 0, 0, ""
         self._work, self.basis_runs = None, "not built yet"
 
     def create(self, ksp):
         ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
 
-    @petsc_method("KSPSetFromOptions_CACG")
-    def setFromOptions(self, ksp):
-        reader = OptionsReader(ksp.getOptionsPrefix(), "Communication-avoiding CG (cacg)", ksp.getComm())
-        s = reader.int("ksp_cacg_s", self.s, "CG iterations per block of two global reductions", low=1, high=16)
-        basis = reader.choice("ksp_cacg_basis", self.basis, BASES, "polynomial basis of the s-step block")
-        method = reader.choice("ksp_cacg_eig_method", self.eig_method, EIG_METHODS,
-                               "eigenvalue bounds of M^-1 A from CG (Ritz values) or a power method")
-        steps = reader.int("ksp_cacg_eig_steps", self.eig_steps if method == self.eig_method else
-                           (20 if method == "cg" else 100), "iterations of the eigenvalue estimate", low=2, high=1000)
-        safety = reader.real("ksp_cacg_eig_safety", self.safety, "widening factor of the eigenvalue interval",
-                             low=1.0, high=10.0)
-        self.replace_every = reader.int("ksp_cacg_replace", self.replace_every,
-                                        "replace r by b - Ax every k blocks (0: only to confirm convergence)",
-                                        low=0, high=10**6)
-        self.use_graphs = reader.bool("ksp_cacg_graph", self.use_graphs,
-                                      "replay the basis build of each block as a CUDA graph where its operators "
-                                      "allow (gpusell, jacobi, ainv fsai or spai; NCCL halos)")
-        if (s, basis, method, steps, safety) != (self.s, self.basis, self.eig_method, self.eig_steps, self.safety):
-            self.s, self.basis, self.eig_method, self.eig_steps, self.safety = s, basis, method, steps, safety
-            self.reset(ksp)
+    def option_default(self, option, chosen):
+        if option.attr == "eig_steps" and chosen["eig_method"] != self.eig_method:
+            return EIG_STEPS[chosen["eig_method"]]  # a new method brings its own default
+        return super().option_default(option, chosen)
 
-    @petsc_method("KSPSetUp_CACG")
-    def setUp(self, ksp):
-        A, _ = ksp.getOperators()
-        self.xp = array_module_of(A.createVecRight())
+    def options_changed(self, ksp, changed):
+        if changed & _BASIS_OPTIONS:
+            self.release()
+
+    def build(self, ksp):
         if self.basis == "monomial":
             self.bounds = None
         else:
-            _EVENTS["Eigen"].begin()
+            self.events["Eigen"].begin()
             try:
                 self.bounds = self._estimate_bounds(ksp)
             finally:
-                _EVENTS["Eigen"].end()
+                self.events["Eigen"].end()
         low, high = self.bounds or (0.0, 1.0)
         self.coefficients = basis_recurrence(self.basis, self.s, low, high)
 
-    def reset(self, ksp):
+    def release(self):
         if self._work is not None:
             self._work.destroy()
         self._work, self.bounds, self.coefficients = None, None, None
-
-    def destroy(self, ksp):
-        self.reset(ksp)
 
     def getReductionCount(self):
         """MPI_Allreduce calls of the last solve."""
@@ -168,36 +172,52 @@ class CommunicationAvoidingCG:
 
     def _estimate_bounds(self, ksp):
         A, P = ksp.getOperators()
-        pc = ksp.getPC()
         b, x = A.createVecs()
-        b.setRandom()
-        nullspace = A.getNullSpace()
-        if nullspace:  # a singular operator (a Neumann Laplacian): bounds of its nonzero spectrum
-            nullspace.remove(b)
-        steps = min(self.eig_steps, max(A.getSize()[0] - 1, 1))
-        if self.eig_method == "power":
-            w, z = b.duplicate(), b.duplicate()
-            b.scale(1.0 / b.norm())
-            high = 0.0
-            for _ in range(steps):
-                A.mult(b, w)
-                pc.apply(w, z)
-                high = z.norm()
-                z.copy(b)
-                b.scale(1.0 / high)
-            return 0.0, self.safety * high
+        try:
+            b.setRandom()
+            nullspace = A.getNullSpace()
+            if nullspace:  # a singular operator (a Neumann Laplacian): bounds of its nonzero spectrum
+                nullspace.remove(b)
+            steps = min(self.eig_steps, max(A.getSize()[0] - 1, 1))
+            if self.eig_method == "power":
+                return 0.0, self.safety * self._power_method(A, ksp.getPC(), b, x, steps)
+            ritz = self._ritz_values(ksp, A, P, b, x, steps)
+            return float(ritz.min()) / self.safety, float(ritz.max()) * self.safety
+        finally:
+            b.destroy()
+            x.destroy()
+
+    @staticmethod
+    def _power_method(A, pc, b, w, steps):
+        """The largest eigenvalue of M^-1 A from ``steps`` power iterations started at b."""
+        z = b.duplicate()
+        b.scale(1.0 / b.norm())
+        high = 0.0
+        for _ in range(steps):
+            A.mult(b, w)
+            pc.apply(w, z)
+            high = z.norm()
+            z.copy(b)
+            b.scale(1.0 / high)
+        z.destroy()
+        return high
+
+    @staticmethod
+    def _ritz_values(ksp, A, P, b, x, steps):
+        """Ritz values of M^-1 A from ``steps`` CG iterations on A x = b."""
         inner = PETSc.KSP().create(comm=ksp.getComm())
-        inner.setOptionsPrefix((ksp.getOptionsPrefix() or "") + "ksp_cacg_eig_")
-        inner.setType(PETSc.KSP.Type.CG)
-        inner.setOperators(A, P)
-        inner.setPC(pc)
-        inner.setComputeEigenvalues(True)
-        inner.setNormType(PETSc.KSP.NormType.NONE)
-        inner.setTolerances(max_it=steps)
-        inner.solve(b, x)
-        ritz = inner.computeEigenvalues().real
-        inner.destroy()
-        return float(ritz.min()) / self.safety, float(ritz.max()) * self.safety
+        try:
+            inner.setOptionsPrefix((ksp.getOptionsPrefix() or "") + "ksp_cacg_eig_")
+            inner.setType(PETSc.KSP.Type.CG)
+            inner.setOperators(A, P)
+            inner.setPC(ksp.getPC())
+            inner.setComputeEigenvalues(True)
+            inner.setNormType(PETSc.KSP.NormType.NONE)
+            inner.setTolerances(max_it=steps)
+            inner.solve(b, x)
+            return inner.computeEigenvalues().real
+        finally:
+            inner.destroy()
 
     # --- the solve -------------------------------------------------------------
 
@@ -218,7 +238,7 @@ class CommunicationAvoidingCG:
         return local
 
     def _build_basis(self, work, multiply, precondition):
-        _EVENTS["Basis"].begin()
+        self.events["Basis"].begin()
         capturable = multiply.graph_key is not None and precondition.graph_key is not None
         if self.use_graphs and work.graphs is not None and capturable:
             work.graphs.build(work.blocks, multiply, precondition, self.coefficients)
@@ -226,7 +246,7 @@ class CommunicationAvoidingCG:
         else:
             work.blocks.build_basis(multiply, precondition, self.coefficients)
             self.basis_runs = "kernel launches" if capturable else "PETSc MatMult/PCApply calls"
-        _EVENTS["Basis"].end()
+        self.events["Basis"].end()
 
     def _record(self, ksp, its, rnorm, blocks, x):
         """Monitors see the iterate in x, as in PETSc's own CG."""
@@ -238,7 +258,6 @@ class CommunicationAvoidingCG:
         ksp.logConvergenceHistory(rnorm)
         ksp.monitor(its, rnorm)
 
-    @petsc_method("KSPSolve_CACG")
     def solve(self, ksp, b, x):
         A, _ = ksp.getOperators()
         work = self._workspace(b)
@@ -274,9 +293,9 @@ class CommunicationAvoidingCG:
         blocks.adopt_basis()
         its = 0
         while True:
-            _EVENTS["Gram"].begin()
+            self.events["Gram"].begin()
             G, g, H, h, rr = blocks.unpack_gram(self._allreduce(comm, blocks.gram()))
-            _EVENTS["Gram"].end()
+            self.events["Gram"].end()
             rnorm = float(numpy.sqrt(rr)) if rr >= 0 else float("nan")
             reason = ksp.callConvergenceTest(its, rnorm)
             self._record(ksp, its, rnorm, blocks, x)
@@ -307,9 +326,9 @@ class CommunicationAvoidingCG:
             if self.replace_every and self.blocks_done % self.replace_every == 0:
                 true_residual()
             self._build_basis(work, multiply, precondition)
-            _EVENTS["Gram"].begin()
+            self.events["Gram"].begin()
             C, rz = blocks.unpack_cross(self._allreduce(comm, blocks.cross()))
-            _EVENTS["Gram"].end()
+            self.events["Gram"].end()
             if not rz > 0:
                 self.failure = f"r^T M^-1 r = {rz:g}: the preconditioner is not positive definite"
                 return Reason.DIVERGED_INDEFINITE_PC
@@ -322,11 +341,8 @@ class CommunicationAvoidingCG:
 
     # --- viewing -----------------------------------------------------------------
 
-    @petsc_method("KSPView_CACG")
-    def view(self, ksp, viewer):
-        if viewer.getType() != PETSc.Viewer.Type.ASCII:
-            return
-        lines = [f"cacg: s = {self.s}, basis {self.basis}, global reductions: 2 per block of s iterations"]
+    def describe(self, ksp):
+        lines = ["  global reductions: 2 per block of s iterations"]
         if self.basis != "monomial":
             bounds = ("not computed yet" if self.bounds is None else
                       f"[{self.bounds[0]:.6g}, {self.bounds[1]:.6g}]")
@@ -337,7 +353,4 @@ class CommunicationAvoidingCG:
                      f"({self.total_reductions} in all solves); basis built by {self.basis_runs}")
         if self.failure:
             lines.append(f"  stopped: {self.failure}")
-        viewer.addASCIITab(1)
-        for line in lines:
-            viewer.printfASCII(line + "\n")
-        viewer.subtractASCIITab(1)
+        return lines

@@ -54,18 +54,19 @@ def petsc_callback(fntype, name):
     return decorate
 
 
-def petsc_method(name):
-    """Decorator for a method of a petsc4py Python type (PC, KSP): errors reach PETSc's trace."""
+def petsc_method(name_of):
+    """Decorator for a method of a petsc4py Python type (PC, KSP): errors reach
+    PETSc's trace under the name ``name_of(self)`` gives ("PCSetUp_AINV")."""
 
     def decorate(fn):
         @functools.wraps(fn)
-        def call(*args):
+        def call(self, *args):
             try:
-                return fn(*args)
+                return fn(self, *args)
             except PETSc.Error:
                 raise
             except Exception as exc:
-                raise PETSc.Error(push_error(exc, name)) from exc
+                raise PETSc.Error(push_error(exc, name_of(self))) from exc
 
         return call
 

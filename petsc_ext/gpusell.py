@@ -10,9 +10,10 @@ host vectors. The SELL copy follows the AIJ values lazily: the first product
 after they changed refreshes the values in place when the nonzero pattern is
 the same, and rebuilds the copy otherwise.
 
-In parallel each rank keeps the MPIAIJ split (seed 000, section 1.4):
-y = A_d x + A_o x_halo, the halo gathered by a PETSc VecScatter that runs
-while the A_d product is computed.
+In parallel each rank keeps the MPIAIJ split (Oyarzún 2015, section 1.4):
+y = A_d x + A_o x_halo, the halo gathered by gpu_mats.exchange (NCCL between
+GPUs on a stream of its own, or MPI through host memory) while the A_d
+product is computed.
 """
 
 import atexit
@@ -21,7 +22,8 @@ import ctypes
 import numpy
 from petsc4py import PETSc
 
-from gpu_mats import DEFAULT_SIGMA, DEFAULT_SLICE_HEIGHT, VALUE_DTYPES, SellMatrix, diagonal, forget, spmv
+from gpu_mats import DEFAULT_SIGMA, DEFAULT_SLICE_HEIGHT, VALUE_DTYPES, SellMatrix, check_product, diagonal, forget
+from gpu_mats.kernels import family
 from gpu_mats.exchange import TRANSPORTS, NcclTransport, halo_plan, transport
 from gpu_mats.halo import split_rows
 from gpu_mats.sell import INT32_MAX
@@ -30,7 +32,7 @@ from . import libpetsc as lp
 from .arrays import get_array, restore_array
 from .callbacks import petsc_callback
 from .device import choose_backend
-from .options import OptionsReader
+from .options import Option, read_options
 
 TYPE, SEQ_TYPE, MPI_TYPE = "gpusell", "seqaijgpusell", "mpiaijgpusell"
 _AIJ_OF = {SEQ_TYPE: "seqaij", MPI_TYPE: "mpiaij"}
@@ -38,6 +40,16 @@ MAT_INPLACE_MATRIX, MAT_REUSE_MATRIX = 2, 1
 
 _EVENTS = {name: PETSc.Log.Event(f"GPUSELL{name}") for name in ("Build", "Mult", "MultTr", "Halo")}
 _contexts = {}  # Mat handle -> GpuSellMat
+OPTIONS = (
+    Option("mat_gpusell_slice_height", "slice_height", DEFAULT_SLICE_HEIGHT, "rows per slice C", low=1, high=1024),
+    Option("mat_gpusell_sigma", "sigma", DEFAULT_SIGMA, "sort rows by length within windows of sigma rows (1 keeps "
+           "the natural order, fastest in BENCHMARKS.md)", low=1, high=INT32_MAX),
+    Option("mat_gpusell_value_type", "value_type", "float64", "precision of the stored values (vectors stay "
+           "float64)", choices=tuple(VALUE_DTYPES)),
+    Option("mat_gpusell_halo", "halo_transport", "auto", "in parallel, the halo exchange: nccl between GPUs on a "
+           "stream of its own, overlapped with the owned-column product; mpi through host memory; auto: NCCL for "
+           "GPU data when CuPy has it (else MPI, with a notice)", choices=TRANSPORTS),
+)
 
 _ConvertFn = ctypes.CFUNCTYPE(ctypes.c_int, lp.c_ptr, lp.c_str, ctypes.c_int, lp.c_ptr)
 _DuplicateFn = ctypes.CFUNCTYPE(ctypes.c_int, lp.c_ptr, ctypes.c_int, lp.c_ptr)
@@ -73,15 +85,16 @@ class GpuSellMat:
         self.handle, self.parallel = handle, parallel
         self.xp = choose_backend()
         self.on_gpu = self.xp is not numpy
-        self.slice_height, self.sigma, self.value_type = DEFAULT_SLICE_HEIGHT, DEFAULT_SIGMA, "float64"
-        self.halo_transport = "auto"
+        self._kernels = family("sell", self.xp)
+        for option in OPTIONS:
+            setattr(self, option.attr, option.default)
         self.aij_ops = {op: lp.mat_operation(handle, op) for op in _HOOKS}
         self._state = self._nonzero_state = None
         self.local = self.offd = None  # SellMatrix blocks: own columns, halo columns
         self._transposes = None
         self._split = self._exchange = self._halo = None
         if self.on_gpu:
-            lp.check(lp.MatSetVecType(handle, b"cuda"))
+            lp.mat_from_handle(handle).setVecType(PETSc.Vec.Type.CUDA)
 
     # --- keeping the SELL copy current -------------------------------------
 
@@ -164,6 +177,7 @@ class GpuSellMat:
         their vectors as arrays (no PETSc dispatch, no array views to take).
         In serial x, y, z may be (k, n) blocks: one pass over the matrix."""
         self.update()
+        check_product(self.local, x, y, y if z is None else z)
         self._product(x, y, 0.0 if z is None else 1.0, z)
 
     def value_buffer(self):
@@ -173,7 +187,7 @@ class GpuSellMat:
         the next product on (call ``values_changed`` after writing), without a
         round trip through the AIJ copy, which keeps its old values: meant
         for a matrix whose values a solver recomputes on the device each step,
-        as the convective operator's by one SpMV (seed 000, eq. 2.10)."""
+        as the convective operator's by one SpMV (Oyarzún 2015, eq. 2.10)."""
         self.update()
         if self.value_type != "float64":
             raise TypeError("values written in place need a gpusell matrix with float64 values")
@@ -207,16 +221,17 @@ class GpuSellMat:
         return self.local, self.offd, self._exchange
 
     def _product(self, x, y, beta=0.0, z=None, transpose=False):
-        """y = A x + beta z (A^T with transpose) on arrays; in parallel the halo
-        exchange runs while the product with the owned columns is computed."""
+        """y = A x + beta z (A^T with transpose) on checked arrays; in parallel
+        the halo exchange runs while the product with the owned columns is
+        computed."""
         _EVENTS["MultTr" if transpose else "Mult"].begin()
         try:
             if not self.parallel:
-                spmv(self.transposes()[0] if transpose else self.local, x, y, beta=beta, z=z)
+                self._spmv(self.transposes()[0] if transpose else self.local, x, y, beta, z)
             elif transpose:
                 local_t, offd_t = self.transposes()
-                spmv(local_t, x, y, beta=beta, z=z)
-                spmv(offd_t, x, self._halo)
+                self._spmv(local_t, x, y, beta, z)
+                self._spmv(offd_t, x, self._halo)
                 _EVENTS["Halo"].begin()
                 self._exchange.reverse(self._halo, y)
                 _EVENTS["Halo"].end()
@@ -224,14 +239,18 @@ class GpuSellMat:
                 _EVENTS["Halo"].begin()
                 self._exchange.forward_begin(x, self._halo)
                 _EVENTS["Halo"].end()
-                spmv(self.local, x, y, beta=beta, z=z)
+                self._spmv(self.local, x, y, beta, z)
                 _EVENTS["Halo"].begin()
                 self._exchange.forward_end()
                 _EVENTS["Halo"].end()
-                spmv(self.offd, self._halo, y, beta=1.0)
+                self._spmv(self.offd, self._halo, y, 1.0)
         finally:
             _EVENTS["MultTr" if transpose else "Mult"].end()
         PETSc.Log.logFlops(2.0 * self.nnz)
+
+    def _spmv(self, block, x, y, beta=0.0, z=None):
+        """y = block x + beta z (z None: y) by the SELL family's kernel, no checks."""
+        self._kernels.spmv(block, x, y, y if z is None else z, 1.0, beta)
 
     def get_diagonal(self, d):
         self.update()
@@ -244,26 +263,15 @@ class GpuSellMat:
     # --- options and viewing ----------------------------------------------------
 
     def set_from_options(self, mat):
-        reader = OptionsReader(mat.getOptionsPrefix(), "Matrix gpusell (SELL-C-sigma)", mat.getComm())
-        chosen = (
-            reader.int("mat_gpusell_slice_height", DEFAULT_SLICE_HEIGHT, "rows per slice C", low=1, high=1024),
-            reader.int("mat_gpusell_sigma", DEFAULT_SIGMA,
-                       "sort rows by length within windows of sigma rows (1: natural order)", low=1, high=INT32_MAX),
-            reader.choice("mat_gpusell_value_type", "float64", tuple(VALUE_DTYPES),
-                          "precision of the stored values (vectors stay float64)"),
-            reader.choice("mat_gpusell_halo", "auto", TRANSPORTS,
-                          "halo exchange in parallel: NCCL between GPUs, or MPI through host memory "
-                          "(auto: NCCL for GPU data when CuPy has it)"),
-        )
-        if chosen != self._options():
-            self.slice_height, self.sigma, self.value_type, self.halo_transport = chosen
+        chosen = read_options(self, OPTIONS, mat.getOptionsPrefix(), "Matrix gpusell (SELL-C-sigma)", mat.getComm())
+        if any(value != getattr(self, attr) for attr, value in chosen.items()):
+            for attr, value in chosen.items():
+                setattr(self, attr, value)
             self._state = self._nonzero_state = None
 
-    def _options(self):
-        return self.slice_height, self.sigma, self.value_type, self.halo_transport
-
     def copy_options(self, other):
-        self.slice_height, self.sigma, self.value_type, self.halo_transport = other._options()
+        for option in OPTIONS:
+            setattr(self, option.attr, getattr(other, option.attr))
 
     def describe(self, comm):
         """Lines for -mat_view: the format and its memory, summed over the ranks."""
@@ -445,17 +453,13 @@ def local_block(mat, xp):
     """The rank's diagonal block (own rows, own columns) as a float64 SellMatrix in ``xp``.
 
     A gpusell matrix with float64 values in the same memory lends its own SELL
-    copy; any other matrix is read with MatGetValuesCSR.
+    copy; any other matrix is read with MatGetDiagonalBlock and MatGetValuesCSR.
     """
     ctx = _contexts.get(mat.handle)
     if ctx is not None and ctx.xp is xp and ctx.value_type == "float64":
         ctx.update()
         return ctx.local
-    indptr, indices, data = mat.getValuesCSR()
-    csr = (indptr, indices, data)
-    if mat.getComm().getSize() > 1:
-        csr = split_rows(indptr, indices, data, *mat.getOwnershipRangeColumn()).diag
-    return SellMatrix.from_csr(*csr, mat.getLocalSize(), xp=xp)
+    return SellMatrix.from_csr(*mat.getDiagonalBlock().getValuesCSR(), mat.getLocalSize(), xp=xp)
 
 
 def _create(handle, type_name):

@@ -36,12 +36,19 @@ def aij_from_rows(indptr, indices, data, local_columns, comm=PETSc.COMM_WORLD, m
     return mat
 
 
+def split_range(size, comm):
+    """This rank's (start, end) of ``size`` items split as PETSc.DECIDE splits them."""
+    local = PETSc.Sys.splitOwnership(size, comm=comm)[0]
+    start = comm.tompi4py().exscan(local) or 0
+    return start, start + local
+
+
 def aij_from_csr(indptr, indices, data, shape, comm=PETSc.COMM_WORLD, mat_type=PETSc.Mat.Type.AIJ, prefix=None):
     """An assembled matrix holding the global CSR (same arrays on every rank),
     rows and columns split as PETSc.DECIDE splits them."""
     nrows, ncols = shape
-    rows = PETSc.Vec().createMPI(nrows, comm=comm).getOwnershipRange()
-    cols = PETSc.Vec().createMPI(ncols, comm=comm).getLocalSize()
+    rows = split_range(nrows, comm)
+    cols = PETSc.Sys.splitOwnership(ncols, comm=comm)[0]
     first, last = (int(indptr[r]) for r in rows)
     return aij_from_rows(indptr[rows[0]:rows[1] + 1], indices[first:last], data[first:last], cols, comm=comm,
                          mat_type=mat_type, prefix=prefix)
@@ -52,7 +59,7 @@ def baij_from_bsr(indptr, indices, blocks, comm=PETSc.COMM_WORLD):
     blocks (nnzb, bs, bs) row-major; same arrays on every rank), block rows
     split as PETSc.DECIDE splits them."""
     nb, bs = len(indptr) - 1, blocks.shape[1]
-    lo, hi = PETSc.Vec().createMPI(nb, comm=comm).getOwnershipRange()
+    lo, hi = split_range(nb, comm)
     mat = PETSc.Mat().createBAIJ(((bs * (hi - lo), PETSc.DECIDE), (bs * (hi - lo), PETSc.DECIDE)), bs, comm=comm)
     owned = (indices[indptr[lo]:indptr[hi]] >= lo) & (indices[indptr[lo]:indptr[hi]] < hi)
     rows = numpy.repeat(numpy.arange(hi - lo), numpy.diff(indptr[lo:hi + 1]))

@@ -1,7 +1,7 @@
 """Matrices whose values a solver recomputes on its own arrays.
 
 A flow solver refreshes the convective operator's values every step with one
-SpMV (seed 000, eq. 2.10: Val(C) = E_C u_s), written straight into the
+SpMV (Oyarzún 2015, eq. 2.10: Val(C) = E_C u_s), written straight into the
 matrix's storage. ``value_target(mat)`` says where that storage is: a buffer
 in the matrix's memory, the position in it of each entry of the rank's rows
 (in MatGetValuesCSR order), and a ``commit`` to call after writing. A gpusell

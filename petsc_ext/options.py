@@ -1,35 +1,113 @@
-"""Prefix-aware options that print PETSc's ``-help`` lines and check ranges.
+"""Prefix-aware options: tables of them, ``-help`` lines with defaults, range
+checks, and defaults for inner objects that never touch a user's value.
 
-petsc4py's Options only reads values and petsctools manages option
-dictionaries; neither prints ``-help`` entries with their defaults nor refuses
-out-of-range values, which every option of this project must do.
+petsc4py's Options only reads values, and petsctools manages defaults (used
+here for them) but neither prints ``-help`` entries nor refuses out-of-range
+values, which every option of this project must do. A type declares its
+options once, as a table of ``Option`` rows; from the table come its
+setFromOptions, its ``-help`` lines, the options on the first line of its
+``-*_view`` and its rows in the README's option tables.
 """
 
 import contextlib
+from dataclasses import dataclass
 
+import petsctools
 from petsc4py import PETSc
 
 from . import libpetsc as lp
 
 
 @contextlib.contextmanager
-def options_set(prefix, values):
-    """``-<prefix>name value`` for each item, for the length of a block (say, a
-    setFromOptions call), then removed again."""
-    db = PETSc.Options(prefix)
-    for name, value in values.items():
-        db[name] = value
-    try:
+def option_defaults(prefix, values):
+    """``-<prefix>name value`` for each item as a default, for the length of a
+    block (a setFromOptions call, say): a value the user gave wins and stays in
+    the database; the defaults are gone after the block (petsctools'
+    OptionsManager)."""
+    with petsctools.OptionsManager(dict(values), options_prefix=prefix or "").inserted_options():
         yield
-    finally:
-        for name in values:
-            db.delValue(name)
 
 
 class OptionError(ValueError):
     """A bad option value; surfaces as a PETSc error with this code."""
 
     petsc_code = lp.PETSC_ERR_ARG_OUTOFRANGE
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a type: ``-<prefix><name>``, held in the owner's attribute ``attr``.
+
+    The kind follows the default: bool, int (range ``low``..``high``), float
+    (range), str with ``choices``, or free str. ``view`` formats the value on
+    the type's first ``-*_view`` line ("levels {}"; None: not shown there),
+    ``applies`` = (attr, values) shows it only when that attribute has one of
+    those values.
+    """
+
+    name: str
+    attr: str
+    default: object
+    help: str
+    choices: tuple = ()
+    low: float = None
+    high: float = None
+    view: str = None
+    applies: tuple = None
+
+    def read(self, reader, current):
+        if isinstance(self.default, bool):
+            return reader.bool(self.name, current, self.help)
+        if isinstance(self.default, int):
+            return reader.int(self.name, current, self.help, low=self.low, high=self.high)
+        if isinstance(self.default, float):
+            return reader.real(self.name, current, self.help, low=self.low,
+                               high=float("inf") if self.high is None else self.high)
+        if self.choices:
+            return reader.choice(self.name, current, self.choices, self.help)
+        return reader.string(self.name, current, self.help)
+
+    def shown(self, owner):
+        """The value as its ``-*_view`` words, or None."""
+        if self.view is None or (self.applies and getattr(owner, self.applies[0]) not in self.applies[1]):
+            return None
+        value = getattr(owner, self.attr)
+        return self.view.format(str(value).lower() if isinstance(value, bool) else _plain(value))
+
+    def readme_row(self):
+        default = str(self.default).lower() if isinstance(self.default, bool) else _plain(self.default)
+        values = f" ({', '.join(f'`{c}`' for c in self.choices)})" if self.choices else _range(self)
+        text = self.help.replace("|", "\\|")  # a bar would end the Markdown cell
+        return f"| `-{self.name} <{default}>` | {text}{values} |"
+
+
+def _plain(value):
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _range(option):
+    if option.low is None or isinstance(option.default, bool):
+        return ""
+    high = "" if option.high is None or option.high == float("inf") else _plain(option.high)
+    return f" ({_plain(option.low)} to {high})" if high else f" (at least {_plain(option.low)})"
+
+
+def read_options(owner, options, prefix, title, comm, default=None):
+    """The values of ``options`` (a table) for ``owner``, read as its
+    setFromOptions does: the current attribute values are the defaults
+    (``default(option, chosen)`` may give another from the values read so
+    far). Returns {attr: value}; the owner is not changed."""
+    reader = OptionsReader(prefix, title, comm)
+    chosen = {}
+    for option in options:
+        current = default(option, chosen) if default else getattr(owner, option.attr)
+        chosen[option.attr] = option.read(reader, current)
+    return chosen
+
+
+def readme_table(options):
+    """The README's table rows of ``options``."""
+    return "\n".join(option.readme_row() for option in options)
 
 
 class OptionsReader:

@@ -15,21 +15,17 @@ with one block per cell, else graph. See gpu_mats.block_ilu.
 
 import numpy
 import scipy.sparse
-from mpi4py import MPI
 from petsc4py import PETSc
 
 from gpu_mats.block_ilu import PERSISTENT_MAX_BLOCK_SIZE, BlockILU, SingularBlockError, graph_levels, grid_levels
-from gpu_mats.halo import split_rows
 
-from .arrays import array_module_of, in_out_arrays
-from .callbacks import petsc_method
-from .options import OptionsReader
-from .viewing import ascii_view
+from .arrays import in_out_arrays
+from .options import Option
+from .python_type import PythonPC
 
 LEVEL_METHODS = ("auto", "dmda", "graph")
 SCHEDULES = ("auto", "launch", "graph", "persistent")
 PETSC_ERR_MAT_LU_ZRPVT = 71
-_EVENTS = {name: PETSc.Log.Event(f"WBILU{name}") for name in ("Setup", "Apply")}
 
 
 class ZeroPivotError(SingularBlockError):
@@ -45,9 +41,7 @@ def local_blocks(P):
     if n % rbs or P.getLocalSize()[1] != n:
         raise ValueError(f"wbilu needs a square local block whose size is a multiple of the block size {rbs}; "
                          f"this rank has {P.getLocalSize()} rows and columns")
-    indptr, indices, data = P.getValuesCSR()
-    if P.getComm().getSize() > 1:
-        indptr, indices, data = split_rows(indptr, indices, data, *P.getOwnershipRangeColumn()).diag
+    indptr, indices, data = P.getDiagonalBlock().getValuesCSR()
     bsr = scipy.sparse.csr_matrix((data, indices, indptr), shape=(n, n)).tobsr(blocksize=(rbs, rbs))
     bsr.sort_indices()
     return bsr.indptr, bsr.indices, bsr.data
@@ -64,50 +58,47 @@ def dmda_levels(P):
     return grid_levels([hi - lo for lo, hi in dm.getRanges()])
 
 
-class WavefrontBlockILU:
+class WavefrontBlockILU(PythonPC):
     """The context of a PC of type wbilu (petsc4py's Python PC protocol)."""
 
+    TYPE, TITLE, EVENTS = "wbilu", "Wavefront block ILU(0) (wbilu)", ("Apply",)
+    SUMMARY = "block ILU(0), natural ordering"
+    OPTIONS = (
+        Option("pc_wbilu_levels_method", "levels_method", "auto", "dmda: the hyperplanes i+j+k of the "
+               "matrix's DMDA (star stencils); graph: layers of the dependency graph (any pattern); auto: dmda "
+               "when the matrix has a DMDA with one block per cell", choices=LEVEL_METHODS, view="levels {}"),
+        Option("pc_wbilu_schedule", "schedule", "auto", "GPU sweeps: launch (a kernel per level), graph (those "
+               "launches replayed as a CUDA graph), persistent (one cooperative kernel, a grid barrier between "
+               "levels); auto: persistent for block sizes up to 32 (a row's lanes share a warp), graph above",
+               choices=SCHEDULES, view="schedule {}"),
+    )
+
     def __init__(self):
-        self.levels_method, self.schedule = "auto", "auto"
-        self.factors, self.xp, self.levels_used = None, None, None
+        super().__init__()
+        self.factors, self.levels_used = None, None
         self._gpu_events = None  # (start, end) of the last GPU apply
-        self.setup_seconds, self.apply_seconds, self.applies = 0.0, 0.0, 0
+        self.apply_seconds, self.applies = 0.0, 0
 
-    @petsc_method("PCSetFromOptions_WBILU")
-    def setFromOptions(self, pc):
-        reader = OptionsReader(pc.getOptionsPrefix(), "Wavefront block ILU(0) (wbilu)", pc.getComm())
-        self.levels_method = reader.choice("pc_wbilu_levels_method", self.levels_method, LEVEL_METHODS,
-                                           "level sets: DMDA hyperplanes i+j+k, or the dependency graph")
-        self.schedule = reader.choice("pc_wbilu_schedule", self.schedule, SCHEDULES,
-                                      "GPU sweeps: a launch per level, a CUDA graph of them, or a persistent "
-                                      "kernel with grid barriers")
-
-    @petsc_method("PCSetUp_WBILU")
-    def setUp(self, pc):
-        _EVENTS["Setup"].begin()
-        start = PETSc.Log.getTime()
+    def build(self, pc):
+        P = self.operator(pc)
+        indptr, indices, blocks = local_blocks(P)
+        levels = None if self.levels_method == "graph" else dmda_levels(P)
+        if levels is None and self.levels_method == "dmda":
+            raise ValueError("-pc_wbilu_levels_method dmda: the matrix has no DMDA with one block per cell "
+                             "(create it with DMCreateMatrix, or use graph)")
+        self.levels_used = "dmda" if levels is not None else "graph"
+        if levels is None:
+            levels = graph_levels(indptr, indices)
         try:
-            _, P = pc.getOperators()
-            self.xp = array_module_of(P.createVecRight())
-            indptr, indices, blocks = local_blocks(P)
-            levels = None if self.levels_method == "graph" else dmda_levels(P)
-            if levels is None and self.levels_method == "dmda":
-                raise ValueError("-pc_wbilu_levels_method dmda: the matrix has no DMDA with one block per cell "
-                                 "(create it with DMCreateMatrix, or use graph)")
-            self.levels_used = "dmda" if levels is not None else "graph"
-            if levels is None:
-                levels = graph_levels(indptr, indices)
-            try:
-                schedule = self._schedule(P.getBlockSize())
-                self.factors = BlockILU(indptr, indices, blocks, levels, self.xp, schedule)
-            except SingularBlockError as exc:
-                raise ZeroPivotError(exc.row + P.getOwnershipRange()[0] // P.getBlockSize(), exc.pivot) from None
-            if self.xp is not numpy:
-                self.xp.cuda.get_current_stream().synchronize()
-                self._gpu_events = (self.xp.cuda.Event(), self.xp.cuda.Event())
-        finally:
-            self.setup_seconds = PETSc.Log.getTime() - start
-            _EVENTS["Setup"].end()
+            schedule = self._schedule(P.getBlockSize())
+            self.factors = BlockILU(indptr, indices, blocks, levels, self.xp, schedule)
+        except SingularBlockError as exc:
+            raise ZeroPivotError(exc.row + P.getOwnershipRange()[0] // P.getBlockSize(), exc.pivot) from None
+        if self.xp is not numpy:
+            self._gpu_events = (self.xp.cuda.Event(), self.xp.cuda.Event())
+
+    def release(self):
+        self.factors = None
 
     def _schedule(self, bs):
         # auto: the persistent sweeps were the fastest at every size measured,
@@ -119,11 +110,10 @@ class WavefrontBlockILU:
             return self.schedule
         return "persistent" if bs <= PERSISTENT_MAX_BLOCK_SIZE else "graph"
 
-    @petsc_method("PCApply_WBILU")
     def apply(self, pc, x, y):
         # Timed without a device synchronize: host applies by the clock, a GPU
         # apply by CUDA events read when the PC is viewed.
-        _EVENTS["Apply"].begin()
+        self.events["Apply"].begin()
         if self.xp is numpy:
             start = PETSc.Log.getTime()
         else:
@@ -137,34 +127,24 @@ class WavefrontBlockILU:
             else:
                 self._gpu_events[1].record()
             self.applies += 1
-            _EVENTS["Apply"].end()
+            self.events["Apply"].end()
 
-    def reset(self, pc):
-        self.factors = None
-
-    @petsc_method("PCView_WBILU")
-    def view(self, pc, viewer):
-        ascii_view(viewer, self._describe(pc))
-
-    def _describe(self, pc):
-        lines = [f"wbilu: block ILU(0), natural ordering, levels {self.levels_method}, schedule {self.schedule}"]
+    def describe(self, pc):
         f = self.factors
         if f is None:
-            return lines
-        comm = pc.getComm().tompi4py()
-        levels = comm.allreduce(f.num_levels, op=MPI.MAX)
-        lines.append(f"  block size {f.block_size}, {f.num_rows} block rows and {f.nnzb} blocks on rank 0's "
-                     "diagonal block (block-local on each rank)" if comm.size > 1 else
-                     f"  block size {f.block_size}, {f.num_rows} block rows, {f.nnzb} blocks")
-        lines.append(f"  {levels} levels ({self.levels_used}), {f.num_rows / max(f.num_levels, 1):.1f} rows per "
-                     f"level on average, schedule {f.schedule} ({'GPU' if self.xp is not numpy else 'host'})")
-        setup = comm.allreduce(self.setup_seconds, op=MPI.MAX)
-        lines.append(f"  setup time: {setup:.4f} s")
+            return []
+        parallel = pc.getComm().getSize() > 1
+        levels = self.max_over_ranks(pc, f.num_levels)
+        lines = [f"  block size {f.block_size}, {f.num_rows} block rows and {f.nnzb} blocks on rank 0's "
+                 "diagonal block (block-local on each rank)" if parallel else
+                 f"  block size {f.block_size}, {f.num_rows} block rows, {f.nnzb} blocks",
+                 f"  {levels} levels ({self.levels_used}), {f.num_rows / max(f.num_levels, 1):.1f} rows per "
+                 f"level on average, schedule {f.schedule} ({'GPU' if self.xp is not numpy else 'host'})",
+                 self.setup_line(pc)]
         if self.applies and self.xp is numpy:
-            per_apply = comm.allreduce(self.apply_seconds / self.applies, op=MPI.MAX)
+            per_apply = self.max_over_ranks(pc, self.apply_seconds / self.applies)
             lines.append(f"  apply time: {per_apply * 1e3:.4f} ms mean over {self.applies} applies")
         elif self.applies:
-            last = comm.allreduce(self.xp.cuda.get_elapsed_time(*self._gpu_events), op=MPI.MAX)
+            last = self.max_over_ranks(pc, self.xp.cuda.get_elapsed_time(*self._gpu_events))
             lines.append(f"  apply time: {last:.4f} ms, the last of {self.applies} applies (CUDA events)")
         return lines
-

@@ -1,12 +1,15 @@
-"""Cell-centred finite-volume geometry of unstructured tetrahedral meshes.
+"""Cell-centred finite-volume geometry of unstructured tetrahedral meshes,
+on one rank: ``TetGeometry(points, tets).finite_volume()`` is the
+FiniteVolumeGeometry the flow operators take (plugin.flow.geometry).
 
 Everything is vectorised NumPy so that meshes of millions of cells are
-processed in seconds; nothing here imports PETSc, so the geometry and the
-assembled CSR arrays can be built and tested on machines without it.
+processed in seconds; nothing here imports PETSc.
 """
 
 import basix
 import numpy as np
+
+from .flow.geometry import FiniteVolumeGeometry
 
 # Vertex triples of the four facets of the reference tetrahedron, from basix
 # so that the numbering matches FEniCS.
@@ -88,6 +91,21 @@ class TetGeometry:
     def num_cells(self):
         return len(self.tets)
 
+    def finite_volume(self):
+        """The FiniteVolumeGeometry of the mesh on one rank: faces in the order
+        of ``face_cells``, every boundary face in one group "boundary" (tag 0)."""
+        m, f, b = self.num_cells, len(self.face_cells), len(self.boundary_cells)
+        between = self.centroids[self.face_cells[:, 1]] - self.centroids[self.face_cells[:, 0]]
+        to_face = self.points[self.boundary_vertices].mean(axis=1) - self.centroids[self.boundary_cells]
+        return FiniteVolumeGeometry(
+            cell_ranges=np.array([0, m]), face_ranges=np.array([0, f]), rank=0, volumes=self.volumes,
+            centroids=self.centroids, face_ids=np.arange(f), face_cells=self.face_cells, face_areas=self.face_areas,
+            face_normals=self.face_normals, face_distances=np.abs(np.einsum("ij,ij->i", self.face_normals, between)),
+            boundary_cells=self.boundary_cells, boundary_areas=self.boundary_areas,
+            boundary_normals=self.boundary_normals,
+            boundary_distances=np.abs(np.einsum("ij,ij->i", self.boundary_normals, to_face)),
+            boundary_tags=np.zeros(b, dtype=np.int64), boundary_names={"boundary": 0})
+
 
 def _area_normal(s):
     """Areas and (n, 3) unit normals from area vectors s (3, n)."""
@@ -103,26 +121,3 @@ def _cross(u, v):
     return np.stack([u[1] * v[2] - u[2] * v[1],
                      u[2] * v[0] - u[0] * v[2],
                      u[0] * v[1] - u[1] * v[0]])
-
-
-def two_point_laplacian(geom):
-    """CSR arrays (indptr int64, indices int32, data float64) of the SPD
-    two-point-flux Neumann Laplacian (the negated Eq. 1.7 operator).
-
-    Face weights are A_kj / |n_kj . v_kj|; boundary faces add nothing
-    (homogeneous Neumann), so the constant vector spans the null space.
-    Columns are ascending within each row.
-    """
-    k, j = geom.face_cells.T
-    c = geom.centroids.T
-    v = c[:, j] - c[:, k]
-    w = geom.face_areas / np.abs(_dot(geom.face_normals.T, v))
-    m = geom.num_cells
-    diag = np.arange(m)
-    rows = np.concatenate([k, j, diag])
-    cols = np.concatenate([j, k, diag])
-    vals = np.concatenate([-w, -w, np.bincount(k, w, m) + np.bincount(j, w, m)])
-    order = np.argsort(rows * m + cols)
-    indptr = np.zeros(m + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=m), out=indptr[1:])
-    return indptr, cols[order].astype(np.int32), vals[order]

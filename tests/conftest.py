@@ -12,7 +12,7 @@ def krylov_solve(csr, n, options, comm=None, rhs=None, nullspace=False, max_it=3
 
     import plugin  # noqa: F401
     from petsc_ext.matrices import aij_from_csr
-    from petsc_ext.options import options_set
+    from petsc_ext.options import option_defaults
 
     comm = comm or PETSc.COMM_WORLD
     A = aij_from_csr(*csr, (n, n), comm=comm, mat_type=mat_type)
@@ -22,7 +22,7 @@ def krylov_solve(csr, n, options, comm=None, rhs=None, nullspace=False, max_it=3
     ksp.setOptionsPrefix("t_")
     ksp.setOperators(A)
     ksp.setTolerances(rtol=1e-8, max_it=max_it)
-    with options_set("t_", options):
+    with option_defaults("t_", options):
         ksp.setFromOptions()
     b, x = A.createVecs()
     if rhs is None:

@@ -10,7 +10,7 @@ from petsc4py import PETSc
 import plugin  # noqa: F401  (registers ainv)
 from gpu_mats import SellMatrix
 from gpu_mats.approximate_inverse import ChebyshevPolynomial, FactoredInverse, SparseApproximateInverse
-from gpu_mats.stencils import laplacian, stencil_csr
+from stencils import laplacian, stencil_csr
 
 from conftest import krylov_solve
 from test_gpusell import COMM, options  # noqa: F401  (fixture)

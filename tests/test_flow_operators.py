@@ -1,5 +1,5 @@
 """The operators of the symmetry-preserving scheme (plugin.flow.operators) on
-box geometries: the discrete identities seed 000 builds on, consistency, and
+box geometries: the discrete identities Oyarzún 2015 builds on, consistency, and
 the same operators assembled rank by rank from a partitioned box."""
 
 import numpy
@@ -7,20 +7,29 @@ import pytest
 import scipy.sparse
 import scipy.sparse.linalg
 
-from plugin.flow.geometry import BoxPartition, box_geometry, partition_geometry
+from plugin.flow.boundary import Wall, conditions_by_tag, walls_at_rest
+from plugin.flow.box import BoxPartition, box_geometry, partition_geometry
 from plugin.flow.operators import FlowOperators, stacked_index
 
 BOXES = [((6, 5), (1.0, 2.0), (False, False)), ((8, 8), (2 * numpy.pi,) * 2, (True, True)),
          ((4, 3, 5), (1.0, 1.0, 0.5), (False, True, False))]
 
 
-def lid(side):
-    return numpy.array([1.0, 0.0]) if side == 3 else numpy.zeros(2)
+LID = {"ymax": Wall((1.0, 0.0))}
+
+
+def operators(g, nu, walls=None):
+    """The operators of geometry g: walls at rest, but those named in ``walls``."""
+    return FlowOperators(g, nu, conditions_by_tag(g, {**walls_at_rest(g), **(walls or {})}))
+
+
+def moving_walls(g, velocity):
+    return {tag: Wall(tuple(velocity)) for tag in g.boundary_names.values()}
 
 
 @pytest.fixture(params=BOXES, ids=["walls2d", "periodic2d", "mixed3d"])
 def ops(request):
-    return FlowOperators(box_geometry(*request.param), nu=0.01)
+    return operators(box_geometry(*request.param), nu=0.01)
 
 
 def divergence_free(ops, rng):
@@ -39,7 +48,7 @@ def test_box_geometry_counts_and_measures():
     assert (faces_per_cell == 6).all()
     assert g.num_faces == 3 * 3 * 5 + 4 * 3 * 5 + 4 * 3 * 4  # x interior, y periodic (all), z interior
     numpy.testing.assert_array_equal(g.face_ids, numpy.arange(g.num_faces))
-    numpy.testing.assert_array_equal(numpy.bincount(g.boundary_sides), [15, 15, 0, 0, 12, 12])
+    numpy.testing.assert_array_equal(numpy.bincount(g.boundary_tags), [15, 15, 0, 0, 12, 12])
     numpy.testing.assert_allclose(numpy.linalg.norm(g.boundary_normals, axis=1), 1.0)
     centre_to_wall = g.centroids[g.boundary_cells] + g.boundary_normals * g.boundary_distances[:, None]
     on_wall = numpy.isclose(centre_to_wall, 0.0) | numpy.isclose(centre_to_wall, [1.0, 1.0, 0.5])
@@ -86,7 +95,7 @@ def test_gradient_is_minus_inverse_volume_times_divergence_transpose(ops):
 
 def test_gradient_and_divergence_are_exact_for_linear_fields_inside():
     g = box_geometry((7, 6, 5), (1.0, 2.0, 3.0), (False, False, False))
-    ops = FlowOperators(g, nu=1.0)
+    ops = operators(g, nu=1.0)
     slope = numpy.array([0.5, -2.0, 3.0])
     p = g.centroids @ slope
     h = numpy.array([1 / 7, 2 / 6, 3 / 5])
@@ -100,7 +109,7 @@ def test_gradient_and_divergence_are_exact_for_linear_fields_inside():
 
 def test_wall_velocity_enters_diffusion_as_a_source():
     g = box_geometry((4, 4), (1.0, 1.0), (False, False))
-    ops = FlowOperators(g, nu=0.1, wall_velocity=lid)
+    ops = operators(g, nu=0.1, walls=LID)
     top = g.centroids[:, 1] > 0.75
     # a cell under the lid: nu * area / (h/2) * 1
     numpy.testing.assert_allclose(ops.wall_source[0][top], 0.1 * 0.25 / 0.125)
@@ -109,7 +118,7 @@ def test_wall_velocity_enters_diffusion_as_a_source():
 
 def test_flux_rate_is_the_cfl_number_per_unit_time_step():
     g = box_geometry((4, 5), (1.0, 2.0), (True, True))
-    ops = FlowOperators(g, nu=0.0)
+    ops = operators(g, nu=0.0)
     u = numpy.array([0.3, -0.7])  # uniform flow: CFL = dt (|u|/hx + |v|/hy)
     u_s = ops.Gamma @ numpy.repeat(u, g.num_cells)
     numpy.testing.assert_allclose(ops.flux_rate @ abs(u_s), 0.3 / 0.25 + 0.7 / 0.4)
@@ -131,10 +140,13 @@ def test_ranks_assemble_the_operators_of_the_whole_box(shape, splits, periodic, 
     """Rows assembled rank by rank, stacked in rank order, are the serial operators
     renumbered (cells and faces in PETSc's order of the partition)."""
     lengths = numpy.linspace(1.0, 2.0, len(shape))
-    serial = FlowOperators(box_geometry(shape, lengths, periodic), nu=0.02, wall_velocity=lambda side: numpy.ones(len(shape)))
+    g = box_geometry(shape, lengths, periodic)
+    serial = FlowOperators(g, nu=0.02, boundary_conditions=moving_walls(g, numpy.ones(len(shape))))
     split = BoxPartition(shape, splits, periodic)
-    ranks = [FlowOperators(partition_geometry(split, lengths, r), nu=0.02, wall_velocity=lambda side: numpy.ones(len(shape)))
-             for r in range(split.size)]
+    ranks = []
+    for r in range(split.size):
+        part = partition_geometry(split, lengths, r)
+        ranks.append(FlowOperators(part, nu=0.02, boundary_conditions=moving_walls(part, numpy.ones(len(shape)))))
     whole = BoxPartition(shape, [[n] for n in shape], periodic)
     natural = whole.block(0)
     cell = split.cell_index(natural)  # natural cell -> partition's number
@@ -142,7 +154,7 @@ def test_ranks_assemble_the_operators_of_the_whole_box(shape, splits, periodic, 
     for d in range(len(shape)):
         has = whole.block(0, whole.face_count[0, d])
         face[whole.face_index(d, has)] = split.face_index(d, has)
-    dim, n = len(shape), natural.shape[1]
+    dim = len(shape)
     stacked = numpy.concatenate([stacked_index(split.cell_ranges, d, dim, cell) for d in range(dim)])
 
     def gathered(name):

@@ -11,20 +11,20 @@ from petsc4py import PETSc
 
 import plugin  # noqa: F401
 from gpu_mats.backend import to_host
-from petsc_ext.options import options_set
+from petsc_ext.options import option_defaults
 from plugin.flow import checkpoint
-from plugin.flow.geometry import dmda_partition
+from plugin.flow.boundary import Wall
+from plugin.flow.box import SIDE_NAMES, dmda_partition
 from plugin.flow.output import natural_field
 from plugin.flow.solver import FlowBlowUp, FlowSolver
 
 PERIODIC, WALL = PETSc.DM.BoundaryType.PERIODIC, PETSc.DM.BoundaryType.NONE
 
 
-def lid(side):
-    return numpy.array([1.0, 0.0]) if side == 3 else numpy.zeros(2)
+LID = {"ymax": Wall((1.0, 0.0))}
 
 
-def make_solver(sizes, periodic, nu, options, comm=PETSc.COMM_SELF, wall_velocity=None, lengths=None,
+def make_solver(sizes, periodic, nu, options, comm=PETSc.COMM_SELF, walls=None, lengths=None,
                 mat_type="gpusell"):
     boundary = tuple(PERIODIC if p else WALL for p in periodic)
     da = PETSc.DMDA().create(dim=len(sizes), sizes=sizes, boundary_type=boundary, stencil_width=1, comm=comm,
@@ -32,8 +32,8 @@ def make_solver(sizes, periodic, nu, options, comm=PETSc.COMM_SELF, wall_velocit
     da.setMatType(mat_type)
     da.setUp()
     lengths = lengths or (1.0,) * len(sizes)
-    with options_set("", options):
-        solver = FlowSolver(da, lengths, nu, wall_velocity)
+    with option_defaults("", options):
+        solver = FlowSolver.from_dmda(da, lengths, nu, walls)
     return da, solver
 
 
@@ -52,7 +52,7 @@ def vortex(g, rng=None, amplitude=0.0):
 
 def test_projection_leaves_face_velocities_divergence_free():
     da, solver = make_solver((16, 12), (False, False), 0.01, {"flow_max_steps": 5, "pressure_ksp_rtol": 1e-12},
-                             wall_velocity=lid)
+                             walls=LID)
     state = solver.run(solver.initial_state())
     m, u_s = solver.operators, to_host(solver.xp, state.u_s)
     flux = abs(m.Ms) @ abs(u_s)
@@ -101,15 +101,15 @@ def test_wide_laplacian_conserves_kinetic_energy_to_the_time_integration():
 def test_checkpoint_restart_continues_to_the_same_result(tmp_path, diffusion):
     path = str(tmp_path / "flow.npz")
     options = {"flow_max_steps": 12, "pressure_ksp_rtol": 1e-10, "flow_diffusion": diffusion}
-    _, whole = make_solver((12, 10), (False, False), 0.01, options, wall_velocity=lid)
+    _, whole = make_solver((12, 10), (False, False), 0.01, options, walls=LID)
     reference = whole.run(whole.initial_state())
     _, first = make_solver((12, 10), (False, False), 0.01,
                            {**options, "flow_max_steps": 7, "flow_checkpoint_every": 7, "flow_checkpoint_file": path},
-                           wall_velocity=lid)
+                           walls=LID)
     first.run(first.initial_state())
     assert os.path.exists(path) and not os.path.exists(path + ".tmp")
     _, second = make_solver((12, 10), (False, False), 0.01, {**options, "flow_max_steps": 5, "flow_restart": path},
-                            wall_velocity=lid)
+                            walls=LID)
     restarted = second.run(second.initial_state())
     assert restarted.step == reference.step == 12
     assert restarted.t == pytest.approx(reference.t, rel=1e-15)
@@ -120,7 +120,7 @@ def test_checkpoint_restart_continues_to_the_same_result(tmp_path, diffusion):
 
 def test_an_interrupted_checkpoint_write_leaves_the_last_one_readable(tmp_path, monkeypatch):
     path = str(tmp_path / "flow.npz")
-    _, solver = make_solver((8, 8), (False, False), 0.01, {"flow_max_steps": 2}, wall_velocity=lid)
+    _, solver = make_solver((8, 8), (False, False), 0.01, {"flow_max_steps": 2}, walls=LID)
     state = solver.run(solver.initial_state())
     solver.save(state, path)
     saved = to_host(solver.xp, state.u).copy()  # the next steps reuse the state's arrays
@@ -143,7 +143,7 @@ def test_an_interrupted_checkpoint_write_leaves_the_last_one_readable(tmp_path, 
 def test_blow_up_names_the_step_and_saves_the_last_good_state(tmp_path):
     path = str(tmp_path / "flow.npz")
     _, solver = make_solver((16, 16), (False, False), 0.01,
-                            {"flow_dt": 0.1, "flow_t_end": 100.0, "flow_checkpoint_file": path}, wall_velocity=lid)
+                            {"flow_dt": 0.1, "flow_t_end": 100.0, "flow_checkpoint_file": path}, walls=LID)
     with pytest.raises(FlowBlowUp, match=r"step (\d+) .* failed: .*last good state \(step \d+\) is saved") as failure:
         solver.run(solver.initial_state())
     bad_step = int(failure.value.args[0].split("step ")[1].split(" ")[0])
@@ -154,12 +154,12 @@ def test_blow_up_names_the_step_and_saves_the_last_good_state(tmp_path):
 
 
 def test_options_show_in_help_and_are_checked(capfd):
-    with options_set("", {"help": None}):
-        make_solver((6, 6), (False, False), 0.01, {}, wall_velocity=lid)
+    with option_defaults("", {"help": None}):
+        make_solver((6, 6), (False, False), 0.01, {}, walls=LID)
     out = capfd.readouterr().out
     assert "-flow_cfl <now 0.5 : formerly 0.5>" in out and "-flow_diffusion <now explicit" in out
     with pytest.raises(ValueError, match="-flow_diffusion crank is not valid"):
-        make_solver((6, 6), (False, False), 0.01, {"flow_diffusion": "crank"}, wall_velocity=lid)
+        make_solver((6, 6), (False, False), 0.01, {"flow_diffusion": "crank"}, walls=LID)
 
 
 def test_implicit_diffusion_matches_explicit_on_a_short_run():
@@ -167,7 +167,7 @@ def test_implicit_diffusion_matches_explicit_on_a_short_run():
     for mode in ("explicit", "implicit"):
         _, solver = make_solver((16, 16), (False, False), 0.01,
                                 {"flow_dt": 2e-3, "flow_t_end": 0.1, "flow_diffusion": mode,
-                                 "pressure_ksp_rtol": 1e-12}, wall_velocity=lid)
+                                 "pressure_ksp_rtol": 1e-12}, walls=LID)
         results.append(solver.run(solver.initial_state()))
         if mode == "implicit":
             assert solver.stepper.momentum_iterations > 0
@@ -180,7 +180,7 @@ def test_implicit_diffusion_matches_explicit_on_a_short_run():
 
 def test_implicit_steps_grow_to_the_cfl_limit_and_rebuild_the_momentum_matrix_rarely(monkeypatch):
     _, solver = make_solver((16, 16), (False, False), 0.01, {"flow_diffusion": "implicit", "flow_t_end": 6.0},
-                            wall_velocity=lid)
+                            walls=LID)
     built, build = [], solver.matrices.set_momentum_dt
     monkeypatch.setattr(solver.matrices, "set_momentum_dt", lambda dt: built.append(dt) or build(dt))
     state = solver.run(solver.initial_state())
@@ -193,7 +193,7 @@ def test_the_cpu_reference_runs_the_same_loop_on_petsc_aij():
     runs = []
     for mat_type in ("gpusell", "aij"):
         _, solver = make_solver((10, 12), (False, False), 0.01, {"flow_max_steps": 6, "pressure_ksp_rtol": 1e-12},
-                                wall_velocity=lid, mat_type=mat_type)
+                                walls=LID, mat_type=mat_type)
         assert solver.matrices.mats["C"].getType() in ("seqaijgpusell", "seqaij")
         state = solver.run(solver.initial_state())
         runs.append([to_host(solver.xp, a) for a in (state.u, state.u_s)])
@@ -209,7 +209,7 @@ def test_pressure_multigrid_levels_are_rediscretized(capfd):
     for pc_type in ("mg", "ainv"):
         options = {"flow_max_steps": 6, "pressure_ksp_rtol": 1e-12, "pressure_ksp_type": "cg",
                    "pressure_pc_type": pc_type}
-        _, solver = make_solver((24, 16), (False, False), 0.01, options, wall_velocity=lid)
+        _, solver = make_solver((24, 16), (False, False), 0.01, options, walls=LID)
         state = solver.run(solver.initial_state())
         runs.append((to_host(solver.xp, state.u), solver.pressure_iterations / solver.steps_run,
                      solver.pressure_ksp.getPC()))
@@ -228,9 +228,9 @@ def test_pressure_multigrid_levels_are_rediscretized(capfd):
 def test_pressure_multigrid_refuses_more_levels_than_the_grid_has():
     options = {"flow_max_steps": 2, "pressure_ksp_type": "cg", "pressure_pc_type": "mg", "pressure_pc_mg_levels": 5}
     with pytest.raises(ValueError, match="-pressure_pc_mg_levels 5: this grid has 4 levels"):
-        make_solver((24, 16), (False, False), 0.01, options, wall_velocity=lid)
+        make_solver((24, 16), (False, False), 0.01, options, walls=LID)
     _, solver = make_solver((24, 16), (False, False), 0.01, {**options, "pressure_pc_mg_levels": 2},
-                            wall_velocity=lid)
+                            walls=LID)
     assert solver.run(solver.initial_state()).step == 2
     assert solver.pressure_ksp.getPC().getMGCoarseSolve().getOperators()[0].getSize() == (96, 96)
 
@@ -241,7 +241,7 @@ def test_extrapolated_pressure_guess_saves_iterations():
     runs = {}
     for guess in ("extrapolated", "previous"):
         options = {"flow_max_steps": 30, "pressure_ksp_rtol": 1e-9, "flow_pressure_guess": guess}
-        _, solver = make_solver((24, 16), (False, False), 0.01, options, wall_velocity=lid)
+        _, solver = make_solver((24, 16), (False, False), 0.01, options, walls=LID)
         state = solver.run(solver.initial_state())
         runs[guess] = (solver.pressure_iterations, to_host(solver.xp, state.u))
     (extrapolated, u_e), (previous, u_p) = runs["extrapolated"], runs["previous"]
@@ -259,14 +259,13 @@ def test_ranks_agree_with_one_rank_to_solver_tolerance(sizes, periodic, pc_type,
     """The run on all ranks of COMM_WORLD against the same run on one rank (each rank runs it)."""
     dim = len(sizes)
 
-    def walls(side):
-        return numpy.eye(dim)[0] if side == 2 * dim - 1 else numpy.zeros(dim)
+    walls = {} if periodic[-1] else {SIDE_NAMES[2 * dim - 1]: Wall(tuple(numpy.eye(dim)[0]))}
 
     options = {"flow_max_steps": 8, "pressure_ksp_rtol": 1e-12, "pressure_ksp_type": "cg",
                "pressure_pc_type": pc_type, "flow_pressure_laplacian": laplacian}
     fields = []
     for comm in (PETSc.COMM_WORLD, PETSc.COMM_SELF):
-        da, solver = make_solver(sizes, periodic, 0.02, options, comm=comm, wall_velocity=walls)
+        da, solver = make_solver(sizes, periodic, 0.02, options, comm=comm, walls=walls)
         state = solver.run(solver.initial_state(numpy.sin(2 * numpy.pi * solver.geometry.centroids.T)))
         fields.append(natural_field(comm.tompi4py(), dmda_partition(da), solver.xp, state.u))
     parallel, serial = fields

@@ -14,7 +14,7 @@ import pytest
 from petsc4py import PETSc
 
 import plugin  # noqa: F401  (registers gpusell)
-from gpu_mats.stencils import laplacian
+from stencils import laplacian
 from petsc_ext import gpusell
 from petsc_ext.device import check_scalar_type
 from petsc_ext.matrices import aij_from_csr

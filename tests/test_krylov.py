@@ -3,7 +3,7 @@
 import numpy
 import pytest
 
-from gpu_mats.kernels import host
+from gpu_mats.kernels.krylov import host
 from gpu_mats.krylov import GramBreakdown, basis_recurrence, leading_solutions, leja_order, spd_solve
 
 

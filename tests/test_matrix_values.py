@@ -10,7 +10,7 @@ from petsc4py import PETSc
 import plugin  # noqa: F401
 from gpu_mats.backend import to_host
 from petsc_ext.array_operators import matrix_product
-from petsc_ext.arrays import ArrayVecs, array_module_of
+from petsc_ext.arrays import ArrayVecs, matrix_array_module
 from petsc_ext.matrices import aij_from_rows
 from petsc_ext.matrix_values import value_target
 
@@ -32,7 +32,7 @@ def test_values_written_in_place_are_the_matrix_values(mat_type):
     comm = PETSc.COMM_WORLD
     whole, mine, rows, cols = rank_rows(comm, 37, 29)
     mat = aij_from_rows(mine.indptr, mine.indices, mine.data, cols, comm=comm, mat_type=mat_type)
-    xp = array_module_of(mat.createVecRight())
+    xp = matrix_array_module(mat)
     target = value_target(mat)
     assert target.slots.size == mine.nnz and len(set(target.slots.tolist())) == mine.nnz
     new = numpy.random.default_rng(comm.getRank()).standard_normal(mine.nnz)
@@ -66,7 +66,7 @@ def test_array_products_add_a_vector_and_take_blocks(mat_type):
     comm = PETSc.COMM_WORLD
     whole, mine, rows, cols = rank_rows(comm, 41, 41, seed=8)
     mat = aij_from_rows(mine.indptr, mine.indices, mine.data, cols, comm=comm, mat_type=mat_type)
-    xp = array_module_of(mat.createVecRight())
+    xp = matrix_array_module(mat)
     product = matrix_product(mat, xp, ArrayVecs(comm))
     rng = numpy.random.default_rng(2)
     X, Z = rng.standard_normal((3, 41)), rng.standard_normal((3, 41))

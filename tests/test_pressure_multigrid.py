@@ -4,7 +4,7 @@ without PETSc; the flow driver's use of it is in test_flow_solver."""
 import numpy
 import pytest
 
-from plugin.flow.geometry import BoxPartition
+from plugin.flow.box import BoxPartition
 from plugin.flow.pressure_multigrid import hierarchy, interpolation
 
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpu_mats import SellMatrix, diagonal, spmv
-from gpu_mats.stencils import laplacian
+from stencils import laplacian
 
 from conftest import csr_matrices
 

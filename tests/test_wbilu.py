@@ -7,9 +7,10 @@ from petsc4py import PETSc
 
 import plugin  # noqa: F401
 from gpu_mats.block_ilu import BlockILU, graph_levels, grid_levels
-from gpu_mats.stencils import block_stencil
+from stencils import block_stencil
 from petsc_ext.matrices import baij_from_bsr
-from plugin.flow.geometry import box_geometry
+from plugin.flow.boundary import walls_at_rest
+from plugin.flow.box import box_geometry
 from plugin.flow.operators import FlowOperators
 
 
@@ -30,7 +31,8 @@ def momentum_blocks(dt=0.2):
     """The flow driver's Crank-Nicolson momentum matrix I + dt/2 Omega^-1 D on
     a 3D box (walls and a periodic axis), the three velocity components of a
     cell as one block: m_ij I."""
-    ops = FlowOperators(box_geometry((5, 4, 6), (1.0, 1.0, 0.5), (False, True, False)), nu=0.05)
+    g = box_geometry((5, 4, 6), (1.0, 1.0, 0.5), (False, True, False))
+    ops = FlowOperators(g, nu=0.05, boundary_conditions=walls_at_rest(g))
     n = ops.geometry.num_cells
     M = (scipy.sparse.identity(n) + scipy.sparse.diags(0.5 * dt / ops.volumes) @ ops.D).tocsr()
     M.sort_indices()

@@ -1,0 +1,25 @@
+"""Kernel families: each a package holding its CUDA sources (``.cu``), its
+CUDA driver (``cuda.py``, CuPy) and its NumPy twin (``host.py``), with the
+interface both implement written in the package's ``__init__`` (functions
+with a docstring and no body; tests/test_kernel_families.py checks the
+twins against it).
+
+``family(name, xp)`` is the one dispatcher: the CUDA driver for CuPy arrays,
+the NumPy twin for NumPy ones. ``cuda_graphs`` holds the CUDA-graph capture
+that several families' users share.
+"""
+
+import functools
+import importlib
+
+import numpy
+
+FAMILIES = ("sell", "local_solves", "krylov", "block_ilu", "flow")
+
+
+@functools.cache
+def family(name, xp):
+    """The module of family ``name`` that works on arrays of ``xp`` (numpy or cupy)."""
+    if name not in FAMILIES:
+        raise ValueError(f"unknown kernel family {name!r}: the families are {', '.join(FAMILIES)}")
+    return importlib.import_module(f"{__name__}.{name}.{'host' if xp is numpy else 'cuda'}")

@@ -4,8 +4,8 @@ Each MPI rank holds the part of the geometry its rows need, numbered globally
 (PETSc's numbering: rank p owns cells cell_ranges[p] .. cell_ranges[p+1]-1 and
 faces face_ranges[p] .. face_ranges[p+1]-1). Attributes, for the rank's M cells,
 the F faces that touch them (its own faces and those its neighbours own) and its
-B boundary faces, with the names of plugin.fv_geometry.TetGeometry so that an
-unstructured mesh can fill them:
+B boundary faces (plugin.flow.box fills them for a DMDA box,
+plugin.fv_geometry.TetGeometry for a tetrahedral mesh on one rank):
 
   volumes (M,), centroids (M, d);
   face_ids (F,) global face numbers; face_cells (F, 2) global cell numbers of
@@ -14,7 +14,9 @@ unstructured mesh can fill them:
   |n . (x_1 - x_0)| between the two centroids (across a periodic side too);
   boundary_cells (B,) global; boundary_areas (B,); boundary_normals (B, d) unit
   and outward; boundary_distances (B,) from the centroid to the face;
-  boundary_sides (B,): which side of a box (0: x low, 1: x high, 2: y low...).
+  boundary_tags (B,): the boundary group of each face, an integer tag;
+  boundary_names: {name: tag} of every group of the whole mesh (a box's sides
+  "xmin", "xmax", "ymin", ... are tags 0, 1, 2, ...; a mesh's named groups).
 
 A rank owns the faces whose first cell it owns. In serial (one rank) the
 numbering is local and ``face_ids`` is 0..F-1.
@@ -41,7 +43,8 @@ class FiniteVolumeGeometry:
     boundary_areas: numpy.ndarray
     boundary_normals: numpy.ndarray
     boundary_distances: numpy.ndarray
-    boundary_sides: numpy.ndarray
+    boundary_tags: numpy.ndarray
+    boundary_names: dict
 
     @property
     def dim(self):
@@ -72,139 +75,3 @@ class FiniteVolumeGeometry:
     @property
     def num_global_faces(self):
         return int(self.face_ranges[-1])
-
-
-class BoxPartition:
-    """The cells of a box split among ranks as a DMDA splits them, with PETSc's
-    numbering of cells (rank by rank, x fastest inside each rank's block) and
-    of faces (each cell's face on its high side along each axis, where there is
-    one: rank by rank, then axis by axis, then in cell order).
-
-    ``splits[d]`` lists the ranks' cell counts along axis d (DMDA ownership
-    ranges); ranks are numbered x fastest, as in a DMDA.
-    """
-
-    def __init__(self, shape, splits, periodic):
-        self.shape = tuple(int(n) for n in shape)
-        self.dim = len(self.shape)
-        self.periodic = tuple(bool(p) for p in periodic)
-        self.splits = [numpy.asarray(s, dtype=numpy.int64) for s in splits]
-        for d, (n, s) in enumerate(zip(self.shape, self.splits, strict=True)):
-            if s.sum() != n or (s < 1).any():
-                raise ValueError(f"the ranks' cell counts along axis {d} ({list(s)}) must be positive and sum to {n}")
-            if self.periodic[d] and n < 2:
-                raise ValueError(f"a periodic axis needs at least 2 cells, axis {d} has {n}")
-        self.starts = [numpy.concatenate(([0], numpy.cumsum(s))) for s in self.splits]
-        grid = [s.size for s in self.splits]
-        self.size = int(numpy.prod(grid))
-        # Per rank (x fastest): its block's first cell and size along each axis.
-        coords = numpy.stack(numpy.unravel_index(numpy.arange(self.size), grid[::-1])[::-1], axis=1)
-        self.rank_stride = numpy.cumprod([1] + grid[:-1])
-        self.low = numpy.stack([self.starts[d][coords[:, d]] for d in range(self.dim)], axis=1)
-        self.count = numpy.stack([self.splits[d][coords[:, d]] for d in range(self.dim)], axis=1)
-        self.cell_ranges = numpy.concatenate(([0], numpy.cumsum(self.count.prod(axis=1))))
-        # Faces: a block's cells on the high wall of a non-periodic axis have none there.
-        self.face_count = numpy.repeat(self.count[:, None, :], self.dim, axis=1)  # [rank, axis, extent]
-        for d in range(self.dim):
-            if not self.periodic[d]:
-                self.face_count[self.low[:, d] + self.count[:, d] == self.shape[d], d, d] -= 1
-        per_axis = self.face_count.prod(axis=2)
-        self.face_ranges = numpy.concatenate(([0], numpy.cumsum(per_axis.sum(axis=1))))
-        self.axis_offset = self.face_ranges[:-1, None] + numpy.cumsum(per_axis, axis=1) - per_axis
-
-    def owner(self, ijk):
-        """Rank of each cell; ijk is (d, k) natural cell coordinates."""
-        return sum(self.rank_stride[d] * (numpy.searchsorted(self.starts[d], ijk[d], side="right") - 1)
-                   for d in range(self.dim))
-
-    def _offset_in_block(self, ijk, rank, extent):
-        index = numpy.zeros(ijk.shape[1], dtype=numpy.int64)
-        for d in reversed(range(self.dim)):
-            index = index * extent[:, d] + (ijk[d] - self.low[rank, d])
-        return index
-
-    def cell_index(self, ijk):
-        rank = self.owner(ijk)
-        return self.cell_ranges[rank] + self._offset_in_block(ijk, rank, self.count[rank])
-
-    def face_index(self, axis, ijk):
-        """Number of the face on the high side along ``axis`` of cells ijk (which must have one)."""
-        rank = self.owner(ijk)
-        return self.axis_offset[rank, axis] + self._offset_in_block(ijk, rank, self.face_count[rank, axis])
-
-    def block(self, rank, extent=None):
-        """Natural coordinates (d, k) of a rank's cells, x fastest; ``extent`` trims the block."""
-        extent = self.count[rank] if extent is None else extent
-        axes = [self.low[rank, d] + numpy.arange(extent[d]) for d in range(self.dim)]
-        return numpy.stack([a.ravel() for a in numpy.meshgrid(*axes[::-1], indexing="ij")[::-1]])
-
-    def neighbour(self, ijk, axis, step):
-        """Coordinates of the neighbours ``step`` (+1 or -1) cells along ``axis`` (periodic wrap)."""
-        out = ijk.copy()
-        out[axis] = (out[axis] + step) % self.shape[axis]
-        return out
-
-
-def partition_geometry(partition, lengths, rank):
-    """The geometry of ``rank``'s part of a box of side ``lengths`` cut into equal cells."""
-    p, dim = partition, partition.dim
-    h = numpy.asarray(lengths, dtype=float) / numpy.asarray(p.shape)
-    volume = float(numpy.prod(h))
-    own = p.block(rank)
-    faces = {key: [] for key in ("ids", "cells", "axis")}
-    walls = {key: [] for key in ("cells", "side")}
-    for d in range(dim):
-        # Owned faces: the high side of every cell of the trimmed block.
-        first = p.block(rank, p.face_count[rank, d])
-        faces["ids"].append(p.axis_offset[rank, d] + numpy.arange(first.shape[1]))
-        faces["cells"].append(numpy.stack([p.cell_index(first), p.cell_index(p.neighbour(first, d, 1))], axis=1))
-        faces["axis"].append(numpy.full(first.shape[1], d))
-        # Faces another rank owns: the low side of the block's first layer, where a neighbour is.
-        layer = own[:, own[d] == p.low[rank, d]]
-        below = p.neighbour(layer, d, -1)
-        ghost = (p.owner(below) != rank) & (p.periodic[d] | (layer[d] > 0))
-        layer, below = layer[:, ghost], below[:, ghost]
-        faces["ids"].append(p.face_index(d, below))
-        faces["cells"].append(numpy.stack([p.cell_index(below), p.cell_index(layer)], axis=1))
-        faces["axis"].append(numpy.full(layer.shape[1], d))
-        if not p.periodic[d]:
-            for side, at in ((2 * d, own[d] == 0), (2 * d + 1, own[d] == p.shape[d] - 1)):
-                walls["cells"].append(p.cell_index(own[:, at]))
-                walls["side"].append(numpy.full(int(at.sum()), side))
-    axis = _join(faces["axis"], numpy.int64)
-    sides = _join(walls["side"], numpy.int64)
-    wall_axis = sides // 2
-    wall_sign = numpy.where(sides % 2 == 1, 1.0, -1.0)
-    return FiniteVolumeGeometry(
-        cell_ranges=p.cell_ranges, face_ranges=p.face_ranges, rank=rank,
-        volumes=numpy.full(own.shape[1], volume), centroids=((own.T + 0.5) * h),
-        face_ids=_join(faces["ids"], numpy.int64), face_cells=_join(faces["cells"], numpy.int64, (0, 2)),
-        face_areas=volume / h[axis], face_normals=numpy.eye(dim)[axis], face_distances=h[axis],
-        boundary_cells=_join(walls["cells"], numpy.int64), boundary_areas=volume / h[wall_axis],
-        boundary_normals=numpy.eye(dim)[wall_axis] * wall_sign[:, None], boundary_distances=h[wall_axis] / 2,
-        boundary_sides=sides)
-
-
-def _join(parts, dtype, empty_shape=(0,)):
-    return numpy.concatenate(parts).astype(dtype) if parts else numpy.zeros(empty_shape, dtype=dtype)
-
-
-def box_geometry(shape, lengths, periodic):
-    """A box of shape[d] equal cells along each axis d (x fastest, the DMDA
-    natural numbering) on one rank, side lengths ``lengths``, periodic along
-    the axes where ``periodic[d]``; the other sides are walls (boundary faces)."""
-    partition = BoxPartition(shape, [[n] for n in shape], periodic)
-    return partition_geometry(partition, lengths, rank=0)
-
-
-def dmda_partition(da):
-    """The BoxPartition of a DMDA of cells (its boundary types say which axes are periodic)."""
-    from petsc4py import PETSc
-
-    periodic = [b == PETSc.DM.BoundaryType.PERIODIC for b in da.getBoundaryType()]
-    return BoxPartition(da.getSizes(), da.getOwnershipRanges(), periodic)
-
-
-def dmda_geometry(da, lengths):
-    """This rank's geometry of the cells of a DMDA (one cell per grid point)."""
-    return partition_geometry(dmda_partition(da), lengths, da.getComm().getRank())

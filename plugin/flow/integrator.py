@@ -1,4 +1,4 @@
-"""The fractional-step time step of seed 000 (Algorithm 1) on arrays.
+"""The fractional-step time step of Oyarzún 2015 (Algorithm 1) on arrays.
 
 One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step dt:
   u*   = (1 + r/2) u^n - (r/2) u^{n-1},  r = dt / dt_{n-1} (one-leg extrapolation)
@@ -27,7 +27,8 @@ import numpy
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from gpu_mats.ops import kernels_for
+from gpu_mats.kernels import family
+from petsc_ext.array_operators import mark_read, mark_written
 from petsc_ext.arrays import get_array, restore_array
 
 
@@ -90,7 +91,7 @@ class FractionalStep:
         m = self.matrices = matrices
         self.extrapolate_pressure = extrapolate_pressure
         ops, xp = m.ops, m.xp
-        self.xp, self.kernels = xp, kernels_for(xp)
+        self.xp, self.updates, self.flow_kernels = xp, family("krylov", xp), family("flow", xp)
         self.pressure_ksp, self.momentum_ksp = pressure_ksp, momentum_ksp
         self.comm = m.comm.tompi4py()
         dim, n, faces = ops.dim, ops.geometry.num_cells, ops.geometry.num_faces
@@ -124,7 +125,7 @@ class FractionalStep:
 
     def advance(self, state, dt):
         """The state one step of size dt later (new arrays; ``state`` stays valid)."""
-        m, xp, k, phase = self.matrices, self.xp, self.kernels, self.phases
+        m, xp, k, phase = self.matrices, self.xp, self.updates, self.phases
         u_p = self._free(self._velocity, state.u, state.u_old)
         implicit = self.momentum_ksp is not None
         with phase("Explicit"):
@@ -135,7 +136,7 @@ class FractionalStep:
             m.C(self.u_star, self.rate)
             m.K(state.u if implicit else self.u_star, self.rate, self.rate)
             xp.multiply(self.inverse_volume, dt, out=self.weight)
-            k.explicit_update(self.u_hat if implicit else u_p, state.u, self.source, self.rate, self.weight)
+            self.flow_kernels.explicit_update(self.u_hat if implicit else u_p, state.u, self.source, self.rate, self.weight)
         if implicit:
             with phase("Momentum"):
                 self._solve_momentum(u_p)
@@ -164,11 +165,11 @@ class FractionalStep:
         for d in range(self.shape[0]):
             u_p[d] = self.u_hat[d]  # initial guess
             b, x = vec(self.u_hat[d]), vec(u_p[d])
-            _mark(b, "w")
-            _mark(x, "w")
+            mark_written(b)
+            mark_written(x)
             ksp.solve(b, x)
             _check(ksp, "momentum")
-            _mark(x, "r")
+            mark_read(x)
             self.momentum_iterations += ksp.getIterationNumber()
 
     def _solve_pressure(self, u_p, start):
@@ -193,14 +194,14 @@ class FractionalStep:
         extrapolation waits for p^2."""
         if self.extrapolate_pressure and state.step >= 2:
             r = dt / state.dt_old
-            self.kernels.three_term(q, -dt * (1 + r), state.p, dt * r, state.p_old, 0.0, state.p)
+            self.updates.three_term(q, -dt * (1 + r), state.p, dt * r, state.p_old, 0.0, state.p)
         else:
             self.xp.multiply(state.p, -dt, out=q)
 
     def _correct(self, q, u, u_s):
         """u += G q and u_s = w + Gs q: the projection's correction."""
         self.matrices.G(q, self.gradient.ravel())
-        self.kernels.three_term(u.ravel(), 1.0, u.ravel(), 1.0, self.gradient.ravel(), 0.0, u.ravel())
+        self.updates.three_term(u.ravel(), 1.0, u.ravel(), 1.0, self.gradient.ravel(), 0.0, u.ravel())
         self.matrices.Gs(q, u_s, self.w)
 
     # --- global quantities (each one reduction) ----------------------------------
@@ -236,15 +237,6 @@ class FractionalStep:
     def change_rate(self, state):
         """max |u^{n+1} - u^n| / dt, the distance from a steady state."""
         return self._max(abs(state.u - state.u_old).max()) / state.dt_old
-
-    def is_finite(self, state):
-        local = bool(self.xp.isfinite(state.u).all()) and bool(self.xp.isfinite(state.p).all())
-        return self.comm.allreduce(local, op=MPI.LAND)
-
-
-def _mark(vec, mode):
-    get_array(vec, mode)
-    restore_array(vec, mode)
 
 
 def _check(ksp, name):

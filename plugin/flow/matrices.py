@@ -7,7 +7,7 @@ gpusell matrix runs its kernels on them directly, any other type PETSc's
 MatMult on vectors wrapped over them, so ``-dm_mat_type aij`` runs the same
 loop with PETSc's own products (the CPU reference).
 
-The pressure Laplacian is the compact L of seed 000 (eq. 1.7), or with
+The pressure Laplacian is the compact L of Oyarzún 2015 (eq. 1.7), or with
 ``wide`` the literal product M Omega^-1 M^T = -Ms Gamma G of the collocated
 scheme, with Gs replaced by Gamma G: the projection is then exact on the cell
 velocities and conserves their kinetic energy (the compact L dissipates
@@ -16,7 +16,7 @@ and pressure modes that G does not see (checkerboards).
 
 The convective matrix C shares L's pattern; its values change every step.
 E, the constant matrix E_C with each row moved to where C stores that value
-(seed 000, eq. 2.14: the position in the SELL value array), refreshes them
+(Oyarzún 2015, eq. 2.14: the position in the SELL value array), refreshes them
 with one SpMV written straight into C's storage (petsc_ext.matrix_values).
 """
 
@@ -24,7 +24,7 @@ import numpy
 import scipy.sparse
 
 from petsc_ext.array_operators import matrix_product
-from petsc_ext.arrays import ArrayVecs, array_module_of
+from petsc_ext.arrays import ArrayVecs, matrix_array_module
 from petsc_ext.matrices import aij_from_rows
 from petsc_ext.matrix_values import value_target
 
@@ -50,7 +50,7 @@ class FlowMatrices:
         else:
             laplacian, face_gradient = ops.L, ops.Gs
         self.poisson = build(-laplacian, n, "-L (pressure)", prefix="pressure_")
-        self.xp = array_module_of(self.poisson.createVecRight())
+        self.xp = matrix_array_module(self.poisson)
         self.vecs = ArrayVecs(comm)
         self.mats = {
             "Ms": build(ops.Ms, faces, "Ms"),

@@ -1,5 +1,5 @@
 """The operators of the collocated, symmetry-preserving finite-volume scheme
-(seed 000, sections 1.1 and 1.2), as the rows one rank owns of sparse
+(Oyarzún 2015, sections 1.1 and 1.2; docs/references.md), as the rows one rank owns of sparse
 matrices with global column numbers, built from a geometry.
 
 Unknowns: cell velocities u_c (one vector per component, stacked component by
@@ -15,7 +15,8 @@ face_cells[:, 1]). Walls carry no normal velocity.
   L       Ms Gs, the compact pressure Laplacian: symmetric, negative
           semidefinite, constant null space (walls are Neumann for p)
   D       -nu (L - walls): diffusion, symmetric positive definite where walls
-          hold the velocity (Dirichlet); their velocity enters as wall_source
+          hold the velocity (Dirichlet); their velocity (plugin.flow.boundary,
+          a condition per boundary tag) enters as wall_source
   E_C     faces -> values of C(u_s) in the CSR order of L's pattern (eq. 2.10):
           [C u]_i = sum_f F_f (u_i + u_j) / 2 with F_f = A_f u_s,f out of i,
           skew-symmetric when Ms u_s = 0
@@ -67,8 +68,8 @@ class _HalfFaces:
 class FlowOperators:
     """The rank's rows of the operators of one geometry, viscosity and set of wall velocities."""
 
-    def __init__(self, geometry, nu, wall_velocity=None):
-        """``wall_velocity(side)`` is the velocity vector of box side ``side`` (default: at rest)."""
+    def __init__(self, geometry, nu, boundary_conditions):
+        """``boundary_conditions``: {tag: condition} for every boundary tag (plugin.flow.boundary)."""
         g = geometry
         n, dim = g.num_cells, g.dim
         cells, faces = g.num_global_cells, g.num_global_faces
@@ -90,8 +91,8 @@ class FlowOperators:
                                            shape=(n, cells))
         self.D = (-nu * self.L + diagonal).tocsr()
         self.D.sort_indices()
-        velocity = numpy.array([wall_velocity(side) if wall_velocity else numpy.zeros(dim)
-                                for side in g.boundary_sides]).reshape(-1, dim)
+        wall_velocities = {tag: condition.velocity_in(dim) for tag, condition in boundary_conditions.items()}
+        velocity = numpy.array([wall_velocities[tag] for tag in g.boundary_tags]).reshape(-1, dim)
         self.wall_source = numpy.array([nu * numpy.bincount(wall_rows, wall * velocity[:, d], n) for d in range(dim)])
         self.E_C = self._convection_map(h, n, cells, faces)
         self.flux_rate = _csr(h.area / (2 * g.volumes[h.row]), h.row, h.face, (n, faces))
@@ -147,7 +148,7 @@ class FlowOperators:
 
 def compact_laplacian(geometry, half_faces=None):
     """L = Ms Gs, the rank's rows: [L p]_i = sum_f (A_f / delta_f) (p_j - p_i)
-    (seed 000, eq. 1.7), with global column numbers."""
+    (Oyarzún 2015, eq. 1.7), with global column numbers."""
     g, h = geometry, half_faces or _HalfFaces.of(geometry)
     conductance = h.area / h.distance
     return _csr(numpy.concatenate((conductance, -conductance)), numpy.concatenate((h.row, h.row)),

@@ -29,9 +29,10 @@ def _at(field, axis, coordinate, spacing):
     return (1 - w) * numpy.take(field, i, axis=axis) + w * numpy.take(field, i + 1, axis=axis)
 
 
-def centerlines(u, lengths, wall_velocity):
+def centerlines(u, lengths, walls):
     """((y, u along x = Lx/2), (x, v along y = Ly/2)) from the velocity (dim, [nz,] ny, nx),
-    in the mid-plane z = Lz/2 in 3D, with the wall values at both ends."""
+    in the mid-plane z = Lz/2 in 3D, with the wall values at both ends
+    (``walls``: {box side tag: Wall}, plugin.flow.box)."""
     dim = u.shape[0]
     h = [length / n for length, n in zip(lengths, u.shape[1:][::-1], strict=True)]
     if dim == 3:
@@ -41,7 +42,7 @@ def centerlines(u, lengths, wall_velocity):
 
     def with_walls(values, axis, component):
         centres = (numpy.arange(values.size) + 0.5) * h[axis]
-        low, high = (float(wall_velocity(2 * axis + side)[component]) for side in (0, 1))
+        low, high = (float(walls[2 * axis + side].velocity_in(dim)[component]) for side in (0, 1))
         return numpy.concatenate(([0.0], centres, [lengths[axis]])), numpy.concatenate(([low], values, [high]))
 
     return with_walls(along_y, 1, 0), with_walls(along_x, 0, 1)

@@ -30,7 +30,7 @@ from petsc4py import PETSc
 from petsc_ext.matrices import aij_from_rows
 from petsc_ext.options import OptionError
 
-from .geometry import BoxPartition, partition_geometry
+from .box import BoxPartition, partition_geometry
 from .operators import compact_laplacian
 
 _THIN = 1.5  # axes whose cells are this close to the thinnest halve together
@@ -115,8 +115,8 @@ class PressureMultigrid:
             p = interpolation(fine, coarse, rank)
             interpolate = aij_from_rows(p.indptr, p.indices, p.data, coarse.count[rank].prod(), self.comm)
             restrict = interpolate.transpose(PETSc.Mat())
-            pc.setMGInterpolation(level, self._mat(_retyped(interpolate, kind, self.comm)))
-            pc.setMGRestriction(level, self._mat(_retyped(restrict, kind, self.comm)))
+            pc.setMGInterpolation(level, self._mat(_retyped(interpolate, kind)))
+            pc.setMGRestriction(level, self._mat(_retyped(restrict, kind)))
             operator = self._operator(coarse, rank, kind)
             if level == 1:
                 coarse_solve = pc.getMGCoarseSolve()
@@ -144,12 +144,8 @@ class PressureMultigrid:
         self._mats = []
 
 
-def _retyped(aij, mat_type, comm):
-    """``aij`` (an AIJ matrix, consumed) as ``mat_type``, rebuilt from its rows:
-    PETSc cannot make gpusell matrices itself (MatTranspose, MatConvert)."""
-    if mat_type in (PETSc.Mat.Type.AIJ, aij.getType()):
-        return aij
-    local_columns = aij.getLocalSize()[1]
-    indptr, indices, data = aij.getValuesCSR()
-    aij.destroy()
-    return aij_from_rows(indptr, indices, data, local_columns, comm, mat_type)
+def _retyped(aij, mat_type):
+    """``aij`` (an AIJ matrix) converted in place to ``mat_type``."""
+    if mat_type != aij.getType():
+        aij.convert(mat_type, aij)
+    return aij

@@ -1,19 +1,18 @@
-"""The incompressible flow driver: fractional steps on a DMDA box, run in
-time like a production code.
+"""The incompressible flow driver: fractional steps on any finite-volume
+geometry, run in time like a production code.
 
 CFL-adaptive time steps (and the explicit diffusion limit), a monitor line
 per step, progress reports, atomic checkpoints and restart, blow-up
 detection that keeps the last good state, PETSc log events per phase and a
-timing breakdown. Options (prefix-aware, listed by ``-help``):
+timing breakdown. Options (prefix-aware, listed by ``-help``) are in
+``OPTIONS``; a program sets its own defaults for them with
+petsc_ext.options.option_defaults around the constructor.
 
-  -flow_cfl, -flow_fourier, -flow_dt, -flow_diffusion explicit|implicit,
-  -flow_pressure_guess extrapolated|previous, -flow_pressure_laplacian compact|wide,
-  -flow_t_end, -flow_max_steps, -flow_steady_tol, -flow_monitor,
-  -flow_checkpoint_every, -flow_checkpoint_file, -flow_restart, -flow_cfl_max
-
-The operators come from ``dmda_geometry``; a DMPlex geometry with the same
-attributes would drive the same loop. The matrices take the DM's matrix
-type (``-dm_mat_type``; the demos make gpusell the default).
+``FlowSolver(geometry, ...)`` takes a FiniteVolumeGeometry and a boundary
+condition per boundary group; ``FlowSolver.from_dmda`` builds both for a DMDA
+box, with the box's geometric pressure multigrid. The matrices take the
+type given (on a DMDA its ``-dm_mat_type``; the demos make gpusell the
+default).
 """
 
 import math
@@ -24,10 +23,11 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from petsc_ext.matrices import dm_mat_type
-from petsc_ext.options import OptionsReader, options_set
+from petsc_ext.options import Option, OptionError, option_defaults, read_options
 
 from . import checkpoint
-from .geometry import dmda_geometry, dmda_partition
+from .boundary import conditions_by_tag, walls_at_rest
+from .box import dmda_geometry, dmda_partition
 from .integrator import FractionalStep, StepFailure
 from .matrices import FlowMatrices
 from .operators import FlowOperators
@@ -41,31 +41,66 @@ PRESSURE_LAPLACIAN = ("compact", "wide")
 _GROWTH = {"explicit": 1.1, "implicit": 1.25}
 _SHRINK = 1.1  # and drops to 1/1.1 of the limit when the limit falls below it
 
+OPTIONS = (
+    Option("flow_cfl", "cfl", 0.5, "target convective CFL number of the adaptive dt", low=0.0),
+    Option("flow_fourier", "fourier", 0.4, "explicit diffusion: dt times max(D_ii / Omega_i); stable below 0.5",
+           low=0.0, high=0.5),
+    Option("flow_dt", "fixed_dt", 0.0, "fixed time step (0: adaptive)", low=0.0),
+    Option("flow_diffusion", "diffusion", "explicit", "diffusion explicit, or Crank-Nicolson with momentum "
+           "systems solved by a KSP with prefix momentum_ (GMRES + ainv spai by default)", choices=DIFFUSION),
+    Option("flow_pressure_guess", "pressure_guess", "extrapolated", "the pressure solve starts from the last "
+           "pressure extrapolated linearly in time, or from the last pressure", choices=PRESSURE_GUESS),
+    Option("flow_pressure_laplacian", "pressure_laplacian", "compact", "compact: L of Oyarzún 2015 (eq. 1.7) "
+           "with the face velocities of eq. 2.9, which dissipates O(dt h^2) of the kinetic energy; wide: "
+           "M Omega^-1 M^T, an exact projection that conserves it to O(dt^2), but blind to checkerboard "
+           "pressures", choices=PRESSURE_LAPLACIAN),
+    Option("flow_t_end", "t_end", 1.0, "final time", low=0.0),
+    Option("flow_max_steps", "max_steps", 10**9, "most steps to run", low=0, high=10**9),
+    Option("flow_steady_tol", "steady_tol", 0.0, "stop at max |u^{n+1} - u^n| / dt below this (0: never)",
+           low=0.0),
+    Option("flow_velocity_scale", "velocity_scale", 1.0, "velocity that sets the first time step of a fluid "
+           "at rest", low=0.0),
+    Option("flow_monitor", "monitor", False, "print step, t, dt, CFL, pressure iterations, ||Ms u_s|| and "
+           "kinetic energy every step"),
+    Option("flow_checkpoint_every", "checkpoint_every", 0, "write a checkpoint every N steps (0: never)", low=0,
+           high=10**9),
+    Option("flow_checkpoint_file", "checkpoint_file", "flow_checkpoint.npz", "checkpoint file (written "
+           "atomically: a temporary file, then a rename)"),
+    Option("flow_restart", "restart_file", "", "start from this checkpoint; the run continues to the same "
+           "result as an uninterrupted one"),
+    Option("flow_cfl_max", "cfl_max", 2.0, "blow-up: a CFL number above this, a NaN or a failed solve stops "
+           "the run, naming the step, with the last good state saved", low=0.0),
+)
+
 
 class FlowBlowUp(RuntimeError):
     """The run stopped: NaN, a CFL number above -flow_cfl_max, or a failed solve."""
 
 
 class FlowSolver:
-    """Incompressible flow with viscosity ``nu`` on the cells of a DMDA over a
-    box of side ``lengths``; ``wall_velocity(side)`` gives the velocity of the
-    walls (box sides 0: x low, 1: x high, 2: y low, ...). ``defaults`` sets
-    the defaults of -flow_ options (a demo's own, say)."""
+    """Incompressible flow with viscosity ``nu`` on ``geometry`` (a
+    FiniteVolumeGeometry on ``comm``), its operators as matrices of
+    ``mat_type``; ``boundary_conditions`` gives a condition
+    (plugin.flow.boundary) for every boundary group, keyed by tag or name.
+    ``prefix`` prefixes the -flow_ options. ``pressure_multigrid``: grids for
+    ``-pressure_pc_type mg`` (a box's PressureMultigrid), None where the
+    geometry has none."""
 
-    def __init__(self, da, lengths, nu, wall_velocity=None, defaults=None):
-        self.comm = da.getComm()
-        self.mpi = self.comm.tompi4py()
-        self._read_options(da.getOptionsPrefix(), defaults or {})
-        self.geometry = dmda_geometry(da, lengths)
-        self.shape = tuple(da.getSizes())
-        self.operators = FlowOperators(self.geometry, nu, wall_velocity)
+    def __init__(self, geometry, comm, mat_type, nu, boundary_conditions, prefix="", pressure_multigrid=None):
+        self.comm, self.mpi = comm, comm.tompi4py()
+        for attr, value in read_options(self, OPTIONS, prefix, "Incompressible flow (fractional step)",
+                                        comm, lambda option, chosen: option.default).items():
+            setattr(self, attr, value)
+        self.geometry = geometry
+        self.boundary_conditions = conditions_by_tag(geometry, boundary_conditions)
+        self.operators = FlowOperators(geometry, nu, self.boundary_conditions)
         implicit = self.diffusion == "implicit"
-        self.matrices = FlowMatrices(self.operators, self.comm, dm_mat_type(da), implicit_diffusion=implicit,
+        self.matrices = FlowMatrices(self.operators, comm, mat_type, implicit_diffusion=implicit,
                                      pressure_laplacian=self.pressure_laplacian)
-        nullspace = PETSc.NullSpace().create(constant=True, comm=self.comm)
+        nullspace = PETSc.NullSpace().create(constant=True, comm=comm)
         self.matrices.poisson.setNullSpace(nullspace)
         self.matrices.poisson.setTransposeNullSpace(nullspace)  # KSPSolve projects the right-hand side onto the range
-        self.multigrid = PressureMultigrid(dmda_partition(da), lengths, self.comm)
+        self.multigrid = pressure_multigrid
         self.pressure_ksp = self.pressure_solver()
         self.momentum_ksp = self._momentum_ksp() if implicit else None
         self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp,
@@ -76,50 +111,24 @@ class FlowSolver:
         self._momentum_dt = None
         self.steps_run, self.pressure_iterations, self.run_seconds = 0, 0, 0.0
 
-    def _read_options(self, prefix, defaults):
-        reader = OptionsReader(prefix, "Incompressible flow (fractional step)", self.comm)
-
-        def default(name, value):
-            return defaults.get(name, value)
-
-        self.cfl = reader.real("flow_cfl", default("flow_cfl", 0.5), "target convective CFL number", low=0.0)
-        self.fourier = reader.real("flow_fourier", default("flow_fourier", 0.4),
-                                   "explicit diffusion: dt times max(D_ii / Omega_i); stable below 0.5",
-                                   low=0.0, high=0.5)
-        self.fixed_dt = reader.real("flow_dt", default("flow_dt", 0.0), "fixed time step (0: adaptive)", low=0.0)
-        self.diffusion = reader.choice("flow_diffusion", default("flow_diffusion", "explicit"), DIFFUSION,
-                                       "diffusion explicit, or Crank-Nicolson with a -momentum_ KSP")
-        self.pressure_guess = reader.choice("flow_pressure_guess", default("flow_pressure_guess", "extrapolated"),
-                                            PRESSURE_GUESS, "the pressure solve starts from the last pressure "
-                                            "extrapolated linearly in time, or from the last pressure")
-        self.pressure_laplacian = reader.choice(
-            "flow_pressure_laplacian", default("flow_pressure_laplacian", "compact"), PRESSURE_LAPLACIAN,
-            "compact (seed 000, eq. 1.7; dissipates O(dt h^2) of the kinetic energy), or wide: "
-            "M Omega^-1 M^T, an exact projection that conserves it, but blind to checkerboard pressures")
-        self.t_end = reader.real("flow_t_end", default("flow_t_end", 1.0), "final time", low=0.0)
-        self.max_steps = reader.int("flow_max_steps", default("flow_max_steps", 10**9), "most steps to run",
-                                    low=0, high=10**9)
-        self.steady_tol = reader.real("flow_steady_tol", default("flow_steady_tol", 0.0),
-                                      "stop at max |u^{n+1} - u^n| / dt below this (0: never)", low=0.0)
-        self.velocity_scale = reader.real("flow_velocity_scale", default("flow_velocity_scale", 1.0),
-                                          "velocity that sets the first time step of a fluid at rest", low=0.0)
-        self.monitor = reader.bool("flow_monitor", default("flow_monitor", False),
-                                   "print step, t, dt, CFL, pressure iterations, ||Ms u_s||, kinetic energy")
-        self.checkpoint_every = reader.int("flow_checkpoint_every", default("flow_checkpoint_every", 0),
-                                           "write a checkpoint every N steps (0: never)", low=0, high=10**9)
-        self.checkpoint_file = reader.string("flow_checkpoint_file",
-                                             default("flow_checkpoint_file", "flow_checkpoint.npz"),
-                                             "checkpoint file (written atomically)")
-        self.restart_file = reader.string("flow_restart", default("flow_restart", ""),
-                                          "start from this checkpoint")
-        self.cfl_max = reader.real("flow_cfl_max", default("flow_cfl_max", 2.0),
-                                   "stop (blow-up) when the CFL number exceeds this", low=0.0)
+    @classmethod
+    def from_dmda(cls, da, lengths, nu, boundary_conditions=None):
+        """The flow on the cells of a DMDA over a box of side ``lengths``:
+        the box's walls are the sides "xmin", "xmax", "ymin", ... (tags 0,
+        1, 2, ...) of its non-periodic axes; those not in
+        ``boundary_conditions`` are walls at rest. Matrices of the DM's type,
+        options with the DM's prefix, and the box's pressure multigrid."""
+        geometry = dmda_geometry(da, lengths)
+        conditions = {**walls_at_rest(geometry), **(boundary_conditions or {})}
+        multigrid = PressureMultigrid(dmda_partition(da), lengths, da.getComm())
+        return cls(geometry, da.getComm(), dm_mat_type(da), nu, conditions, prefix=da.getOptionsPrefix() or "",
+                   pressure_multigrid=multigrid)
 
     def pressure_solver(self, prefix="pressure_"):
         """The pressure KSP (options ``prefix``). With ``-pressure_pc_type mg``
-        its levels come from plugin.flow.pressure_multigrid: by default all of
-        the box's grids, Jacobi-preconditioned Chebyshev smoothing, SVD on the
-        coarsest grid."""
+        its levels come from the geometry's grids (plugin.flow.pressure_multigrid
+        on a box): by default all of them, Jacobi-preconditioned Chebyshev
+        smoothing, SVD on the coarsest grid."""
         ksp = PETSc.KSP().create(comm=self.comm)
         ksp.setOptionsPrefix(prefix)
         ksp.setOperators(self.matrices.poisson)
@@ -130,9 +139,11 @@ class FlowSolver:
         ksp.setFromOptions()
         pc = ksp.getPC()
         if pc.getType() == PETSc.PC.Type.MG:
-            if not PETSc.Options(prefix).hasName("pc_mg_levels"):
-                with options_set(prefix, {"pc_mg_levels": self.multigrid.depth}):
-                    pc.setFromOptions()  # the level count first: -pc_mg_cycle_type and the like act on the levels
+            if self.multigrid is None:
+                raise OptionError(f"-{prefix}pc_type mg needs the grids of a DMDA box (FlowSolver.from_dmda); "
+                                  f"on this geometry use an algebraic multigrid such as -{prefix}pc_type gamg")
+            with option_defaults(prefix, {"pc_mg_levels": self.multigrid.depth}):
+                pc.setFromOptions()  # the level count first: -pc_mg_cycle_type and the like act on the levels
             self.multigrid.attach(pc, self.matrices.poisson.getType())
         return ksp
 
@@ -142,10 +153,11 @@ class FlowSolver:
         ksp.setOperators(self.matrices.momentum)
         ksp.setType("gmres")
         ksp.getPC().setType("ainv")
-        ksp.getPC().getPythonContext().kind = "spai"  # the default here: D is symmetric, Omega^-1 D need not be
         ksp.setTolerances(rtol=1e-10)
         ksp.setInitialGuessNonzero(True)
-        ksp.setFromOptions()
+        # spai: D is symmetric, but Omega^-1 D need not be
+        with option_defaults("momentum_", {"pc_ainv_type": "spai"}):
+            ksp.setFromOptions()
         return ksp
 
     # --- states ------------------------------------------------------------------
@@ -270,7 +282,8 @@ class FlowSolver:
         for ksp in (self.pressure_ksp, self.momentum_ksp):
             if ksp is not None:
                 ksp.destroy()
-        self.multigrid.destroy()
+        if self.multigrid is not None:
+            self.multigrid.destroy()
         self.matrices.destroy()
 
 

@@ -1,4 +1,4 @@
-// Block ILU(0) level by level (seed 001): factorization and the two sweeps.
+// Block ILU(0) level by level (Luo et al. 2015): factorization and the two sweeps.
 // Blocks are BS x BS, row-major, stored with the rows regrouped by level;
 // vectors are in the natural order (block row `rows[r]` of level-ordered r).
 // NumPy twins: gpu_mats/kernels/bilu_host.py.

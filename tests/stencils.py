@@ -41,7 +41,7 @@ def laplacian(n, points=7):
 
 
 def block_stencil(n, bs, seed=0):
-    """A 7-point block system like seed 001's INCOMP3D matrices on an n^3
+    """A 7-point block system like Luo et al. 2015's INCOMP3D matrices on an n^3
     grid: (indptr, indices, blocks (nnzb, bs, bs)), random off-diagonal
     blocks and block-diagonally dominant rows."""
     offsets = [(0, 0, 0)] + [tuple(s * e for e in axis) for axis in numpy.eye(3, dtype=int) for s in (-1, 1)]

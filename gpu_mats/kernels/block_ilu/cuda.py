@@ -1,7 +1,8 @@
-"""Launchers for ``block_ilu.cu``, compiled per block size (and, for the
-persistent sweeps, per number of blocks prefetched per row).
+"""The block ILU family on the GPU: launchers for ``block_ilu.cu``, compiled
+per block size (and, for the persistent sweeps, per number of blocks
+prefetched per row).
 
-The sweeps run their levels in one of three schedules (seed 001's per-level
+The sweeps run their levels in one of three schedules (Luo et al. 2015's per-level
 cost is what they trade): ``launch``, a kernel launch per level from Python;
 ``graph``, the same launches captured once per (b, x) pair of addresses and
 replayed as one CUDA graph; ``persistent``, one cooperative launch per sweep
@@ -16,8 +17,8 @@ import weakref
 import cupy
 import numpy
 
-from ..block_ilu import PERSISTENT_MAX_BLOCK_SIZE, PIVOT_TOLERANCE
-from .cuda import capture, replay
+from ...block_ilu import PERSISTENT_MAX_BLOCK_SIZE, PIVOT_TOLERANCE
+from ..cuda_graphs import capture, replay
 
 FACTOR_BLOCK = 128
 SWEEP_THREADS = 256  # a sweep block holds SWEEP_THREADS // bs rows, bs threads each

@@ -13,14 +13,3 @@ extern "C" __global__ void three_term(long long n, double a, const double* x, do
     w[i] = v;
     if (d != nullptr) scaled[i] = d[i] * v;
 }
-
-// out = u + w .* (s - r) for (dim, n) blocks u, s, r, out and one weight per
-// cell w (n): the explicit momentum update of a fractional step,
-// u + dt Omega^-1 (source - rate). out may alias u.
-extern "C" __global__ void explicit_update(long long n, long long total, const double* u, const double* s,
-                                           const double* r, const double* w, double* out)
-{
-    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-    if (i >= total) return;
-    out[i] = fma(w[i % n], s[i] - r[i], u[i]);
-}

@@ -5,7 +5,7 @@
 // reads their R values and R columns of entry k with one vector load each:
 // entries of neighbouring rows are adjacent, and the offset is a multiple of
 // R, so the loads are aligned. Wide loads keep more bytes in flight per
-// instruction, which is what a memory-bound kernel needs (seed 000, ch. 3
+// instruction, which is what a memory-bound kernel needs (Oyarzún 2015, ch. 3
 // pairs rows the same way). Values are V (double, or float for mixed
 // precision); vectors and sums are double. Stored row p is original row
 // row_of[p] (row_of == nullptr: the identity).

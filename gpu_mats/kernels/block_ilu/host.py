@@ -1,11 +1,11 @@
-"""NumPy twins of block_ilu.cu: the block ILU(0) factorization and sweeps,
-vectorised across the rows of one level."""
+"""The block ILU family on the host: NumPy twins of ``block_ilu.cu``, the
+block ILU(0) factorization and sweeps vectorised across the rows of a level."""
 
 import weakref
 
 import numpy
 
-from ..block_ilu import PIVOT_TOLERANCE, concatenated_ranges
+from ...block_ilu import PIVOT_TOLERANCE, concatenated_ranges
 
 _steps_of = weakref.WeakKeyDictionary()
 
@@ -89,7 +89,7 @@ def _sweep_level(f, r0, r1, ptr, cols, vals, x):
     return _row_sums(products, ptr, r0, r1)
 
 
-def solve(f, b, x, schedule=None):
+def solve(f, b, x, schedule):
     """x = U^-1 L^-1 b level by level (the schedule is a GPU choice)."""
     bs = f.block_size
     b, x = b.reshape(-1, bs), x.reshape(-1, bs)

@@ -1,0 +1,22 @@
+"""The flow driver's vector updates on the GPU (``flow.cu``)."""
+
+import functools
+import pathlib
+
+import cupy
+import numpy
+
+
+@functools.cache
+def _kernel(name):
+    source = pathlib.Path(__file__).with_name("flow.cu").read_text()
+    return cupy.RawModule(code=source).get_function(name)
+
+
+def explicit_update(out, u, s, r, w):
+    """out = u + w (s - r), w one weight per column of the (dim, n) blocks (flow.cu)."""
+    total = out.size
+    if total:
+        block = 256
+        _kernel("explicit_update")((-(-total // block),), (block,),
+                                  (numpy.int64(w.size), numpy.int64(total), u, s, r, w, out))

@@ -1,0 +1,8 @@
+"""The flow driver's vector updates on the host: NumPy twins of ``flow.cu``."""
+
+import numpy
+
+
+def explicit_update(out, u, s, r, w):
+    """Twin of flow.cu: out = u + w (s - r), w one weight per column of the (dim, n) blocks."""
+    numpy.add(u, w * (s - r), out=out)

@@ -1,0 +1,15 @@
+"""SELL-C-sigma products: ``y = alpha A x + beta z`` and the diagonal, on a
+gpu_mats.sell.SellMatrix whose arrays are in the family's memory."""
+
+
+def spmv(A, x, y, z, alpha, beta):
+    """Y = alpha A X + beta Z; 1-D vectors, or 2-D (k, n) blocks of k vectors
+    sharing one pass over A. Arguments are checked by the caller (gpu_mats.ops)."""
+
+
+def diagonal(A, d):
+    """d = the main diagonal of A, one entry per row (0 past min(rows, cols))."""
+
+
+def forget(A):
+    """Drop what was cached about A's arrays (they were replaced)."""

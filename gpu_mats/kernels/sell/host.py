@@ -1,0 +1,40 @@
+"""The SELL family on the host: NumPy twins of ``sell.cu``, the same arithmetic
+on the same SELL arrays.
+
+Each stored entry is multiplied with the x it points at and summed per stored
+row in slot order (entry 0, 1, ... of the row), as the CUDA threads do.
+"""
+
+import numpy
+
+
+def _row_sums(A, products):
+    nrows = A.shape[0]
+    padded_rows = A.nslices * A.slice_height
+    return numpy.bincount(A.slot_rows(), weights=products, minlength=padded_rows)[:nrows]
+
+
+def spmv(A, x, y, z, alpha, beta):
+    """Y = alpha A X + beta Z; 1-D vectors, or 2-D (k, n) blocks of k vectors."""
+    if x.ndim == 2:
+        for j in range(x.shape[0]):
+            spmv(A, x[j], y[j], z[j], alpha, beta)
+        return
+    out = alpha * _row_sums(A, A.vals * x[A.cols])
+    rows = slice(None) if A.row_of is None else A.row_of
+    if beta != 0.0:
+        out += beta * z[rows]
+    y[rows] = out
+
+
+def diagonal(A, d):
+    nrows = A.shape[0]
+    stored_row = A.slot_rows()
+    real = stored_row < nrows
+    row = stored_row[real] if A.row_of is None else A.row_of[stored_row[real]]
+    hit = (A.cols[real] == row) & (row < min(A.shape))
+    d[:] = numpy.bincount(row[hit], weights=A.vals[real][hit], minlength=nrows)
+
+
+def forget(A):
+    """Nothing is cached about A on the host."""
