@@ -12,7 +12,10 @@ SELL kernel alone (CUDA events); their difference is the Python overhead.
 """
 
 import argparse
+import cProfile
 import ctypes
+import io
+import pstats
 import sys
 
 import petsc4py
@@ -169,8 +172,9 @@ def host_us(fn, calls=2000):
     return (PETSc.Log.getTime() - start) / calls * 1e6
 
 
-def overhead(n):
-    """Where the time of one MatMult goes when the GPU has almost nothing to do."""
+def overhead(n, profile=False):
+    """Where the time of one MatMult goes when the GPU has almost nothing to do
+    (with ``profile``, a cProfile of the gpusell MatMult path follows)."""
     csr = laplacian(n)
     rows = n**3
     B = aij_from_csr(*csr, (rows, rows), comm=SELF, mat_type="gpusell")
@@ -184,7 +188,8 @@ def overhead(n):
     args = launch.args + (xa, numpy.int64(0), ya, ya, numpy.int64(0), numpy.float64(1), numpy.float64(0))
     out = {"matrix": f"7-point {n}^3",
            "kernel (GPU time)": harness.event_us(lambda: spmv(ctx.local, xa, ya)),
-           "raw CuPy launch (host)": host_us(lambda: launch.spmv[0](launch.grid, launch.block, args)),
+           "CuPy RawKernel launch (host)": host_us(lambda: launch.spmv[0](launch.grid, launch.block, args)),
+           "cuLaunchKernel, the SELL family's (host)": host_us(lambda: launch.vector_product(xa, ya, ya, 1.0, 0.0)),
            "gpu_mats.spmv (host)": host_us(lambda: spmv(ctx.local, xa, ya))}
     restore_array(x, "r"), restore_array(y, "w")
     out["GpuSellMat.mult (host)"] = host_us(lambda: ctx.mult(x.handle, y.handle))
@@ -193,6 +198,13 @@ def overhead(n):
     xc.setRandom()
     out["aijcusparse MatMult (wall)"] = harness.wall_us(lambda: A.mult(xc, yc), batch=200)
     out["gpusell Python overhead"] = out["gpusell MatMult (wall)"] - out["kernel (GPU time)"]
+    out["gpusell / aijcusparse (wall)"] = out["gpusell MatMult (wall)"] / out["aijcusparse MatMult (wall)"]
+    if profile:
+        calls = cProfile.Profile()
+        calls.runcall(lambda: [B.mult(x, y) for _ in range(5000)])
+        text = io.StringIO()
+        pstats.Stats(calls, stream=text).sort_stats("tottime").print_stats(15)
+        print(f"cProfile of 5000 gpusell MatMult calls, 7-point {n}^3:\n{text.getvalue()}")
     return out
 
 
@@ -203,6 +215,7 @@ def main():
     parser.add_argument("--mesh", help="tetrahedral sphere mesh (benchmarks/sphere_mesh.py)")
     parser.add_argument("--sellcuda-max-rows", type=int, default=20_000_000)
     parser.add_argument("--sweep", action="store_true", help="also sweep slice height and sort window")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of gpusell's MatMult at 16^3")
     parser.add_argument("--json")
     parser.add_argument("--commit")
     args = parser.parse_args()
@@ -219,7 +232,7 @@ def main():
         if args.sweep and (name.startswith("tet") or name == f"7-point {max(args.sizes)}^3"):
             sweep += layout_sweep(name, csr)
             tuning += tuning_sweep(name, csr)
-    overheads = [overhead(n) for n in (16, 64)]
+    overheads = [overhead(n, args.profile and n == 16) for n in (16, 64)]
 
     print()
     harness.print_table(table, [("matrix", "matrix", "{}"), ("contender", "contender", "{}"), ("us", "time us", "{:.1f}"),
