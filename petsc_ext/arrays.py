@@ -42,7 +42,7 @@ def _module(on_device):
 
 
 def _handle(vec):
-    return vec if isinstance(vec, int) else vec.handle
+    return vec if vec.__class__ is int else vec.handle
 
 
 def get_array(vec, mode, length=None):
@@ -50,13 +50,16 @@ def get_array(vec, mode, length=None):
 
     mode is "r", "w" or "rw"; pair every call with ``restore_array`` in the
     same mode. ``length``, the local size, saves a C call where the caller
-    knows it (a Mat whose sizes PETSc has checked).
+    knows it (a Mat whose sizes PETSc has checked). Every MatMult of a
+    gpusell matrix passes here twice: it is kept lean.
     """
     handle = _handle(vec)
     if length is None:
         lp.check(lp.VecGetLocalSize(handle, _LENGTH))
         length = _length.value
-    lp.check(_GET[mode](handle, _ADDRESS, _MEMTYPE))
+    ierr = _GET[mode](handle, _ADDRESS, _MEMTYPE)
+    if ierr:
+        raise PETSc.Error(ierr)
     key = (_address.value, length, _memtype.value != lp.PETSC_MEMTYPE_HOST)
     view = _views.get(key)
     if view is None:
@@ -84,7 +87,9 @@ def matrix_array_module(mat):
 
 
 def restore_array(vec, mode):
-    lp.check(_RESTORE[mode](_handle(vec), None))
+    ierr = _RESTORE[mode](_handle(vec), None)
+    if ierr:
+        raise PETSc.Error(ierr)
 
 
 def vec_over(array, comm, size=None):

@@ -55,29 +55,6 @@ _ConvertFn = ctypes.CFUNCTYPE(ctypes.c_int, lp.c_ptr, lp.c_str, ctypes.c_int, lp
 _DuplicateFn = ctypes.CFUNCTYPE(ctypes.c_int, lp.c_ptr, ctypes.c_int, lp.c_ptr)
 
 
-class _Arrays:
-    """Arrays of several vectors for one product, restored together, on the matrix's device."""
-
-    __slots__ = ("taken", "on_gpu")
-
-    def __init__(self, on_gpu):
-        self.taken, self.on_gpu = [], on_gpu
-
-    def get(self, vec, mode, name, length):
-        array = get_array(vec, mode, length)
-        self.taken.append((vec, mode))
-        if isinstance(array, numpy.ndarray) == self.on_gpu:
-            where = "on the GPU" if self.on_gpu else "in host memory"
-            wanted = "cuda" if self.on_gpu else "standard"
-            raise TypeError(f"the gpusell matrix keeps its data {where} but vector {name} does not; "
-                            f"use vectors from MatCreateVecs(), or -vec_type {wanted} (-dm_vec_type {wanted} for a DM)")
-        return array
-
-    def restore(self):
-        while self.taken:
-            restore_array(*self.taken.pop())
-
-
 class GpuSellMat:
     """The SELL side of one gpusell matrix: its blocks, options and halo exchange."""
 
@@ -86,6 +63,7 @@ class GpuSellMat:
         self.xp = choose_backend()
         self.on_gpu = self.xp is not numpy
         self._kernels = family("sell", self.xp)
+        self._array_class = self.xp.ndarray
         for option in OPTIONS:
             setattr(self, option.attr, option.default)
         self.aij_ops = {op: lp.mat_operation(handle, op) for op in _HOOKS}
@@ -112,6 +90,7 @@ class GpuSellMat:
             else:
                 self._build(mat, indptr, indices, data)
             self._state, self._nonzero_state = state, nonzero_state
+            self._flops = 2.0 * self.nnz
         finally:
             _EVENTS["Build"].end()
 
@@ -155,22 +134,36 @@ class GpuSellMat:
     # --- products -------------------------------------------------------------
 
     def mult(self, x, y, z=None, transpose=False):
-        """y = A x + z (z None: y = A x); the vectors are PETSc handles."""
-        self.update()
+        """y = A x + z (z None: y = A x); the vectors are PETSc handles. Every
+        MatMult comes here, so it is kept lean (BENCHMARKS.md, "Python
+        overhead per MatMult")."""
+        if lp.object_state(self.handle) != self._state:
+            self.update()
         rows, cols = self.local.shape[::-1] if transpose else self.local.shape
-        arrays = _Arrays(self.on_gpu)
+        taken = []
         try:
-            xa = arrays.get(x, "r", "x", cols)
+            xa = self._array(x, "r", "x", cols, taken)
             if z is None:
-                ya, beta, za = arrays.get(y, "w", "y", rows), 0.0, None
+                ya, beta, za = self._array(y, "w", "y", rows, taken), 0.0, None
             elif z == y:
-                ya, beta, za = arrays.get(y, "rw", "y", rows), 1.0, None
+                ya, beta, za = self._array(y, "rw", "y", rows, taken), 1.0, None
             else:
-                za = arrays.get(z, "r", "z", rows)
-                ya, beta = arrays.get(y, "w", "y", rows), 1.0
+                za = self._array(z, "r", "z", rows, taken)
+                ya, beta = self._array(y, "w", "y", rows, taken), 1.0
             self._product(xa, ya, beta, za, transpose)
         finally:
-            arrays.restore()
+            for vec, mode in reversed(taken):
+                restore_array(vec, mode)
+
+    def _array(self, vec, mode, name, length, taken):
+        """The array of ``vec`` (recorded in ``taken`` for its restore), in the matrix's memory."""
+        array = get_array(vec, mode, length)
+        taken.append((vec, mode))
+        if array.__class__ is not self._array_class:
+            where, wanted = ("on the GPU", "cuda") if self.on_gpu else ("in host memory", "standard")
+            raise TypeError(f"the gpusell matrix keeps its data {where} but vector {name} does not; "
+                            f"use vectors from MatCreateVecs(), or -vec_type {wanted} (-dm_vec_type {wanted} for a DM)")
+        return array
 
     def multiply_arrays(self, x, y, z=None):
         """y = A x (+ z) on arrays in the matrix's memory, for solvers that keep
@@ -224,7 +217,8 @@ class GpuSellMat:
         """y = A x + beta z (A^T with transpose) on checked arrays; in parallel
         the halo exchange runs while the product with the owned columns is
         computed."""
-        _EVENTS["MultTr" if transpose else "Mult"].begin()
+        event = _EVENTS["MultTr" if transpose else "Mult"]
+        event.begin()
         try:
             if not self.parallel:
                 self._spmv(self.transposes()[0] if transpose else self.local, x, y, beta, z)
@@ -245,8 +239,8 @@ class GpuSellMat:
                 _EVENTS["Halo"].end()
                 self._spmv(self.offd, self._halo, y, 1.0)
         finally:
-            _EVENTS["MultTr" if transpose else "Mult"].end()
-        PETSc.Log.logFlops(2.0 * self.nnz)
+            event.end()
+        PETSc.Log.logFlops(self._flops)
 
     def _spmv(self, block, x, y, beta=0.0, z=None):
         """y = block x + beta z (z None: y) by the SELL family's kernel, no checks."""
@@ -254,11 +248,12 @@ class GpuSellMat:
 
     def get_diagonal(self, d):
         self.update()
-        arrays = _Arrays(self.on_gpu)
+        taken = []
         try:
-            diagonal(self.local, arrays.get(d, "w", "d", self.local.shape[0]))
+            diagonal(self.local, self._array(d, "w", "d", self.local.shape[0], taken))
         finally:
-            arrays.restore()
+            for vec, mode in taken:
+                restore_array(vec, mode)
 
     # --- options and viewing ----------------------------------------------------
 

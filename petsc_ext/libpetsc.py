@@ -108,10 +108,13 @@ def mat_operation(mat, op):
     return fn.value
 
 
+_state = ctypes.c_int64()  # out-argument, made once (every gpusell MatMult reads a state)
+_STATE = ctypes.byref(_state)
+
+
 def object_state(obj):
-    state = ctypes.c_int64()
-    check(PetscObjectStateGet(obj, ctypes.byref(state)))
-    return state.value
+    check(PetscObjectStateGet(obj, _STATE))
+    return _state.value
 
 
 def nonzero_state(mat):

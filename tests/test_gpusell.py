@@ -16,6 +16,7 @@ from petsc4py import PETSc
 import plugin  # noqa: F401  (registers gpusell)
 from stencils import laplacian
 from petsc_ext import gpusell
+from petsc_ext.arrays import restore_array
 from petsc_ext.device import check_scalar_type
 from petsc_ext.matrices import aij_from_csr
 
@@ -272,10 +273,16 @@ def test_wrong_vector_size_is_a_petsc_error():
 def test_vector_on_the_wrong_device_is_refused():
     _, B = pair(*nonsymmetric_poisson(3))
     ctx = gpusell.context(B)
-    arrays = gpusell._Arrays(on_gpu=not ctx.on_gpu)  # the other side from the vector
-    with pytest.raises(TypeError, match="use vectors from MatCreateVecs"):
-        arrays.get(B.createVecLeft(), "r", "x", B.getLocalSize()[0])
-    arrays.restore()
+    kept = ctx.on_gpu, ctx._array_class
+    ctx.on_gpu, ctx._array_class = not ctx.on_gpu, type(None)  # the matrix on the other side from the vector
+    taken = []
+    try:
+        with pytest.raises(TypeError, match="use vectors from MatCreateVecs"):
+            ctx._array(B.createVecLeft(), "r", "x", B.getLocalSize()[0], taken)
+    finally:
+        for vec, mode in taken:
+            restore_array(vec, mode)
+        ctx.on_gpu, ctx._array_class = kept
 
 
 @pytest.mark.mpi

@@ -39,16 +39,14 @@ def _module(value_type, rows):
 
 class _VectorProduct:
     """The single-vector product of one matrix launched through the CUDA
-    driver (cuLaunchKernel) with its arguments held as C values: a call
-    writes the three vector addresses and two scalars and launches. CuPy's
-    generic launch converts all thirteen arguments anew at every call, which
-    on small matrices (coarse multigrid levels, a GPU's share in strong
-    scaling) costs more host time than the kernel takes."""
+    driver (cuLaunchKernel) with every argument held as a C value: a call
+    writes the three vector addresses, two scalars and the stream, and
+    launches. CuPy's generic launch converts all thirteen kernel arguments
+    anew at every call, which on small matrices (coarse multigrid levels, a
+    GPU's share in strong scaling) costs more host time than the kernel
+    takes (BENCHMARKS.md, "Python overhead per MatMult")."""
 
     def __init__(self, kernel, grid, block, leading):
-        self.function = kernel.kernel.ptr  # the CUfunction of the RawKernel
-        self.launch = _driver_launch()
-        self.grid, self.block = grid[0], block[0]
         slice_ptr, cols, vals, row_of, nrows, C = leading
         self.x, self.y, self.z = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
         self.alpha, self.beta = ctypes.c_double(), ctypes.c_double()
@@ -56,13 +54,20 @@ class _VectorProduct:
                        ctypes.c_void_p(vals.data.ptr), ctypes.c_void_p(0 if row_of is _NULL else row_of.data.ptr),
                        ctypes.c_int(int(nrows)), ctypes.c_int(int(C)), self.x, ctypes.c_longlong(0), self.y, self.z,
                        ctypes.c_longlong(0), self.alpha, self.beta)
-        self.params = (ctypes.c_void_p * len(self.values))(*(ctypes.addressof(v) for v in self.values))
+        params = (ctypes.c_void_p * len(self.values))(*(ctypes.addressof(v) for v in self.values))
+        self.stream = ctypes.c_void_p()
+        # cuLaunchKernel(function, grid x y z, block x y z, shared bytes, stream, params, extra), every
+        # argument a ctypes object already, so that the call converts nothing
+        self.arguments = (ctypes.c_void_p(kernel.kernel.ptr), *(ctypes.c_uint(v) for v in (grid[0], 1, 1)),
+                          *(ctypes.c_uint(v) for v in (block[0], 1, 1)), ctypes.c_uint(0), self.stream, params,
+                          ctypes.c_void_p())
+        self.launch = _cuda_driver().cuLaunchKernel
 
     def __call__(self, x, y, z, alpha, beta):
         self.x.value, self.y.value, self.z.value = x.data.ptr, y.data.ptr, z.data.ptr
         self.alpha.value, self.beta.value = alpha, beta
-        status = self.launch(self.function, self.grid, 1, 1, self.block, 1, 1, 0,
-                                 cupy.cuda.get_current_stream().ptr, self.params, None)
+        self.stream.value = cupy.cuda.get_current_stream().ptr
+        status = self.launch(*self.arguments)
         if status:
             name = ctypes.c_char_p()
             _cuda_driver().cuGetErrorName(status, ctypes.byref(name))
@@ -72,15 +77,6 @@ class _VectorProduct:
 @functools.cache
 def _cuda_driver():
     return ctypes.CDLL("libcuda.so.1")
-
-
-@functools.cache
-def _driver_launch():
-    """cuLaunchKernel(function, grid x y z, block x y z, shared bytes, stream, params, extra)."""
-    launch = _cuda_driver().cuLaunchKernel
-    launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-    launch.restype = ctypes.c_int
-    return launch
 
 
 class _Launch:
