@@ -193,8 +193,10 @@ def overhead(n, profile=False):
            "kernel (GPU time)": harness.event_us(lambda: spmv(ctx.local, xa, ya)),
            "CuPy RawKernel launch (host)": host_us(lambda: launch.spmv[0](launch.grid, launch.block, args)),
            "ctypes call of cuCtxGetCurrent (host)": host_us(lambda: driver.cuCtxGetCurrent(ctypes.byref(context))),
-           "cuLaunchKernel, the SELL family's (host)": host_us(lambda: launch.vector_product(xa, ya, ya, 1.0, 0.0)),
+           "cuLaunchKernel, prebuilt C arguments (host)": host_us(
+               lambda: launch.vector_product.launch(xa.data.ptr, ya.data.ptr, ya.data.ptr, 1.0, 0.0)),
            "CUDA graph replay of the product (host)": host_us(lambda: cuda_graphs.replay(graph)),
+           "the SELL family's product (host)": host_us(lambda: launch.vector_product(xa, ya, ya, 1.0, 0.0)),
            "gpu_mats.spmv (host)": host_us(lambda: spmv(ctx.local, xa, ya))}
     restore_array(x, "r"), restore_array(y, "w")
     out["GpuSellMat.mult (host)"] = host_us(lambda: ctx.mult(x.handle, y.handle))

@@ -13,6 +13,8 @@ import weakref
 import cupy
 import numpy
 
+from ..cuda_graphs import capture
+
 MAX_VECTORS = 4  # widest generalized SpMV compiled; more vectors go in chunks
 _VALUE_TYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}
 _NULL = numpy.uint64(0)
@@ -38,13 +40,20 @@ def _module(value_type, rows):
 
 
 class _VectorProduct:
-    """The single-vector product of one matrix launched through the CUDA
-    driver (cuLaunchKernel) with every argument held as a C value: a call
-    writes the three vector addresses, two scalars and the stream, and
-    launches. CuPy's generic launch converts all thirteen kernel arguments
-    anew at every call, which on small matrices (coarse multigrid levels, a
-    GPU's share in strong scaling) costs more host time than the kernel
-    takes (BENCHMARKS.md, "Python overhead per MatMult")."""
+    """The single-vector product of one matrix, replayed as a CUDA graph per
+    set of vectors and scalars.
+
+    A kernel launch costs about 10 us of host time on the H200 machine
+    (cuLaunchKernel alone, with its arguments prebuilt as C values; CuPy's
+    launch, which converts all thirteen arguments at every call, more),
+    while the replay of a one-kernel graph costs less than the kernel takes
+    on a 16^3 matrix (BENCHMARKS.md, "Python overhead per MatMult"). Solvers
+    call the product on a few vectors over and over, so the graphs of the
+    last ``GRAPHS_KEPT`` (x, y, z, alpha, beta) are kept. While a stream is
+    being captured (a caller's own graph) the kernel is launched directly.
+    """
+
+    GRAPHS_KEPT = 16
 
     def __init__(self, kernel, grid, block, leading):
         slice_ptr, cols, vals, row_of, nrows, C = leading
@@ -61,13 +70,30 @@ class _VectorProduct:
         self.arguments = (ctypes.c_void_p(kernel.kernel.ptr), *(ctypes.c_uint(v) for v in (grid[0], 1, 1)),
                           *(ctypes.c_uint(v) for v in (block[0], 1, 1)), ctypes.c_uint(0), self.stream, params,
                           ctypes.c_void_p())
-        self.launch = _cuda_driver().cuLaunchKernel
+        self.launch_kernel = _cuda_driver().cuLaunchKernel
+        self.graphs = {}
 
     def __call__(self, x, y, z, alpha, beta):
-        self.x.value, self.y.value, self.z.value = x.data.ptr, y.data.ptr, z.data.ptr
+        stream = cupy.cuda.get_current_stream()
+        key = (x.data.ptr, y.data.ptr, z.data.ptr, alpha, beta)
+        if stream.is_capturing():
+            self.launch(*key)
+            return
+        graph = self.graphs.get(key) or self._capture(key)
+        graph.launch(stream)
+
+    def _capture(self, key):
+        if len(self.graphs) >= self.GRAPHS_KEPT:
+            self.graphs.pop(next(iter(self.graphs)))  # the oldest
+        graph = self.graphs[key] = capture(lambda: self.launch(*key))
+        return graph
+
+    def launch(self, x, y, z, alpha, beta):
+        """The kernel on the current stream (addresses x, y, z)."""
+        self.x.value, self.y.value, self.z.value = x, y, z
         self.alpha.value, self.beta.value = alpha, beta
         self.stream.value = cupy.cuda.get_current_stream().ptr
-        status = self.launch(*self.arguments)
+        status = self.launch_kernel(*self.arguments)
         if status:
             name = ctypes.c_char_p()
             _cuda_driver().cuGetErrorName(status, ctypes.byref(name))
@@ -98,13 +124,16 @@ class _Launch:
         self.vector_product = _VectorProduct(self.spmv[0], self.grid, self.block, self.args)
 
 
-_launches = weakref.WeakKeyDictionary()
+# id(A) -> its _Launch, dropped when A goes (a plain dict: a WeakKeyDictionary
+# makes a weak reference at every lookup, one per product)
+_launches = {}
 
 
 def _launch(A):
-    launch = _launches.get(A)
+    launch = _launches.get(id(A))
     if launch is None:
-        launch = _launches[A] = _Launch(A)
+        launch = _launches[id(A)] = _Launch(A)
+        weakref.finalize(A, _launches.pop, id(A), None)
     return launch
 
 
@@ -132,4 +161,4 @@ def diagonal(A, d):
 
 def forget(A):
     """Drop cached launches of A (after TUNING changed, or A's arrays were replaced)."""
-    _launches.pop(A, None)
+    _launches.pop(id(A), None)
