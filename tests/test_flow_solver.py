@@ -61,6 +61,30 @@ def test_projection_leaves_face_velocities_divergence_free():
     assert abs(divergence).max() < 1e-10 * flux.max()
 
 
+def test_flow_solver_runs_on_any_finite_volume_geometry():
+    """FlowSolver built from a geometry that is no box (a perturbed tetrahedral
+    mesh of the unit cube), walls on its one boundary group: steps run and the
+    face velocities stay divergence-free."""
+    from test_fv_geometry import cube_mesh
+
+    from plugin.fv_geometry import TetGeometry
+
+    g = TetGeometry(*cube_mesh(3, jitter=0.1)).finite_volume()
+    with option_defaults("", {"flow_max_steps": 3, "pressure_ksp_rtol": 1e-12}):
+        solver = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"boundary": Wall((0.0, 1.0, 0.0))})
+    state = solver.run(solver.initial_state(numpy.sin(numpy.pi * g.centroids.T), project=True))
+    m, u_s = solver.operators, to_host(solver.xp, state.u_s)
+    assert state.step == 3 and numpy.isfinite(to_host(solver.xp, state.u)).all()
+    assert abs(m.Ms @ u_s).max() < 1e-9 * (abs(m.Ms) @ abs(u_s)).max()
+    with pytest.raises(ValueError, match=r"no boundary condition for the boundary groups boundary \(tag 0\)"):
+        FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {})
+    with pytest.raises(ValueError, match="'inlet': the mesh has no such boundary group"):
+        FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"inlet": Wall(), "boundary": Wall()})
+    with option_defaults("", {"pressure_pc_type": "mg"}):
+        with pytest.raises(ValueError, match="-pressure_pc_type mg needs the grids of a DMDA box"):
+            FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"boundary": Wall()})
+
+
 def kinetic_energy_drift(n, dt, laplacian="compact"):
     """Relative change of kinetic energy over t = 0.2 of an inviscid periodic
     vortex, made discretely divergence-free first."""
