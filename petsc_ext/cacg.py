@@ -15,9 +15,8 @@ directly (jacobi fused into the basis recurrence), any other Mat or PC
 through PETSc on vectors wrapped over the rows (petsc_ext.array_operators).
 
 Eigenvalue bounds of M^-1 A, which the Newton and Chebyshev bases need, come
-at set-up from a few plain CG iterations (their Ritz values, by PETSc's own
-KSPComputeEigenvalues) or a power method, widened by a safety factor, and are
-reused by every solve with the same operators. Against the drift of the
+at set-up from petsc_ext.eigenvalue_bounds and are reused by every solve
+with the same operators. Against the drift of the
 recursively updated residual, a solve that looks converged replaces r by
 b - A x and checks again (one extra reduction); -ksp_cacg_replace k also
 replaces it every k outer iterations (no extra reduction).
@@ -33,6 +32,7 @@ from gpu_mats.krylov import BASES, GramBreakdown, SStepBlocks, basis_recurrence,
 
 from .array_operators import matrix_product, preconditioner
 from .arrays import get_array, restore_array, vec_over
+from .eigenvalue_bounds import eigenvalue_bounds
 from .options import Option
 from .python_type import PythonKSP
 
@@ -153,7 +153,7 @@ class CommunicationAvoidingCG(PythonKSP):
         else:
             self.events["Eigen"].begin()
             try:
-                self.bounds = self._estimate_bounds(ksp)
+                self.bounds = eigenvalue_bounds(ksp, self.eig_method, self.eig_steps, self.safety)
             finally:
                 self.events["Eigen"].end()
         low, high = self.bounds or (0.0, 1.0)
@@ -167,57 +167,6 @@ class CommunicationAvoidingCG(PythonKSP):
     def getReductionCount(self):
         """MPI_Allreduce calls of the last solve."""
         return self.reductions
-
-    # --- eigenvalue bounds -----------------------------------------------------
-
-    def _estimate_bounds(self, ksp):
-        A, P = ksp.getOperators()
-        b, x = A.createVecs()
-        try:
-            b.setRandom()
-            nullspace = A.getNullSpace()
-            if nullspace:  # a singular operator (a Neumann Laplacian): bounds of its nonzero spectrum
-                nullspace.remove(b)
-            steps = min(self.eig_steps, max(A.getSize()[0] - 1, 1))
-            if self.eig_method == "power":
-                return 0.0, self.safety * self._power_method(A, ksp.getPC(), b, x, steps)
-            ritz = self._ritz_values(ksp, A, P, b, x, steps)
-            return float(ritz.min()) / self.safety, float(ritz.max()) * self.safety
-        finally:
-            b.destroy()
-            x.destroy()
-
-    @staticmethod
-    def _power_method(A, pc, b, w, steps):
-        """The largest eigenvalue of M^-1 A from ``steps`` power iterations started at b."""
-        z = b.duplicate()
-        b.scale(1.0 / b.norm())
-        high = 0.0
-        for _ in range(steps):
-            A.mult(b, w)
-            pc.apply(w, z)
-            high = z.norm()
-            z.copy(b)
-            b.scale(1.0 / high)
-        z.destroy()
-        return high
-
-    @staticmethod
-    def _ritz_values(ksp, A, P, b, x, steps):
-        """Ritz values of M^-1 A from ``steps`` CG iterations on A x = b."""
-        inner = PETSc.KSP().create(comm=ksp.getComm())
-        try:
-            inner.setOptionsPrefix((ksp.getOptionsPrefix() or "") + "ksp_cacg_eig_")
-            inner.setType(PETSc.KSP.Type.CG)
-            inner.setOperators(A, P)
-            inner.setPC(ksp.getPC())
-            inner.setComputeEigenvalues(True)
-            inner.setNormType(PETSc.KSP.NormType.NONE)
-            inner.setTolerances(max_it=steps)
-            inner.solve(b, x)
-            return inner.computeEigenvalues().real
-        finally:
-            inner.destroy()
 
     # --- the solve -------------------------------------------------------------
 

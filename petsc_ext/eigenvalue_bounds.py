@@ -1,0 +1,60 @@
+"""Bounds of the spectrum of M^-1 A for polynomial Krylov bases (cacg's
+Newton and Chebyshev bases): a few plain CG iterations and their Ritz values
+(PETSc's own KSPComputeEigenvalues), or a power method for the top alone,
+widened by a safety factor. A singular operator with its null space attached
+(a Neumann Laplacian) gives the bounds of its nonzero spectrum."""
+
+from petsc4py import PETSc
+
+
+def eigenvalue_bounds(ksp, method, steps, safety):
+    """(low, high) of M^-1 A for the operators and PC of ``ksp``; ``method``
+    "cg" or "power" (low 0), ``steps`` iterations, widened by ``safety``."""
+    A, P = ksp.getOperators()
+    b, x = A.createVecs()
+    try:
+        b.setRandom()
+        nullspace = A.getNullSpace()
+        if nullspace:  # the random start loses its null-space part
+            nullspace.remove(b)
+        steps = min(steps, max(A.getSize()[0] - 1, 1))
+        if method == "power":
+            return 0.0, safety * _power_method(A, ksp.getPC(), b, x, steps)
+        ritz = _ritz_values(ksp, A, P, b, x, steps)
+        return float(ritz.min()) / safety, float(ritz.max()) * safety
+    finally:
+        b.destroy()
+        x.destroy()
+
+
+def _power_method(A, pc, b, w, steps):
+    """The largest eigenvalue of M^-1 A from ``steps`` power iterations started at b."""
+    z = b.duplicate()
+    b.scale(1.0 / b.norm())
+    high = 0.0
+    for _ in range(steps):
+        A.mult(b, w)
+        pc.apply(w, z)
+        high = z.norm()
+        z.copy(b)
+        b.scale(1.0 / high)
+    z.destroy()
+    return high
+
+
+def _ritz_values(ksp, A, P, b, x, steps):
+    """Ritz values of M^-1 A from ``steps`` CG iterations on A x = b (options
+    prefix <ksp prefix>ksp_cacg_eig_)."""
+    inner = PETSc.KSP().create(comm=ksp.getComm())
+    try:
+        inner.setOptionsPrefix((ksp.getOptionsPrefix() or "") + "ksp_cacg_eig_")
+        inner.setType(PETSc.KSP.Type.CG)
+        inner.setOperators(A, P)
+        inner.setPC(ksp.getPC())
+        inner.setComputeEigenvalues(True)
+        inner.setNormType(PETSc.KSP.NormType.NONE)
+        inner.setTolerances(max_it=steps)
+        inner.solve(b, x)
+        return inner.computeEigenvalues().real
+    finally:
+        inner.destroy()
