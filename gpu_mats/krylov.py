@@ -77,11 +77,44 @@ def _cholesky(G):
                                          "basis)") from None
 
 
+# A Cholesky pivot of the Gram matrix below this fraction of its diagonal
+# entry: the basis vector adds nothing to the ones before it.
+DEPENDENT_PIVOT = 1e-13
+
+
+def _leading_factor(G):
+    """The lower Cholesky factor of the largest leading block of the Gram
+    matrix Q^T A Q whose basis vectors are independent (k x k, k >= 1): where
+    the Krylov space is exhausted inside a block the next pivots vanish, and
+    the solution on the leading k vectors is the exact one (a lucky
+    breakdown, not a failure)."""
+    if not numpy.isfinite(G).all():
+        raise GramBreakdown("nonfinite", "the Gram matrix Q^T A Q has Inf or NaN entries")
+    diagonal = numpy.diag(G)
+    if (diagonal <= 0).any():
+        raise GramBreakdown("indefinite", f"q^T A q = {diagonal.min():g} <= 0 for a basis vector q: "
+                                          "the operator is not positive definite")
+    L = numpy.zeros_like(G)
+    for j in range(len(G)):
+        pivot = G[j, j] - L[j, :j] @ L[j, :j]
+        if not pivot > DEPENDENT_PIVOT * G[j, j]:
+            return L[:j, :j]
+        L[j, j] = numpy.sqrt(pivot)
+        L[j + 1:, j] = (G[j + 1:, j] - L[j + 1:, :j] @ L[j, :j]) / L[j, j]
+    return L
+
+
 def spd_solve(G, rhs):
     """G^-1 rhs by Cholesky, for the s x s Gram matrix Q^T A Q."""
     if not numpy.isfinite(rhs).all():
         raise GramBreakdown("nonfinite", "the right-hand side of a Gram system has Inf or NaN entries")
     return scipy.linalg.cho_solve((_cholesky(G), True), rhs)
+
+
+def distinct_rows(xp, rows, n):
+    """A zero (rows, n) block whose rows have distinct addresses even where n = 0
+    (a rank that owns no rows): callers tell vectors apart by address."""
+    return xp.zeros((rows, max(n, 1)))[:, :n]
 
 
 class SStepBlocks:
@@ -98,8 +131,8 @@ class SStepBlocks:
 
     def __init__(self, xp, s, n):
         self.xp, self.s = xp, s
-        self._buffers = [xp.zeros((2 * s + 2, n)) for _ in range(2)]
-        self.ring = xp.zeros((2, n))
+        self._buffers = [distinct_rows(xp, 2 * s + 2, n) for _ in range(2)]
+        self.ring = distinct_rows(xp, 2, n)
 
     @property
     def rows(self):
@@ -187,10 +220,12 @@ class SStepBlocks:
 
 
 def leading_solutions(G, g, H, h, rr):
-    """The CG-equivalent iterates inside a block: for j = 1 .. s, the coefficients
+    """The CG-equivalent iterates inside a block: for j = 1 .. k, the coefficients
     a_j of x + Q[:j] a_j (the Galerkin solution on the j leading block vectors)
     and its residual norm ||r - AQ[:j]^T a_j||, from r^T r - 2 a_j^T h + a_j^T H a_j.
-    In exact arithmetic these are the CG iterates and residual norms sk+1 .. sk+s.
+    In exact arithmetic these are the CG iterates and residual norms sk+1 .. sk+k.
+    k is s, or fewer where the basis vectors after the k-th add nothing new
+    (the Krylov space is exhausted: the k-th solution is exact).
 
     With G = L L^T, a_j solves L[:j,:j]^T a = y[:j] for y = L^-1 g; padded with
     zeros it solves L^T a = (y[:j], 0), as L^T is upper triangular: one
@@ -198,8 +233,9 @@ def leading_solutions(G, g, H, h, rr):
     """
     if not numpy.isfinite(g).all():
         raise GramBreakdown("nonfinite", "Q^T r has Inf or NaN entries")
-    L = _cholesky(G)
-    y = scipy.linalg.solve_triangular(L, g, lower=True)
-    A = scipy.linalg.solve_triangular(L.T, numpy.triu(numpy.tile(y[:, None], len(g))), lower=False)
-    norms = numpy.sqrt(numpy.maximum(rr - 2 * h @ A + numpy.einsum("ij,ik,kj->j", A, H, A), 0.0))
-    return [(A[:j, j - 1], float(norms[j - 1])) for j in range(1, len(g) + 1)]
+    L = _leading_factor(G)
+    k = len(L)
+    y = scipy.linalg.solve_triangular(L, g[:k], lower=True)
+    A = scipy.linalg.solve_triangular(L.T, numpy.triu(numpy.tile(y[:, None], k)), lower=False)
+    norms = numpy.sqrt(numpy.maximum(rr - 2 * h[:k] @ A + numpy.einsum("ij,ik,kj->j", A, H[:k, :k], A), 0.0))
+    return [(A[:j, j - 1], float(norms[j - 1])) for j in range(1, k + 1)]

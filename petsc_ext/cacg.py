@@ -28,7 +28,8 @@ import numpy
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from gpu_mats.krylov import BASES, GramBreakdown, SStepBlocks, basis_recurrence, leading_solutions, spd_solve
+from gpu_mats.krylov import (BASES, GramBreakdown, SStepBlocks, basis_recurrence, distinct_rows, leading_solutions,
+                             spd_solve)
 
 from .array_operators import matrix_product, preconditioner
 from .arrays import get_array, restore_array, vec_over
@@ -51,7 +52,7 @@ class _Workspace:
     def __init__(self, xp, s, template):
         self.n, size, comm = template.getLocalSize(), template.getSize(), template.getComm()
         self.xp, self.blocks = xp, SStepBlocks(xp, s, self.n)
-        self.diagonal = xp.zeros(self.n)  # a Jacobi preconditioner's
+        self.diagonal = distinct_rows(xp, 1, self.n)[0]  # a Jacobi preconditioner's
         self.graphs = _BasisGraphs() if xp is not numpy else None
         self._vecs = {_key(array): vec_over(array, comm, size) for array in (*self.blocks.rows, self.diagonal)}
 
@@ -245,13 +246,16 @@ class CommunicationAvoidingCG(PythonKSP):
             self.events["Gram"].begin()
             G, g, H, h, rr = blocks.unpack_gram(self._allreduce(comm, blocks.gram()))
             self.events["Gram"].end()
-            rnorm = float(numpy.sqrt(rr)) if rr >= 0 else float("nan")
+            if not numpy.isfinite(rr):
+                self.failure = "r^T r is Inf or NaN (in the right-hand side, the operator or the preconditioner)"
+                return Reason.DIVERGED_NANORINF
+            rnorm = float(numpy.sqrt(max(rr, 0.0)))
             reason = ksp.callConvergenceTest(its, rnorm)
             self._record(ksp, its, rnorm, blocks, x)
             if reason != Reason.ITERATING:
                 return reason
             if its >= max_it:
-                return Reason.DIVERGED_ITS
+                return Reason.DIVERGED_MAX_IT
             try:
                 leading = leading_solutions(G, g, H, h, rr)
             except GramBreakdown as exc:
@@ -259,6 +263,10 @@ class CommunicationAvoidingCG(PythonKSP):
                 return _BREAKDOWN_REASONS[exc.kind]
             # The first CG-equivalent iterate inside the block that meets the test.
             hit = next((j for j, (_, norm) in enumerate(leading, 1) if ksp.callConvergenceTest(its + j, norm) > 0), 0)
+            if not hit and len(leading) < s:
+                self.failure = (f"the basis vectors after the first {len(leading)} of a block lost their "
+                                "independence before convergence (use a smaller s or the chebyshev basis)")
+                return Reason.DIVERGED_BREAKDOWN
             blocks.step(leading[(hit or s) - 1][0])
             its += hit or s
             if hit:  # confirm with the true residual (one more reduction)

@@ -2,7 +2,9 @@
 Newton and Chebyshev bases): a few plain CG iterations and their Ritz values
 (PETSc's own KSPComputeEigenvalues), or a power method for the top alone,
 widened by a safety factor. A singular operator with its null space attached
-(a Neumann Laplacian) gives the bounds of its nonzero spectrum."""
+(a Neumann Laplacian) gives the bounds of its nonzero spectrum. A one-point
+spectrum (the identity, a 1 x 1 system) gives [0, top], on which the bases
+stay defined; an empty system [0, 1]."""
 
 from petsc4py import PETSc
 
@@ -11,6 +13,8 @@ def eigenvalue_bounds(ksp, method, steps, safety):
     """(low, high) of M^-1 A for the operators and PC of ``ksp``; ``method``
     "cg" or "power" (low 0), ``steps`` iterations, widened by ``safety``."""
     A, P = ksp.getOperators()
+    if A.getSize()[0] == 0:
+        return 0.0, 1.0
     b, x = A.createVecs()
     try:
         b.setRandom()
@@ -21,7 +25,8 @@ def eigenvalue_bounds(ksp, method, steps, safety):
         if method == "power":
             return 0.0, safety * _power_method(A, ksp.getPC(), b, x, steps)
         ritz = _ritz_values(ksp, A, P, b, x, steps)
-        return float(ritz.min()) / safety, float(ritz.max()) * safety
+        low, high = float(ritz.min()) / safety, float(ritz.max()) * safety
+        return (low, high) if high > low * (1 + 1e-8) else (0.0, high)
     finally:
         b.destroy()
         x.destroy()
