@@ -25,11 +25,15 @@ def check_scalar_type(dtype):
                         f"this PETSc uses {numpy.dtype(dtype).name}")
 
 
+_help_shown = []  # -help lists the backend option once, not once per matrix
+
+
 def choose_backend():
     """The array module (numpy or cupy) for a new object, from ``-gpu_backend``."""
     check_scalar_type(PETSc.ScalarType)
-    choice = OptionsReader("", "GPU backend").choice(
+    choice = OptionsReader("", "GPU backend", show_help=not _help_shown).choice(
         "gpu_backend", "auto", BACKENDS, "where petsc-gpu-fv keeps matrices and runs kernels")
+    _help_shown.append(True)
     veto = "" if PETSc.Sys.hasExternalPackage("cuda") else "this PETSc was built without CUDA"
     xp = resolve(choice, unavailable_reason=veto, notify=PETSc.Sys.Print)
     if xp is not numpy:

@@ -52,6 +52,7 @@ class Option:
     choices: tuple = ()
     low: float = None
     high: float = None
+    above: float = None  # an exclusive lower bound (reals)
     view: str = None
     applies: tuple = None
 
@@ -61,8 +62,8 @@ class Option:
         if isinstance(self.default, int):
             return reader.int(self.name, current, self.help, low=self.low, high=self.high)
         if isinstance(self.default, float):
-            return reader.real(self.name, current, self.help, low=self.low,
-                               high=float("inf") if self.high is None else self.high)
+            return reader.real(self.name, current, self.help, low=-float("inf") if self.low is None else self.low,
+                               high=float("inf") if self.high is None else self.high, above=self.above)
         if self.choices:
             return reader.choice(self.name, current, self.choices, self.help)
         return reader.string(self.name, current, self.help)
@@ -86,6 +87,9 @@ def _plain(value):
 
 
 def _range(option):
+    if option.above is not None:
+        return f" (above {_plain(option.above)})" if option.high is None else (
+            f" (above {_plain(option.above)} to {_plain(option.high)})")
     if option.low is None or isinstance(option.default, bool):
         return ""
     high = "" if option.high is None or option.high == float("inf") else _plain(option.high)
@@ -113,11 +117,11 @@ def readme_table(options):
 class OptionsReader:
     """Reads the options of one object (one prefix), as its setFromOptions does."""
 
-    def __init__(self, prefix, title, comm=None):
+    def __init__(self, prefix, title, comm=None, show_help=True):
         self.prefix = prefix or ""
         self._db = PETSc.Options(self.prefix)
         self._comm = comm or PETSc.COMM_WORLD
-        self._help = PETSc.Options().hasName("help")
+        self._help = show_help and PETSc.Options().hasName("help")
         if self._help:
             self._print(f"{title} options -------------------------------------------------")
 
@@ -128,22 +132,30 @@ class OptionsReader:
         if self._help:
             self._print(f"  -{self.prefix}{name} <now {value} : formerly {default}>: {text}")
 
+    def _typed(self, read, name, default, kind):
+        """``read(name, default)``, or an OptionError naming the option and the value that is not ``kind``."""
+        try:
+            return read(name, default)
+        except PETSc.Error:
+            raise OptionError(f"-{self.prefix}{name} {self._db.getString(name, '')!r} is not {kind}") from None
+
     def int(self, name, default, text, *, low, high):
-        value = self._db.getInt(name, default)
+        value = self._typed(self._db.getInt, name, default, "an integer")
         self._show(name, value, default, f"{text} ({low} to {high})")
         if not low <= value <= high:
             raise OptionError(f"-{self.prefix}{name} {value} is out of range: valid values are {low} to {high}")
         return value
 
-    def real(self, name, default, text, *, low, high=float("inf")):
-        value = self._db.getReal(name, default)
-        self._show(name, value, default, f"{text} ({low:g} to {high:g})")
-        if not low <= value <= high:
-            raise OptionError(f"-{self.prefix}{name} {value:g} is out of range: valid values are {low:g} to {high:g}")
+    def real(self, name, default, text, *, low, high=float("inf"), above=None):
+        value = self._typed(self._db.getReal, name, default, "a real number")
+        lowest = f"above {above:g}" if above is not None else f"{low:g}"
+        self._show(name, value, default, f"{text} ({lowest} to {high:g})")
+        if not (low <= value <= high and (above is None or value > above)):
+            raise OptionError(f"-{self.prefix}{name} {value:g} is out of range: valid values are {lowest} to {high:g}")
         return value
 
     def bool(self, name, default, text):
-        value = self._db.getBool(name, default)
+        value = self._typed(self._db.getBool, name, default, "true or false")
         self._show(name, str(value).lower(), str(default).lower(), f"{text} (true or false)")
         return value
 

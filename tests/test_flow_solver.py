@@ -295,3 +295,37 @@ def test_ranks_agree_with_one_rank_to_solver_tolerance(sizes, periodic, pc_type,
     parallel, serial = fields
     if PETSc.COMM_WORLD.getRank() == 0:
         numpy.testing.assert_allclose(parallel, serial, rtol=0, atol=1e-9)
+
+
+@pytest.mark.mpi
+def test_a_truncated_checkpoint_is_an_error_naming_it_on_every_rank(tmp_path_factory):
+    """Rank 0 reads the file; what it finds wrong reaches every rank as one clear error, never a hang."""
+    comm = PETSc.COMM_WORLD
+    mpi = comm.tompi4py()
+    path = mpi.bcast(str(tmp_path_factory.mktemp("truncated") / "state.npz") if mpi.rank == 0 else None)
+    _, solver = make_solver((8, 6), (False, False), 0.01, {"flow_max_steps": 2}, comm=comm, walls=LID)
+    state = solver.run(solver.initial_state())
+    solver.save(state, path)
+    if mpi.rank == 0:
+        size = os.path.getsize(path)
+        with open(path, "r+b") as stream:
+            stream.truncate(size // 2)
+    mpi.Barrier()
+    with pytest.raises(ValueError, match=r"cannot read the checkpoint .*state\.npz: .*truncated or corrupt"):
+        checkpoint.load(path, mpi, solver.geometry, state, solver.xp)
+
+
+@pytest.mark.parametrize("name", ["flow_cfl", "flow_velocity_scale", "flow_fourier"])
+def test_zero_cfl_velocity_scale_or_fourier_is_refused_with_the_range(name):
+    with pytest.raises(ValueError, match=f"-{name} 0 is out of range: valid values are above 0"):
+        make_solver((6, 6), (False, False), 0.01, {name: 0.0}, walls=LID)
+
+
+def test_a_checkpoint_of_another_grid_shape_is_refused(tmp_path):
+    """16 x 48 and 48 x 16 cells have the same counts; the grid's fingerprint tells them apart."""
+    path = str(tmp_path / "tall.npz")
+    _, tall = make_solver((16, 48), (False, False), 0.01, {"flow_max_steps": 1}, walls=LID)
+    tall.save(tall.run(tall.initial_state()), path)
+    _, wide = make_solver((48, 16), (False, False), 0.01, {}, walls=LID)
+    with pytest.raises(ValueError, match="was written on another grid"):
+        checkpoint.load(path, MPI.COMM_SELF, wide.geometry, wide.stepper.initial_state(), wide.xp)

@@ -328,3 +328,20 @@ def test_help_lists_the_options_with_defaults():
     assert "-mat_gpusell_slice_height <now 32 : formerly 32>: rows per slice C (1 to 1024)" in out
     assert "-mat_gpusell_value_type <now float64 : formerly float64>" in out
     assert "-gpu_backend <now auto : formerly auto>" in out
+
+
+def test_help_lists_the_backend_option_once_for_many_matrices():
+    script = ("import sys, petsc4py; petsc4py.init(sys.argv); import plugin; from petsc4py import PETSc; "
+              "[PETSc.Mat().create().setType('gpusell') for _ in range(3)]")
+    out = subprocess.run([sys.executable, "-c", script, "-help"], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}, check=True).stdout
+    assert out.count("-gpu_backend <now") == 1
+
+
+def test_a_value_that_is_not_an_integer_names_the_option_and_the_value(options):
+    options(mat_gpusell_slice_height="abc")
+    B = PETSc.Mat().create(comm=PETSc.COMM_SELF)
+    B.setSizes(4)
+    B.setType("gpusell")
+    with pytest.raises(PETSc.Error, match="-mat_gpusell_slice_height 'abc' is not an integer"):
+        B.setFromOptions()

@@ -42,9 +42,9 @@ _GROWTH = {"explicit": 1.1, "implicit": 1.25}
 _SHRINK = 1.1  # and drops to 1/1.1 of the limit when the limit falls below it
 
 OPTIONS = (
-    Option("flow_cfl", "cfl", 0.5, "target convective CFL number of the adaptive dt", low=0.0),
+    Option("flow_cfl", "cfl", 0.5, "target convective CFL number of the adaptive dt", above=0.0),
     Option("flow_fourier", "fourier", 0.4, "explicit diffusion: dt times max(D_ii / Omega_i); stable below 0.5",
-           low=0.0, high=0.5),
+           above=0.0, high=0.5),
     Option("flow_dt", "fixed_dt", 0.0, "fixed time step (0: adaptive)", low=0.0),
     Option("flow_diffusion", "diffusion", "explicit", "diffusion explicit, or Crank-Nicolson with momentum "
            "systems solved by a KSP with prefix momentum_ (GMRES + ainv spai by default)", choices=DIFFUSION),
@@ -59,7 +59,7 @@ OPTIONS = (
     Option("flow_steady_tol", "steady_tol", 0.0, "stop at max |u^{n+1} - u^n| / dt below this (0: never)",
            low=0.0),
     Option("flow_velocity_scale", "velocity_scale", 1.0, "velocity that sets the first time step of a fluid "
-           "at rest", low=0.0),
+           "at rest", above=0.0),
     Option("flow_monitor", "monitor", False, "print step, t, dt, CFL, pressure iterations, ||Ms u_s|| and "
            "kinetic energy every step"),
     Option("flow_checkpoint_every", "checkpoint_every", 0, "write a checkpoint every N steps (0: never)", low=0,
