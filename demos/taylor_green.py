@@ -66,7 +66,14 @@ def errors(n, nu):
 
 def main():
     reader = OptionsReader("", "Taylor-Green vortex demo")
-    grids = [int(n) for n in reader.string("tg_grids", "16,32,64", "grids (cells per side), comma-separated").split(",")]
+    text = reader.string("tg_grids", "16,32,64", "grids (cells per side), comma-separated, increasing")
+    try:
+        grids = [int(n) for n in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"taylor_green: -tg_grids {text}: give cells per side as integers, e.g. 16,32,64") from None
+    if min(grids) < 2 or any(b <= a for a, b in zip(grids, grids[1:])):
+        raise SystemExit(f"taylor_green: -tg_grids {text}: the grids must have at least 2 cells per side and "
+                         "increase (an order needs two different grids)")
     re = reader.real("flow_re", 100.0, "Reynolds number 1 / nu (velocity amplitude and wavelength / 2 pi are 1)",
                      low=1e-12)
     if PETSc.Options().hasName("da_grid_x") or PETSc.Options().hasName("da_grid_y"):

@@ -61,3 +61,32 @@ def test_taylor_green_demo_is_second_order_in_velocity():
     orders = [tuple(map(float, m)) for m in re.findall(r"order velocity (\S+), pressure (\S+)", out)]
     assert len(orders) == 2
     assert all(1.8 < velocity < 2.2 and pressure > 1.8 for velocity, pressure in orders)
+
+
+def test_cavity_output_directory_is_made_and_checked_before_the_first_step(tmp_path):
+    """A new directory with checkpoints on the way works; a file in its place is
+    refused before the run, naming it."""
+    directory = tmp_path / "new" / "run"
+    out = run_script("cavity.py", "-da_grid_x", "8", "-da_grid_y", "8", "-flow_max_steps", "4",
+                     "-flow_checkpoint_every", "2", "-flow_output_dir", str(directory))
+    assert (directory / "flow_checkpoint.npz").exists() and (directory / "centerline_u.csv").exists()
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    failed = subprocess.run([sys.executable, os.path.join(ROOT, "demos", "cavity.py"), "-da_grid_x", "8",
+                             "-da_grid_y", "8", "-flow_max_steps", "4", "-flow_output_dir", str(blocker)],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert failed.returncode != 0 and f"-flow_output_dir {blocker}" in failed.stderr
+    assert "step 1" not in failed.stdout and "flow:" not in failed.stdout
+
+
+def _refused(script, *options):
+    failed = subprocess.run([sys.executable, os.path.join(ROOT, "demos", script), *options],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert failed.returncode != 0
+    return failed.stderr
+
+
+def test_demos_refuse_grids_they_cannot_run():
+    assert "needs at least 2 cells along every axis" in _refused("cavity.py", "-da_grid_x", "1", "-da_grid_y", "8")
+    assert "give cells per side as integers" in _refused("taylor_green.py", "-tg_grids", "bogus")
+    assert "must have at least 2 cells per side and increase" in _refused("taylor_green.py", "-tg_grids", "16,16")

@@ -2,9 +2,31 @@
 order, centreline profiles (CSV and a PNG against reference data), and the
 fields as XDMF/HDF5 through meshio for ParaView. All on rank 0."""
 
+import os
+
 import numpy
+from mpi4py import MPI
 
 from gpu_mats.backend import to_host
+
+
+def prepare_directory(path, comm):
+    """Make the output directory ``path`` (rank 0) and check before the first
+    step that every rank can write there: results found unwritable only after
+    the run are lost. Collective; the same error on every rank."""
+    problem = ""
+    if comm.Get_rank() == 0:
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as exc:
+            problem = f"{exc.strerror}"
+    problem = comm.bcast(problem, root=0)
+    writable = os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
+    if not problem and not comm.allreduce(writable, op=MPI.LAND):
+        problem = "not a directory every rank can write to"
+    if problem:
+        raise ValueError(f"-flow_output_dir {os.path.abspath(path)}: {problem}")
+    return path
 
 
 def natural_field(comm, partition, xp, array):
