@@ -26,11 +26,13 @@ petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, ainv, cacg)
+from petsc_ext.device import gpu_available  # noqa: E402
+from petsc_ext.matrices import dm_mat_type  # noqa: E402
 from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
 from plugin.flow import ghia, output  # noqa: E402
 from plugin.flow.boundary import Wall  # noqa: E402
 from plugin.flow.box import dmda_partition  # noqa: E402
-from plugin.flow.solver import FlowBlowUp, FlowSolver  # noqa: E402
+from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver  # noqa: E402
 
 LID = {2: {"ymax": Wall((1.0, 0.0))}, 3: {"xmax": Wall((0.0, 1.0, 0.0))}}  # the moving side
 LENGTHS = {2: (1.0, 1.0), 3: (1.0, 1.0, 2.0)}
@@ -45,9 +47,11 @@ def main():
         raise SystemExit("cavity: -da_grid_z needs -flow_dim 3")
     sizes = (64, 64) if dim == 2 else (32, 32, 64)
     da = PETSc.DMDA().create(dim=dim, sizes=sizes, stencil_width=1, setup=False)
-    da.setMatType("gpusell")
+    da.setMatType("gpusell" if gpu_available() else "aij")
     da.setFromOptions()
     da.setUp()
+    if dm_mat_type(da) == "aij" and not gpu_available():
+        PETSc.Sys.Print(f"cavity: {CPU_NOTICE}")
     if min(da.getSizes()) < 2:
         raise SystemExit(f"cavity: the grid {'x'.join(map(str, da.getSizes()))} needs at least 2 cells along "
                          "every axis (-da_grid_x, -da_grid_y, -da_grid_z)")

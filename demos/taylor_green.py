@@ -24,8 +24,9 @@ from petsc4py import PETSc  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, ainv, cacg)
 from gpu_mats.backend import to_host  # noqa: E402
+from petsc_ext.device import gpu_available  # noqa: E402
 from petsc_ext.options import OptionsReader  # noqa: E402
-from plugin.flow.solver import FlowSolver  # noqa: E402
+from plugin.flow.solver import CPU_NOTICE, FlowSolver  # noqa: E402
 
 LENGTHS = (2 * numpy.pi, 2 * numpy.pi)
 
@@ -40,7 +41,7 @@ def errors(n, nu):
     """L2 errors (velocity, pressure) at -flow_t_end on an n x n grid, and the steps taken."""
     periodic = PETSc.DM.BoundaryType.PERIODIC
     da = PETSc.DMDA().create(dim=2, sizes=(n, n), boundary_type=(periodic, periodic), stencil_width=1, setup=False)
-    da.setMatType("gpusell")
+    da.setMatType("gpusell" if gpu_available() else "aij")
     da.setFromOptions()
     da.setUp()
     solver = FlowSolver.from_dmda(da, LENGTHS, nu)
@@ -65,6 +66,8 @@ def errors(n, nu):
 
 
 def main():
+    if not gpu_available() and PETSc.Options().getString("dm_mat_type", "aij") == "aij":
+        PETSc.Sys.Print(f"taylor_green: {CPU_NOTICE}")
     reader = OptionsReader("", "Taylor-Green vortex demo")
     text = reader.string("tg_grids", "16,32,64", "grids (cells per side), comma-separated, increasing")
     try:

@@ -9,6 +9,7 @@ import numpy
 from petsc4py import PETSc
 
 from gpu_mats import BACKENDS, resolve
+from gpu_mats.backend import cupy_status
 
 from . import libpetsc as lp
 from .options import OptionsReader
@@ -23,6 +24,12 @@ def check_scalar_type(dtype):
     if numpy.dtype(dtype) != numpy.float64:
         raise UnsupportedScalarType(f"petsc-gpu-fv needs a PETSc configured with real double-precision scalars; "
                         f"this PETSc uses {numpy.dtype(dtype).name}")
+
+
+def gpu_available():
+    """Whether ``-gpu_backend auto`` finds a GPU (CuPy, a device and a PETSc
+    with CUDA); says nothing. Programs choose their defaults by it."""
+    return PETSc.Sys.hasExternalPackage("cuda") and cupy_status()[0] is not None
 
 
 _help_shown = []  # -help lists the backend option once, not once per matrix

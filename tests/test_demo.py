@@ -5,6 +5,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -90,3 +92,19 @@ def test_demos_refuse_grids_they_cannot_run():
     assert "needs at least 2 cells along every axis" in _refused("cavity.py", "-da_grid_x", "1", "-da_grid_y", "8")
     assert "give cells per side as integers" in _refused("taylor_green.py", "-tg_grids", "bogus")
     assert "must have at least 2 cells per side and increase" in _refused("taylor_green.py", "-tg_grids", "16,16")
+
+
+def test_cavity_demo_without_a_gpu_runs_petsc_types_and_says_so_first():
+    """Where no GPU is usable the demo's defaults are PETSc's own types (the
+    fastest measured on the CPU), named in the first line with how to choose
+    the project's; with those options the project's types run."""
+    from petsc4py import PETSc
+
+    if PETSc.Sys.hasExternalPackage("cuda"):
+        pytest.skip("a PETSc with CUDA: the demo's defaults are the project's types")
+    small = ("-da_grid_x", "8", "-da_grid_y", "8", "-flow_max_steps", "3")
+    first, second = run_script("cavity.py", *small).splitlines()[:2]
+    assert first.startswith("cavity: no usable GPU: PETSc's own types on the CPU")
+    assert "matrices seqaij, pressure cg + gamg" in second
+    project = run_script("cavity.py", *small, *first.split("; ", 1)[1].split(" runs")[0].split())
+    assert "matrices seqaijgpusell, pressure cacg + ainv" in project
