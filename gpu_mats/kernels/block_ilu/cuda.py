@@ -127,6 +127,8 @@ def forget(f):
 
 
 def solve(f, b, x, schedule):
+    if f.num_rows == 0:  # a rank without rows: no levels to sweep
+        return
     sweeps = _sweeps.get(f)
     if sweeps is None:
         sweeps = _sweeps[f] = _Sweeps(f)
