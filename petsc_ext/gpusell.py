@@ -55,6 +55,10 @@ _ConvertFn = ctypes.CFUNCTYPE(ctypes.c_int, lp.c_ptr, lp.c_str, ctypes.c_int, lp
 _DuplicateFn = ctypes.CFUNCTYPE(ctypes.c_int, lp.c_ptr, ctypes.c_int, lp.c_ptr)
 
 
+class NonconformingSizes(ValueError):
+    petsc_code = lp.PETSC_ERR_ARG_SIZ
+
+
 class GpuSellMat:
     """The SELL side of one gpusell matrix: its blocks, options and halo exchange."""
 
@@ -248,6 +252,10 @@ class GpuSellMat:
 
     def get_diagonal(self, d):
         self.update()
+        rows = self.local.shape[0]
+        if lp.local_size(d) != rows:  # as AIJ's MatGetDiagonal: the kernel would write past a shorter vector
+            raise NonconformingSizes(f"Nonconforming matrix and vector: the diagonal of this rank's {rows} rows "
+                                     f"into a vector of local size {lp.local_size(d)}")
         taken = []
         try:
             diagonal(self.local, self._array(d, "w", "d", self.local.shape[0], taken))

@@ -13,6 +13,7 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 PETSC_ERR_SUP = 56
+PETSC_ERR_ARG_SIZ = 60
 PETSC_ERR_ARG_WRONG = 62
 PETSC_ERR_ARG_OUTOFRANGE = 63
 PETSC_ERR_PYTHON = 101
@@ -110,6 +111,12 @@ def mat_operation(mat, op):
 
 _state = ctypes.c_int64()  # out-argument, made once (every gpusell MatMult reads a state)
 _STATE = ctypes.byref(_state)
+
+
+def local_size(vec):
+    size = c_petscint()
+    check(VecGetLocalSize(vec, ctypes.byref(size)))
+    return size.value
 
 
 def object_state(obj):

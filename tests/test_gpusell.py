@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy
+import scipy.sparse
 import pytest
 from petsc4py import PETSc
 
@@ -345,3 +346,15 @@ def test_a_value_that_is_not_an_integer_names_the_option_and_the_value(options):
     B.setType("gpusell")
     with pytest.raises(PETSc.Error, match="-mat_gpusell_slice_height 'abc' is not an integer"):
         B.setFromOptions()
+
+
+@pytest.mark.parametrize("size", [19, 10, 21])
+def test_get_diagonal_into_a_vector_of_the_wrong_size_is_petscs_size_error(size):
+    """As on AIJ: an error, where the SELL kernel would write past a shorter vector."""
+    csr = scipy.sparse.random(20, 20, density=0.3, format="csr", random_state=1) + scipy.sparse.identity(20)
+    csr = csr.tocsr()
+    for kind in ("aij", "gpusell"):
+        A = aij_from_csr(csr.indptr, csr.indices, csr.data, (20, 20), comm=PETSc.COMM_SELF, mat_type=kind)
+        wrong = PETSc.Vec().createSeq(size)
+        with pytest.raises(PETSc.Error, match="Nonconforming matrix and vector"):
+            A.getDiagonal(wrong)
