@@ -61,14 +61,19 @@ class GramBreakdown(ArithmeticError):
         super().__init__(message)
 
 
-def _cholesky(G):
-    """The lower Cholesky factor of the s x s Gram matrix Q^T A Q; a failure says why."""
+def _check_gram(G):
+    """A Gram matrix Q^T A Q that cannot be factored: Inf or NaN, or a basis vector with q^T A q <= 0."""
     if not numpy.isfinite(G).all():
         raise GramBreakdown("nonfinite", "the Gram matrix Q^T A Q has Inf or NaN entries")
     diagonal = numpy.diag(G)
     if (diagonal <= 0).any():
         raise GramBreakdown("indefinite", f"q^T A q = {diagonal.min():g} <= 0 for a basis vector q: "
                                           "the operator is not positive definite")
+
+
+def _cholesky(G):
+    """The lower Cholesky factor of the s x s Gram matrix Q^T A Q; a failure says why."""
+    _check_gram(G)
     try:
         return numpy.linalg.cholesky(G)
     except numpy.linalg.LinAlgError:
@@ -88,12 +93,7 @@ def _leading_factor(G):
     the Krylov space is exhausted inside a block the next pivots vanish, and
     the solution on the leading k vectors is the exact one (a lucky
     breakdown, not a failure)."""
-    if not numpy.isfinite(G).all():
-        raise GramBreakdown("nonfinite", "the Gram matrix Q^T A Q has Inf or NaN entries")
-    diagonal = numpy.diag(G)
-    if (diagonal <= 0).any():
-        raise GramBreakdown("indefinite", f"q^T A q = {diagonal.min():g} <= 0 for a basis vector q: "
-                                          "the operator is not positive definite")
+    _check_gram(G)
     L = numpy.zeros_like(G)
     for j in range(len(G)):
         pivot = G[j, j] - L[j, :j] @ L[j, :j]

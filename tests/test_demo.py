@@ -69,7 +69,7 @@ def test_cavity_output_directory_is_made_and_checked_before_the_first_step(tmp_p
     """A new directory with checkpoints on the way works; a file in its place is
     refused before the run, naming it."""
     directory = tmp_path / "new" / "run"
-    out = run_script("cavity.py", "-da_grid_x", "8", "-da_grid_y", "8", "-flow_max_steps", "4",
+    run_script("cavity.py", "-da_grid_x", "8", "-da_grid_y", "8", "-flow_max_steps", "4",
                      "-flow_checkpoint_every", "2", "-flow_output_dir", str(directory))
     assert (directory / "flow_checkpoint.npz").exists() and (directory / "centerline_u.csv").exists()
     blocker = tmp_path / "file"

@@ -1,7 +1,6 @@
 """Every PC and KSP of the project on a rank that owns no rows (the middle rank
 under mpiexec -n 3, the last under -n 2) and on a system with no rows at all."""
 
-import numpy
 import pytest
 import scipy.sparse
 from petsc4py import PETSc

@@ -143,8 +143,3 @@ def dmda_partition(da):
 
     periodic = [b == PETSc.DM.BoundaryType.PERIODIC for b in da.getBoundaryType()]
     return BoxPartition(da.getSizes(), da.getOwnershipRanges(), periodic)
-
-
-def dmda_geometry(da, lengths):
-    """This rank's geometry of the cells of a DMDA (one cell per grid point)."""
-    return partition_geometry(dmda_partition(da), lengths, da.getComm().getRank())

@@ -27,7 +27,7 @@ from petsc_ext.options import Option, OptionError, option_defaults, read_options
 
 from . import checkpoint
 from .boundary import conditions_by_tag, walls_at_rest
-from .box import dmda_geometry, dmda_partition
+from .box import dmda_partition, partition_geometry
 from .integrator import FractionalStep, StepFailure
 from .matrices import FlowMatrices
 from .operators import FlowOperators
@@ -124,9 +124,10 @@ class FlowSolver:
         1, 2, ...) of its non-periodic axes; those not in
         ``boundary_conditions`` are walls at rest. Matrices of the DM's type,
         options with the DM's prefix, and the box's pressure multigrid."""
-        geometry = dmda_geometry(da, lengths)
+        partition = dmda_partition(da)
+        geometry = partition_geometry(partition, lengths, da.getComm().getRank())
         conditions = {**walls_at_rest(geometry), **(boundary_conditions or {})}
-        multigrid = PressureMultigrid(dmda_partition(da), lengths, da.getComm())
+        multigrid = PressureMultigrid(partition, lengths, da.getComm())
         return cls(geometry, da.getComm(), dm_mat_type(da), nu, conditions, prefix=da.getOptionsPrefix() or "",
                    pressure_multigrid=multigrid)
 
