@@ -60,7 +60,7 @@ def main():
                 else {"flow_t_end": 8.0})
     if directory:
         output.prepare_directory(directory, da.getComm().tompi4py())  # before the run, not after it
-        defaults["flow_checkpoint_file"] = os.path.join(directory, "flow_checkpoint.npz")
+        defaults["flow_checkpoint_file"] = os.path.join(directory, "flow_checkpoint.h5")
     with option_defaults(da.getOptionsPrefix(), defaults):
         solver = FlowSolver.from_dmda(da, LENGTHS[dim], nu=1.0 / re, boundary_conditions=LID[dim])
     cells = "x".join(str(n) for n in da.getSizes())

@@ -14,10 +14,20 @@ In parallel each rank keeps the MPIAIJ split (Oyarzún 2015, section 1.4):
 y = A_d x + A_o x_halo, the halo gathered by gpu_mats.exchange (NCCL between
 GPUs on a stream of its own, or MPI through host memory) while the A_d
 product is computed.
+
+The SELL side of a matrix lives in a PetscContainer composed on the Mat
+object, made on first use, and belongs to the object's insides: PETSc
+operations that swap or rebuild them (MatHeaderReplace in an in-place
+MatConvert, MatHeaderMerge in an in-place MatTranspose or a MatAXPY with
+another pattern) give the handle a new object id, and a SELL copy made for
+another id is made again. Values follow the object states of the matrix (and,
+in parallel, of its two SeqAIJ blocks, which PETSc's own code sometimes writes
+directly). Nothing of it outlives the matrix, and no Python runs when PETSc
+destroys a matrix after the interpreter has exited.
 """
 
-import atexit
 import ctypes
+import weakref
 
 import numpy
 from petsc4py import PETSc
@@ -36,10 +46,12 @@ from .options import Option, read_options
 
 TYPE, SEQ_TYPE, MPI_TYPE = "gpusell", "seqaijgpusell", "mpiaijgpusell"
 _AIJ_OF = {SEQ_TYPE: "seqaij", MPI_TYPE: "mpiaij"}
-MAT_INPLACE_MATRIX, MAT_REUSE_MATRIX = 2, 1
+MAT_REUSE_MATRIX, MAT_INPLACE_MATRIX = 1, 3  # MatReuse (petscmat.h)
+_CONTAINER = "GpuSellMat"  # name under which the SELL side is composed on its Mat
 
 _EVENTS = {name: PETSc.Log.Event(f"GPUSELL{name}") for name in ("Build", "Mult", "MultTr", "Halo")}
-_contexts = {}  # Mat handle -> GpuSellMat
+_found = weakref.WeakValueDictionary()  # Mat handle -> the GpuSellMat last found there, checked by object id
+_aij_operations = {}  # "seqaij"/"mpiaij" -> {MatOperation: AIJ's own function}, read once per type
 OPTIONS = (
     Option("mat_gpusell_slice_height", "slice_height", DEFAULT_SLICE_HEIGHT, "rows per slice C", low=1, high=1024),
     Option("mat_gpusell_sigma", "sigma", DEFAULT_SIGMA, "sort rows by length within windows of sigma rows (1 keeps "
@@ -62,33 +74,44 @@ class NonconformingSizes(ValueError):
 class GpuSellMat:
     """The SELL side of one gpusell matrix: its blocks, options and halo exchange."""
 
-    def __init__(self, handle, parallel):
-        self.handle, self.parallel = handle, parallel
+    def __init__(self, mat):
+        self.handle, self.object_id = mat.handle, mat.getId()
+        self.parallel = mat.getType() == MPI_TYPE
         self.xp = choose_backend()
         self.on_gpu = self.xp is not numpy
         self._kernels = family("sell", self.xp)
         self._array_class = self.xp.ndarray
         for option in OPTIONS:
             setattr(self, option.attr, option.default)
-        self.aij_ops = {op: lp.mat_operation(handle, op) for op in _HOOKS}
         self._state = self._nonzero_state = None
         self.local = self.offd = None  # SellMatrix blocks: own columns, halo columns
         self._transposes = None
         self._split = self._exchange = self._halo = None
-        if self.on_gpu:
-            lp.mat_from_handle(handle).setVecType(PETSc.Vec.Type.CUDA)
 
     # --- keeping the SELL copy current -------------------------------------
 
+    def states(self):
+        """The object states the SELL values derive from: the matrix's, and in
+        parallel also those of its diagonal and off-diagonal SeqAIJ blocks."""
+        if not self.parallel:
+            return lp.object_state(self.handle)
+        diag, offd = lp.mpiaij_blocks(self.handle)
+        return lp.object_state(self.handle), lp.object_state(diag), lp.object_state(offd)
+
+    def _nonzero_states(self):
+        if not self.parallel:
+            return lp.nonzero_state(self.handle)
+        return (lp.nonzero_state(self.handle),) + tuple(lp.nonzero_state(b) for b in lp.mpiaij_blocks(self.handle))
+
     def update(self):
-        state = lp.object_state(self.handle)
+        state = self.states()
         if state == self._state:
             return
         _EVENTS["Build"].begin()
         try:
             mat = lp.mat_from_handle(self.handle)
             indptr, indices, data = mat.getValuesCSR()
-            nonzero_state = lp.nonzero_state(self.handle)
+            nonzero_state = self._nonzero_states()
             if nonzero_state == self._nonzero_state:
                 self._refresh(data)
             else:
@@ -141,7 +164,7 @@ class GpuSellMat:
         """y = A x + z (z None: y = A x); the vectors are PETSc handles. Every
         MatMult comes here, so it is kept lean (BENCHMARKS.md, "Python
         overhead per MatMult")."""
-        if lp.object_state(self.handle) != self._state:
+        if self.states() != self._state:
             self.update()
         rows, cols = self.local.shape[::-1] if transpose else self.local.shape
         taken = []
@@ -208,7 +231,7 @@ class GpuSellMat:
         their preconditioners up again, without a rebuild from the AIJ copy."""
         self._transposes = None
         lp.mat_from_handle(self.handle).stateIncrease()
-        self._state = lp.object_state(self.handle)
+        self._state = self.states()
 
     def graph_key(self):
         """What a CUDA graph of multiply_arrays reads, None when it cannot be
@@ -293,57 +316,92 @@ class GpuSellMat:
              if self._exchange is not None else [])
 
 
+# --- finding the SELL side of a matrix -------------------------------------------
+
+def _context(handle):
+    """The GpuSellMat of the gpusell matrix at ``handle``, made on first use."""
+    ctx = _found.get(handle)
+    if ctx is None or ctx.object_id != lp.object_id(handle):
+        ctx = _attached(handle)
+    return ctx
+
+
+def _attached(handle):
+    """The GpuSellMat composed on the Mat at ``handle``; a new one when there is
+    none, or when the one there was made for insides this handle no longer
+    holds (it keeps its options)."""
+    mat = lp.mat_from_handle(handle)
+    container = mat.query(_CONTAINER)
+    ctx = container.getAttr("context") if container is not None else None
+    if ctx is None or ctx.object_id != mat.getId():
+        previous, ctx = ctx, GpuSellMat(mat)
+        if previous is not None:
+            ctx.copy_options(previous)
+        container = lp.new_container()
+        container.setAttr("context", ctx)
+        mat.compose(_CONTAINER, container)
+    ctx.handle = handle  # MatHeaderReplace may have moved these insides here
+    _found[handle] = ctx
+    return ctx
+
+
 # --- the C side: hooks in the Mat function table --------------------------------
 
-def _call(op, fntype, ctx, *args):
+def _aij_operation(handle, op):
+    """AIJ's own function for ``op`` on the gpusell matrix at ``handle`` (0 if none)."""
+    base = _AIJ_OF[lp.mat_from_handle(handle).getType()]
+    if base not in _aij_operations:
+        aij = PETSc.Mat().create(comm=PETSc.COMM_SELF)
+        aij.setType(base)
+        _aij_operations[base] = {op: lp.mat_operation(aij.handle, op) for op in _HOOKS}
+        aij.destroy()
+    return _aij_operations[base][op]
+
+
+def _call(op, fntype, handle, *args):
     """Call AIJ's own implementation of ``op``, if it has one."""
-    if ctx.aij_ops[op]:
-        lp.check(fntype(ctx.aij_ops[op])(*args))
+    fn = _aij_operation(handle, op)
+    if fn:
+        lp.check(fntype(fn)(handle, *args))
 
 
 @petsc_callback(lp.MatVecFn, "MatMult_GPUSELL")
 def _mult(A, x, y):
-    _contexts[A].mult(x, y)
+    _context(A).mult(x, y)
 
 
 @petsc_callback(lp.MatVecVecFn, "MatMultAdd_GPUSELL")
 def _mult_add(A, x, z, y):
-    _contexts[A].mult(x, y, z)
+    _context(A).mult(x, y, z)
 
 
 @petsc_callback(lp.MatVecFn, "MatMultTranspose_GPUSELL")
 def _mult_transpose(A, x, y):
-    _contexts[A].mult(x, y, transpose=True)
+    _context(A).mult(x, y, transpose=True)
 
 
 @petsc_callback(lp.MatVecVecFn, "MatMultTransposeAdd_GPUSELL")
 def _mult_transpose_add(A, x, z, y):
-    _contexts[A].mult(x, y, z, transpose=True)
+    _context(A).mult(x, y, z, transpose=True)
 
 
 @petsc_callback(lp.MatPtrFn, "MatGetDiagonal_GPUSELL")
 def _get_diagonal(A, d):
-    _contexts[A].get_diagonal(d)
+    _context(A).get_diagonal(d)
 
 
 @petsc_callback(lp.MatIntFn, "MatAssemblyEnd_GPUSELL")
 def _assembly_end(A, kind):
-    ctx = _contexts[A]
-    _call(lp.MATOP_ASSEMBLY_END, lp.MatIntFn, ctx, A, kind)
+    # No context here: a matrix being assembled may be the C of a
+    # MatHeaderMerge, whose insides are about to move to another handle.
+    _call(lp.MATOP_ASSEMBLY_END, lp.MatIntFn, A, kind)
     _install(A, _PRODUCT_HOOKS)  # AIJ's assembly may set its own (inode) products
-
-
-@petsc_callback(lp.CreateFn, "MatDestroy_GPUSELL")
-def _destroy(A):
-    ctx = _contexts.pop(A)
-    _call(lp.MATOP_DESTROY, lp.CreateFn, ctx, A)
 
 
 @petsc_callback(lp.MatPtrFn, "MatSetFromOptions_GPUSELL")
 def _set_from_options(A, items):
-    ctx = _contexts[A]
-    ctx.set_from_options(lp.mat_from_handle(A))
-    _call(lp.MATOP_SET_FROM_OPTIONS, lp.MatPtrFn, ctx, A, items)
+    _context(A).set_from_options(lp.mat_from_handle(A))
+    _call(lp.MATOP_SET_FROM_OPTIONS, lp.MatPtrFn, A, items)
 
 
 _SHOWN_FORMATS = (PETSc.Viewer.Format.DEFAULT, PETSc.Viewer.Format.ASCII_INFO, PETSc.Viewer.Format.ASCII_INFO_DETAIL)
@@ -351,20 +409,23 @@ _SHOWN_FORMATS = (PETSc.Viewer.Format.DEFAULT, PETSc.Viewer.Format.ASCII_INFO, P
 
 @petsc_callback(lp.MatPtrFn, "MatView_GPUSELL")
 def _view(A, viewer_handle):
-    ctx = _contexts[A]
     viewer, mat = lp.viewer_from_handle(viewer_handle), lp.mat_from_handle(A)
     if viewer.getType() == PETSc.Viewer.Type.ASCII and viewer.getFormat() in _SHOWN_FORMATS and mat.isAssembled():
+        ctx = _context(A)
         ctx.update()
         for line in ctx.describe(mat.getComm()):
             viewer.printfASCII(line + "\n")
-    _call(lp.MATOP_VIEW, lp.MatPtrFn, ctx, A, viewer_handle)
+    _call(lp.MATOP_VIEW, lp.MatPtrFn, A, viewer_handle)
+
+
+def _out(pointer):
+    return ctypes.cast(pointer, ctypes.POINTER(lp.c_ptr)).contents.value
 
 
 @petsc_callback(_DuplicateFn, "MatDuplicate_GPUSELL")
 def _duplicate(A, option, out):
-    ctx = _contexts[A]
-    _call(lp.MATOP_DUPLICATE, _DuplicateFn, ctx, A, option, out)
-    _contexts[ctypes.cast(out, ctypes.POINTER(lp.c_ptr)).contents.value].copy_options(ctx)
+    _call(lp.MATOP_DUPLICATE, _DuplicateFn, A, option, out)
+    _context(_out(out)).copy_options(_context(A))
 
 
 @petsc_callback(_ConvertFn, "MatConvert_GPUSELL")
@@ -372,8 +433,7 @@ def _convert_from(A, newtype, reuse, out):
     """MatConvert(A, "gpusell"): through plain AIJ, then retyped in place."""
     source = lp.mat_from_handle(A)
     if reuse == MAT_REUSE_MATRIX:
-        source.copy(lp.mat_from_handle(ctypes.cast(out, ctypes.POINTER(lp.c_ptr)).contents.value),
-                    PETSc.Mat.Structure.DIFFERENT_NONZERO_PATTERN)
+        source.copy(lp.mat_from_handle(_out(out)), PETSc.Mat.Structure.DIFFERENT_NONZERO_PATTERN)
         return
     if reuse == MAT_INPLACE_MATRIX:
         if source.getType() not in _AIJ_OF.values():
@@ -396,7 +456,6 @@ _PRODUCT_HOOKS = {
 _HOOKS = dict(_PRODUCT_HOOKS)
 _HOOKS.update({
     lp.MATOP_ASSEMBLY_END: _assembly_end,
-    lp.MATOP_DESTROY: _destroy,
     lp.MATOP_VIEW: _view,
     lp.MATOP_SET_FROM_OPTIONS: _set_from_options,
     lp.MATOP_DUPLICATE: _duplicate,
@@ -409,24 +468,11 @@ def _install(handle, hooks):
         lp.check(lp.MatSetOperation(handle, op, ctypes.cast(fn, lp.c_ptr)))
 
 
-@atexit.register
-def _detach_all():
-    """Give matrices still alive at exit their AIJ function table back.
-
-    PETSc destroys parallel objects dropped by Python's garbage collector in
-    PetscFinalize, which petsc4py runs after the interpreter is gone: no
-    Python callback may run then. (This handler runs before petsc4py's own.)
-    """
-    for handle, ctx in list(_contexts.items()):
-        for op, fn in ctx.aij_ops.items():
-            lp.check(lp.MatSetOperation(handle, op, fn))
-        del _contexts[handle]
-
-
 def _retype(handle, type_name):
     lp.check(lp.PetscObjectChangeTypeName(handle, type_name.encode()))
-    _contexts[handle] = GpuSellMat(handle, parallel=type_name == MPI_TYPE)
     _install(handle, _HOOKS)
+    if choose_backend() is not numpy:
+        lp.mat_from_handle(handle).setVecType(PETSc.Vec.Type.CUDA)
 
 
 def become_gpusell(mat):
@@ -444,12 +490,15 @@ def from_aij(mat):
     return mat.convert(TYPE, PETSc.Mat())
 
 
+def _is_gpusell(mat):
+    return mat.getType() in _AIJ_OF
+
+
 def context(mat):
     """The GpuSellMat behind a gpusell petsc4py Mat (for inspection and benchmarks)."""
-    try:
-        return _contexts[mat.handle]
-    except KeyError:
-        raise TypeError(f"matrix of type {mat.getType()} is not a gpusell matrix") from None
+    if not _is_gpusell(mat):
+        raise TypeError(f"matrix of type {mat.getType()} is not a gpusell matrix")
+    return _context(mat.handle)
 
 
 def local_block(mat, xp):
@@ -458,10 +507,11 @@ def local_block(mat, xp):
     A gpusell matrix with float64 values in the same memory lends its own SELL
     copy; any other matrix is read with MatGetDiagonalBlock and MatGetValuesCSR.
     """
-    ctx = _contexts.get(mat.handle)
-    if ctx is not None and ctx.xp is xp and ctx.value_type == "float64":
-        ctx.update()
-        return ctx.local
+    if _is_gpusell(mat):
+        ctx = _context(mat.handle)
+        if ctx.xp is xp and ctx.value_type == "float64":
+            ctx.update()
+            return ctx.local
     return SellMatrix.from_csr(*mat.getDiagonalBlock().getValuesCSR(), mat.getLocalSize(), xp=xp)
 
 

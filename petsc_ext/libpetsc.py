@@ -1,6 +1,7 @@
 """The PETSc library through ctypes, for the C calls petsc4py does not expose:
-type registration, a Mat's function table, arrays with their memory type,
-PETSc's current CUDA stream, and raising a PETSc error from a callback.
+type registration, a Mat's function table, object ids and states, containers,
+arrays with their memory type, PETSc's current CUDA stream, and raising a
+PETSc error from a callback.
 
 It binds the very ``libpetsc`` that petsc4py loaded (found in the process's
 memory map), so both talk to one PETSc.
@@ -30,7 +31,6 @@ MATOP_MULT_TRANSPOSE_ADD = 6
 MATOP_GET_DIAGONAL = 17
 MATOP_ASSEMBLY_END = 21
 MATOP_DUPLICATE = 34
-MATOP_DESTROY = 60
 MATOP_VIEW = 61
 MATOP_CONVERT_FROM = 62
 MATOP_SET_FROM_OPTIONS = 73
@@ -73,6 +73,9 @@ MatSetOperation = _proto("MatSetOperation", c_ptr, c_int, c_ptr)
 MatGetOperation = _proto("MatGetOperation", c_ptr, c_int, ctypes.POINTER(c_ptr))
 MatGetNonzeroState = _proto("MatGetNonzeroState", c_ptr, ctypes.POINTER(ctypes.c_int64))
 PetscObjectStateGet = _proto("PetscObjectStateGet", c_ptr, ctypes.POINTER(ctypes.c_int64))
+PetscObjectGetId = _proto("PetscObjectGetId", c_ptr, ctypes.POINTER(ctypes.c_int64))
+PetscObjectDereference = _proto("PetscObjectDereference", c_ptr)
+PetscContainerCreate = _proto("PetscContainerCreate", c_comm, ctypes.POINTER(c_ptr))
 PetscObjectChangeTypeName = _proto("PetscObjectChangeTypeName", c_ptr, c_str)
 DMGetMatType = _proto("DMGetMatType", c_ptr, ctypes.POINTER(c_str))
 MatSeqAIJGetArray = _proto("MatSeqAIJGetArray", c_ptr, ctypes.POINTER(c_ptr))
@@ -124,6 +127,31 @@ def object_state(obj):
     return _state.value
 
 
+def object_id(obj):
+    """PETSc's id of the object at ``obj``: unique in the process, and it changes
+    when MatHeaderReplace or MatHeaderMerge give the handle other insides."""
+    check(PetscObjectGetId(obj, _STATE))
+    return _state.value
+
+
+def mpiaij_blocks(mat):
+    """The (diagonal, off-diagonal) SeqAIJ blocks of an MPIAIJ matrix, as handles."""
+    diag, offd = c_ptr(), c_ptr()
+    check(MatMPIAIJGetSeqAIJ(mat, ctypes.byref(diag), ctypes.byref(offd), None))
+    return diag.value, offd.value
+
+
+def new_container():
+    """A new PetscContainer on PETSC_COMM_SELF as a petsc4py Object: its
+    attributes (``setAttr``) live as long as the container, and are let go
+    without Python when PETSc destroys it after the interpreter has exited."""
+    handle = c_ptr()
+    check(PetscContainerCreate(COMM_SELF, ctypes.byref(handle)))
+    container = object_from_handle(handle)
+    check(PetscObjectDereference(handle))  # the Python object holds the one reference
+    return container
+
+
 def nonzero_state(mat):
     state = ctypes.c_int64()
     check(MatGetNonzeroState(mat, ctypes.byref(state)))
@@ -168,3 +196,4 @@ def _capi(name, restype, *argtypes):
 mat_from_handle = _capi("PyPetscMat_New", ctypes.py_object, c_ptr)
 vec_from_handle = _capi("PyPetscVec_New", ctypes.py_object, c_ptr)
 viewer_from_handle = _capi("PyPetscViewer_New", ctypes.py_object, c_ptr)
+object_from_handle = _capi("PyPetscObject_New", ctypes.py_object, c_ptr)

@@ -99,7 +99,7 @@ class TetGeometry:
         to_face = self.points[self.boundary_vertices].mean(axis=1) - self.centroids[self.boundary_cells]
         return FiniteVolumeGeometry(
             cell_ranges=np.array([0, m]), face_ranges=np.array([0, f]), rank=0, volumes=self.volumes,
-            centroids=self.centroids, face_ids=np.arange(f), face_cells=self.face_cells, face_areas=self.face_areas,
+            centroids=self.centroids, cell_numbers=np.arange(m), face_ids=np.arange(f), face_cells=self.face_cells, face_areas=self.face_areas,
             face_normals=self.face_normals, face_distances=np.abs(np.einsum("ij,ij->i", self.face_normals, between)),
             boundary_cells=self.boundary_cells, boundary_areas=self.boundary_areas,
             boundary_normals=self.boundary_normals,

@@ -71,7 +71,7 @@ def test_cavity_output_directory_is_made_and_checked_before_the_first_step(tmp_p
     directory = tmp_path / "new" / "run"
     run_script("cavity.py", "-da_grid_x", "8", "-da_grid_y", "8", "-flow_max_steps", "4",
                      "-flow_checkpoint_every", "2", "-flow_output_dir", str(directory))
-    assert (directory / "flow_checkpoint.npz").exists() and (directory / "centerline_u.csv").exists()
+    assert (directory / "flow_checkpoint.h5").exists() and (directory / "centerline_u.csv").exists()
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     failed = subprocess.run([sys.executable, os.path.join(ROOT, "demos", "cavity.py"), "-da_grid_x", "8",

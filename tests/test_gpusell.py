@@ -15,6 +15,7 @@ import pytest
 from petsc4py import PETSc
 
 import plugin  # noqa: F401  (registers gpusell)
+from petsc_pairs import COMM, assert_close, nonsymmetric_poisson, pair, random_vecs
 from stencils import laplacian
 from petsc_ext import gpusell
 from petsc_ext.arrays import restore_array
@@ -22,7 +23,6 @@ from petsc_ext.device import check_scalar_type
 from petsc_ext.matrices import aij_from_csr
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COMM = PETSc.COMM_WORLD
 
 
 @pytest.fixture
@@ -38,34 +38,6 @@ def options():
     yield set_options
     for name in names:
         db.delValue(name)
-
-
-def nonsymmetric_poisson(n=7):
-    indptr, indices, data = laplacian(n)
-    data = data * (1.0 + 0.1 * numpy.sin(numpy.arange(data.size)))
-    return (indptr, indices, data), (indptr.size - 1,) * 2
-
-
-def pair(csr, shape):
-    """The same matrix as AIJ and as gpusell."""
-    return aij_from_csr(*csr, shape, comm=COMM), aij_from_csr(*csr, shape, comm=COMM, mat_type="gpusell")
-
-
-def assert_close(v, w, rtol=1e-13):
-    """||v - w|| <= rtol ||w|| over all ranks; v and w may live on different devices."""
-    a, b = v.getArray(readonly=True), w.getArray(readonly=True)
-    diff, ref = (numpy.sqrt(COMM.tompi4py().allreduce(float(numpy.sum(u**2)))) for u in (a - b, b))
-    assert diff <= rtol * max(ref, 1.0), (diff, ref)
-
-
-def random_vecs(mat, count):
-    vecs = []
-    for k in range(count):
-        random = PETSc.Random().create(comm=COMM)
-        random.setSeed(k + 1)
-        vecs.append(mat.createVecLeft())
-        vecs[-1].setRandom(random)
-    return vecs
 
 
 @pytest.mark.mpi

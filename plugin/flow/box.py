@@ -113,6 +113,7 @@ def partition_geometry(partition, lengths, rank):
     return FiniteVolumeGeometry(
         cell_ranges=p.cell_ranges, face_ranges=p.face_ranges, rank=rank,
         volumes=numpy.full(own.shape[1], volume), centroids=((own.T + 0.5) * h),
+        cell_numbers=numpy.ravel_multi_index(tuple(own[::-1]), p.shape[::-1]),
         face_ids=_join(faces["ids"], numpy.int64), face_cells=_join(faces["cells"], numpy.int64, (0, 2)),
         face_areas=volume / h[axis], face_normals=numpy.eye(dim)[axis], face_distances=h[axis],
         boundary_cells=_join(walls["cells"], numpy.int64), boundary_areas=volume / h[wall_axis],

@@ -1,100 +1,192 @@
-"""Checkpoints of a flow state: one NumPy .npz file written by rank 0.
+"""Checkpoints of a flow state: one HDF5 file, written by rank 0.
+
+Fields are stored in the grid's natural numbering (``geometry.cell_numbers``:
+the DMDA natural order of a box, the mesh's own cell order), not in PETSc's
+partition-dependent one: cell fields by natural cell number, face fields
+with the natural numbers of each face's two cells. A run may restart on any
+number of ranks and on either backend (the file holds host arrays); a face
+whose cells come in the other order there has its normal velocity negated.
 
 A file is written under a temporary name and renamed into place, so a run
-killed at any moment leaves the last complete checkpoint readable. Fields are
-stored in PETSc's global numbering with the ranks' ownership ranges: a restart
-needs the same grid and the same number of ranks (it is then identical to an
-uninterrupted run, to rounding), and is refused otherwise. The grid is
-recognised by a fingerprint of its cells (volume and index-weighted
-centroids), so a 16 x 48 grid's checkpoint is refused on 48 x 16. A file that
-cannot be read is an error naming it on every rank, never a hang.
+killed at any moment leaves the last complete checkpoint readable. The grid
+is recognised by its cell and face counts and a fingerprint of its cells
+(total volume and natural-number-weighted centroids), so a 16 x 48 grid's
+checkpoint is refused on 48 x 16. A file that cannot be read is an error
+naming it on every rank, never a hang.
 """
 
 import os
 
+import h5py
 import numpy
 from mpi4py import MPI
 
 from gpu_mats.backend import to_host
 
-
-FORMAT = 3  # 3: with the grid's fingerprint
-
-
-def _gather(comm, xp, array, axis=-1):
-    parts = comm.gather(to_host(xp, array), root=0)
-    return numpy.concatenate(parts, axis=axis) if parts is not None else None
+FORMAT = 4  # 4: HDF5 in the natural numbering, restart on any number of ranks
+CELL_FIELDS = ("u", "u_old", "p", "p_old")
+FACE_FIELDS = ("u_s",)
+SCALARS = ("t", "step", "dt_old")
 
 
 def fingerprint(geometry, comm):
     """What tells grids apart: the total volume and the sums over cells of
-    (global index + 1) times each centroid coordinate. Collective."""
-    index = numpy.arange(geometry.num_cells) + geometry.cell_start + 1.0
-    local = numpy.concatenate(([geometry.volumes.sum()], index @ geometry.centroids))
+    (natural number + 1) times each centroid coordinate. Collective."""
+    weight = geometry.cell_numbers + 1.0
+    local = numpy.concatenate(([geometry.volumes.sum()], weight @ geometry.centroids))
     return comm.allreduce(local, op=MPI.SUM)
+
+
+class _Numbering:
+    """Where this rank's cells and owned faces sit in the natural numbering, and
+    the moves of fields between the ranks and rank 0 in it. Collective."""
+
+    def __init__(self, geometry, comm):
+        self.comm, g = comm, geometry
+        self.num_cells = g.num_global_cells
+        owned = (g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces)
+        rows = numpy.empty(g.num_faces, dtype=numpy.int64)  # row k of a face field is face face_start + k
+        rows[g.face_ids[owned] - g.face_start] = numpy.flatnonzero(owned)
+        parts = comm.gather((g.cell_numbers, g.face_cells[rows]), root=0)
+        if comm.Get_rank() == 0:
+            natural = numpy.concatenate([numbers for numbers, _ in parts])  # PETSc's cell number -> natural
+            self.cells = [numbers for numbers, _ in parts]
+            self.face_pairs = [natural[pairs] for _, pairs in parts]
+
+    def gather(self, xp, fields):
+        """The rank's cell and face ``fields`` on rank 0 in the natural order:
+        ({name: (..., cells)}, sorted face cell pairs, {name: (faces,)}); None elsewhere."""
+        parts = self.comm.gather({name: to_host(xp, array) for name, array in fields.items()}, root=0)
+        if parts is None:
+            return None
+        cells = {}
+        for name in CELL_FIELDS:
+            cells[name] = numpy.empty(parts[0][name].shape[:-1] + (self.num_cells,))
+            for numbers, part in zip(self.cells, parts, strict=True):
+                cells[name][..., numbers] = part[name]
+        pairs = numpy.concatenate(self.face_pairs)
+        order = numpy.lexsort(pairs.T[::-1])  # by first cell, then second
+        faces = {name: numpy.concatenate([part[name] for part in parts])[order] for name in FACE_FIELDS}
+        return cells, pairs[order], faces
+
+    def pieces(self, cells, pairs, faces):
+        """Each rank's part of natural-order fields, on rank 0."""
+        pieces = []
+        for numbers, wanted in zip(self.cells, self.face_pairs, strict=True):
+            rows, sign = _find_pairs(pairs, wanted)
+            piece = {name: field[..., numbers] for name, field in cells.items()}
+            piece.update({name: sign * field[rows] for name, field in faces.items()})
+            pieces.append(piece)
+        return pieces
+
+
+def _find_pairs(stored, wanted):
+    """The rows of ``stored`` (face cell pairs, sorted) holding each pair of
+    ``wanted`` either way round, and -1 where it is the other way (the face
+    normal points the other way)."""
+    n = max(int(stored.max(initial=0)), int(wanted.max(initial=0))) + 1
+    keys = numpy.append(stored[:, 0] * n + stored[:, 1], numpy.iinfo(numpy.int64).max)  # an end that never matches
+
+    def lookup(pairs):
+        key = pairs[:, 0] * n + pairs[:, 1]
+        rows = numpy.searchsorted(keys, key)
+        return rows, keys[rows] == key
+
+    rows, same = lookup(wanted)
+    rows_reversed, reversed_ = lookup(wanted[:, ::-1])
+    if not (same | reversed_).all():
+        raise LookupError(f"{int((~(same | reversed_)).sum())} faces of this grid are not in the checkpoint")
+    return numpy.where(same, rows, rows_reversed), numpy.where(same, 1.0, -1.0)
 
 
 def save(path, comm, xp, state, geometry, extra):
     """Write ``state`` (and the scalars in ``extra``) to ``path``; collective."""
-    fields = {name: _gather(comm, xp, getattr(state, name)) for name in ("u", "u_old", "u_s", "p", "p_old")}
+    gathered = _Numbering(geometry, comm).gather(xp, {name: getattr(state, name) for name in CELL_FIELDS + FACE_FIELDS})
     grid = fingerprint(geometry, comm)
+    problem = ""
     if comm.Get_rank() == 0:
-        temporary = f"{path}.tmp"
-        with open(temporary, "wb") as stream:
-            numpy.savez(stream, format=FORMAT, t=state.t, step=state.step, dt_old=state.dt_old,
-                        cell_ranges=geometry.cell_ranges, face_ranges=geometry.face_ranges, grid=grid, **fields,
-                        **extra)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    comm.Barrier()
+        try:
+            _write(path, gathered, grid, {"t": state.t, "step": state.step, "dt_old": state.dt_old, **extra})
+        except Exception as exc:  # any failure must reach every rank, not leave them waiting
+            problem = f"cannot write the checkpoint {os.path.abspath(path)}: {type(exc).__name__}: {exc}"
+    problem = comm.bcast(problem, root=0)
+    if problem:
+        raise ValueError(problem)
+
+
+def _write(path, gathered, grid, scalars):
+    """Write under a temporary name, then rename: a kill at any moment leaves the last complete file."""
+    cells, pairs, faces = gathered
+    temporary = f"{path}.tmp"
+    with h5py.File(temporary, "w") as stored:
+        stored.attrs.update({"format": FORMAT, "grid": grid, **scalars})
+        for name, values in cells.items():
+            stored[f"cells/{name}"] = values
+        stored["faces/cells"] = pairs
+        for name, values in faces.items():
+            stored[f"faces/{name}"] = values
+    with open(temporary, "rb+") as stream:
+        os.fsync(stream.fileno())
+    os.replace(temporary, path)
 
 
 def load(path, comm, geometry, state, xp):
-    """Fill ``state``'s arrays from ``path`` (it must match the geometry's
-    grid and ranks); returns the file's extra scalars. Collective."""
-    data, problem = None, ""
+    """Fill ``state``'s arrays from ``path`` (written on this grid, on any
+    number of ranks, from either backend); returns the file's extra scalars.
+    Collective."""
+    numbering = _Numbering(geometry, comm)
     grid = fingerprint(geometry, comm)
+    pieces = scalars = None
+    problem = ""
     if comm.Get_rank() == 0:
         try:
-            with numpy.load(path) as stored:
-                data = {name: stored[name] for name in stored.files}
+            cells, pairs, faces, scalars = _read(path)
         except Exception as exc:  # any failure must reach every rank, not leave them waiting
             problem = (f"cannot read the checkpoint {os.path.abspath(path)}: {type(exc).__name__}: {exc} "
                        "(a missing, truncated or corrupt file)")
         else:
-            problem = _mismatch(data, geometry, grid, path)
+            problem = _mismatch(path, scalars, cells, pairs, faces, geometry, grid)
+            if not problem:
+                try:
+                    pieces = numbering.pieces(cells, pairs, faces)
+                except LookupError as exc:
+                    problem = f"the checkpoint {os.path.abspath(path)} was written on another grid: {exc}"
     problem = comm.bcast(problem, root=0)
     if problem:
         raise ValueError(problem)
-    rank, cells, faces = comm.Get_rank(), geometry.cell_ranges, geometry.face_ranges
-    pieces = {}
-    for name, ranges in (("u", cells), ("u_old", cells), ("u_s", faces), ("p", cells), ("p_old", cells)):
-        parts = None
-        if rank == 0:
-            parts = [data[name][..., ranges[r]:ranges[r + 1]] for r in range(len(ranges) - 1)]
-        pieces[name] = comm.scatter(parts, root=0)
-    for name, piece in pieces.items():
+    for name, piece in comm.scatter(pieces, root=0).items():
         getattr(state, name)[...] = xp.asarray(piece)
-    scalars = comm.bcast({k: v.item() for k, v in data.items() if v.ndim == 0} if rank == 0 else None, root=0)
+    scalars = comm.bcast(scalars, root=0)
     state.t, state.step, state.dt_old = scalars.pop("t"), int(scalars.pop("step")), scalars.pop("dt_old")
-    scalars.pop("format")
+    for name in ("format", "grid"):
+        scalars.pop(name)
     return scalars
 
 
-def _mismatch(data, geometry, grid, path):
-    missing = {"format", "t", "step", "dt_old", "cell_ranges", "face_ranges", "grid", "u", "u_old", "u_s", "p",
-               "p_old"} - set(data)
-    if int(data.get("format", -1)) != FORMAT or missing:
-        return (f"{os.path.abspath(path)} is not a checkpoint of format {FORMAT} "
-                f"(format {data.get('format')}, missing {', '.join(sorted(missing)) or 'nothing'})")
-    for name in ("cell_ranges", "face_ranges"):
-        stored, here = data[name], getattr(geometry, name)
-        if stored.shape != here.shape or (stored != here).any():
-            return (f"the checkpoint {os.path.abspath(path)} was written on another grid or number of ranks "
-                    f"({name} {list(stored)}, this run {list(here)}): restart with the same grid and the same "
-                    "number of MPI ranks")
-    if data["grid"].shape != grid.shape or not numpy.allclose(data["grid"], grid, rtol=1e-12, atol=0.0):
-        return (f"the checkpoint {os.path.abspath(path)} was written on another grid (other cell sizes, shape or "
-                "lengths with the same numbers of cells and faces): restart on the grid it was written on")
+def _read(path):
+    with h5py.File(path, "r") as stored:
+        scalars = {name: value.item() if numpy.ndim(value) == 0 else value for name, value in stored.attrs.items()}
+        arrays = {name: stored[name][...] for name in
+                  [f"cells/{f}" for f in CELL_FIELDS] + ["faces/cells"] + [f"faces/{f}" for f in FACE_FIELDS]
+                  if name in stored}
+    cells = {name: arrays[f"cells/{name}"] for name in CELL_FIELDS if f"cells/{name}" in arrays}
+    faces = {name: arrays[f"faces/{name}"] for name in FACE_FIELDS if f"faces/{name}" in arrays}
+    return cells, arrays.get("faces/cells"), faces, scalars
+
+
+def _mismatch(path, scalars, cells, pairs, faces, geometry, grid):
+    """What makes the file unusable on this grid, or ""; on rank 0."""
+    where = os.path.abspath(path)
+    missing = ({"format", "grid", *SCALARS} - set(scalars)) | {f"cells/{n}" for n in CELL_FIELDS if n not in cells}
+    missing |= {f"faces/{n}" for n in FACE_FIELDS if n not in faces} | ({"faces/cells"} if pairs is None else set())
+    if scalars.get("format") != FORMAT or missing:
+        return (f"{where} is not a checkpoint of format {FORMAT} "
+                f"(format {scalars.get('format')}, missing {', '.join(sorted(missing)) or 'nothing'})")
+    counts = (cells["u"].shape[-1], len(pairs))
+    here = (geometry.num_global_cells, geometry.num_global_faces)
+    stored_grid = numpy.asarray(scalars["grid"])
+    if counts != here or stored_grid.shape != grid.shape or not numpy.allclose(stored_grid, grid, rtol=1e-12, atol=0):
+        return (f"the checkpoint {where} was written on another grid ({counts[0]} cells and {counts[1]} faces, this "
+                f"grid {here[0]} and {here[1]}; or other cell sizes, shape or lengths): restart on the grid it was "
+                "written on")
     return ""

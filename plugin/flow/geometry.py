@@ -7,7 +7,9 @@ the F faces that touch them (its own faces and those its neighbours own) and its
 B boundary faces (plugin.flow.box fills them for a DMDA box,
 plugin.fv_geometry.TetGeometry for a tetrahedral mesh on one rank):
 
-  volumes (M,), centroids (M, d);
+  volumes (M,), centroids (M, d); cell_numbers (M,): the cells' numbers in the
+  grid's natural numbering, which does not depend on the ranks (a DMDA's
+  natural order, a mesh file's cell order), for checkpoints;
   face_ids (F,) global face numbers; face_cells (F, 2) global cell numbers of
   the two cells of each face; face_areas (F,); face_normals (F, d) unit,
   pointing from face_cells[:, 0] to face_cells[:, 1]; face_distances (F,):
@@ -34,6 +36,7 @@ class FiniteVolumeGeometry:
     rank: int
     volumes: numpy.ndarray
     centroids: numpy.ndarray
+    cell_numbers: numpy.ndarray
     face_ids: numpy.ndarray
     face_cells: numpy.ndarray
     face_areas: numpy.ndarray

@@ -64,7 +64,7 @@ OPTIONS = (
            "kinetic energy every step"),
     Option("flow_checkpoint_every", "checkpoint_every", 0, "write a checkpoint every N steps (0: never)", low=0,
            high=10**9),
-    Option("flow_checkpoint_file", "checkpoint_file", "flow_checkpoint.npz", "checkpoint file (written "
+    Option("flow_checkpoint_file", "checkpoint_file", "flow_checkpoint.h5", "checkpoint file (written "
            "atomically: a temporary file, then a rename)"),
     Option("flow_restart", "restart_file", "", "start from this checkpoint; the run continues to the same "
            "result as an uninterrupted one"),
