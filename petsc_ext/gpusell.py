@@ -49,7 +49,7 @@ _AIJ_OF = {SEQ_TYPE: "seqaij", MPI_TYPE: "mpiaij"}
 MAT_REUSE_MATRIX, MAT_INPLACE_MATRIX = 1, 3  # MatReuse (petscmat.h)
 _CONTAINER = "GpuSellMat"  # name under which the SELL side is composed on its Mat
 
-_EVENTS = {name: PETSc.Log.Event(f"GPUSELL{name}") for name in ("Build", "Mult", "MultTr", "Halo")}
+_EVENTS = {name: PETSc.Log.Event(f"GPUSELL{name}") for name in ("Build", "Mult", "MultTr", "Halo", "MultAIJ")}
 _found = weakref.WeakValueDictionary()  # Mat handle -> the GpuSellMat last found there, checked by object id
 _aij_operations = {}  # "seqaij"/"mpiaij" -> {MatOperation: AIJ's own function}, read once per type
 OPTIONS = (
@@ -84,6 +84,7 @@ class GpuSellMat:
         for option in OPTIONS:
             setattr(self, option.attr, option.default)
         self._state = self._nonzero_state = None
+        self._values_in_place = False  # value_buffer written: the AIJ copy is behind
         self.local = self.offd = None  # SellMatrix blocks: own columns, halo columns
         self._transposes = None
         self._split = self._exchange = self._halo = None
@@ -169,28 +170,46 @@ class GpuSellMat:
         rows, cols = self.local.shape[::-1] if transpose else self.local.shape
         taken = []
         try:
-            xa = self._array(x, "r", "x", cols, taken)
+            xa = self._array(x, "r", cols, taken)
             if z is None:
-                ya, beta, za = self._array(y, "w", "y", rows, taken), 0.0, None
+                ya, beta, za = self._array(y, "w", rows, taken), 0.0, None
             elif z == y:
-                ya, beta, za = self._array(y, "rw", "y", rows, taken), 1.0, None
+                ya, beta, za = self._array(y, "rw", rows, taken), 1.0, None
             else:
-                za = self._array(z, "r", "z", rows, taken)
-                ya, beta = self._array(y, "w", "y", rows, taken), 1.0
-            self._product(xa, ya, beta, za, transpose)
+                za = self._array(z, "r", rows, taken)
+                ya, beta = self._array(y, "w", rows, taken), 1.0
+            here = xa.__class__ is ya.__class__ is self._array_class and (
+                za is None or za.__class__ is self._array_class)
+            if here:
+                self._product(xa, ya, beta, za, transpose)
         finally:
             for vec, mode in reversed(taken):
                 restore_array(vec, mode)
+        if not here:
+            self._aij_product(x, y, z, transpose)
 
-    def _array(self, vec, mode, name, length, taken):
-        """The array of ``vec`` (recorded in ``taken`` for its restore), in the matrix's memory."""
+    def _array(self, vec, mode, length, taken):
+        """The array of ``vec`` (recorded in ``taken`` for its restore)."""
         array = get_array(vec, mode, length)
         taken.append((vec, mode))
-        if array.__class__ is not self._array_class:
-            where, wanted = ("on the GPU", "cuda") if self.on_gpu else ("in host memory", "standard")
-            raise TypeError(f"the gpusell matrix keeps its data {where} but vector {name} does not; "
-                            f"use vectors from MatCreateVecs(), or -vec_type {wanted} (-dm_vec_type {wanted} for a DM)")
         return array
+
+    def _aij_product(self, x, y, z, transpose):
+        """The product with a vector in the other memory (PETSc's multigrid
+        hands host vectors of its coarse grids to a GPU matrix's restriction):
+        AIJ's own product on the AIJ copy, PETSc moving the vector data as for
+        any host operation; counted as GPUSELLMultAIJ in -log_view."""
+        if self._values_in_place:
+            where, wanted = ("on the GPU", "cuda") if self.on_gpu else ("in host memory", "standard")
+            raise TypeError(f"the gpusell matrix keeps its values {where} only (written in place), but a vector "
+                            f"is in the other memory; use vectors from MatCreateVecs(), or -vec_type {wanted} "
+                            f"(-dm_vec_type {wanted} for a DM)")
+        op, fntype = _AIJ_PRODUCTS[transpose, z is not None]
+        _EVENTS["MultAIJ"].begin()
+        try:
+            _call(op, fntype, self.handle, *((x, y) if z is None else (x, z, y)))
+        finally:
+            _EVENTS["MultAIJ"].end()
 
     def multiply_arrays(self, x, y, z=None):
         """y = A x (+ z) on arrays in the matrix's memory, for solvers that keep
@@ -230,6 +249,7 @@ class GpuSellMat:
         derives from them and raise the Mat's state, which KSPs watch to set
         their preconditioners up again, without a rebuild from the AIJ copy."""
         self._transposes = None
+        self._values_in_place = True
         lp.mat_from_handle(self.handle).stateIncrease()
         self._state = self.states()
 
@@ -279,12 +299,17 @@ class GpuSellMat:
         if lp.local_size(d) != rows:  # as AIJ's MatGetDiagonal: the kernel would write past a shorter vector
             raise NonconformingSizes(f"Nonconforming matrix and vector: the diagonal of this rank's {rows} rows "
                                      f"into a vector of local size {lp.local_size(d)}")
-        taken = []
+        array = get_array(d, "w", rows)
         try:
-            diagonal(self.local, self._array(d, "w", "d", self.local.shape[0], taken))
+            if array.__class__ is self._array_class:
+                diagonal(self.local, array)
         finally:
-            for vec, mode in taken:
-                restore_array(vec, mode)
+            restore_array(d, "w")
+        if array.__class__ is not self._array_class:
+            if self._values_in_place:
+                raise TypeError("the diagonal of a gpusell matrix with values written in place goes into a vector "
+                                "in the matrix's memory; use vectors from MatCreateVecs()")
+            _call(lp.MATOP_GET_DIAGONAL, lp.MatPtrFn, self.handle, d)
 
     # --- options and viewing ----------------------------------------------------
 
@@ -446,6 +471,12 @@ def _convert_from(A, newtype, reuse, out):
     ctypes.cast(out, ctypes.POINTER(lp.c_ptr))[0] = target.handle
 
 
+_AIJ_PRODUCTS = {  # (transpose, with z) -> AIJ's own product
+    (False, False): (lp.MATOP_MULT, lp.MatVecFn),
+    (False, True): (lp.MATOP_MULT_ADD, lp.MatVecVecFn),
+    (True, False): (lp.MATOP_MULT_TRANSPOSE, lp.MatVecFn),
+    (True, True): (lp.MATOP_MULT_TRANSPOSE_ADD, lp.MatVecVecFn),
+}
 _PRODUCT_HOOKS = {
     lp.MATOP_MULT: _mult,
     lp.MATOP_MULT_ADD: _mult_add,

@@ -18,7 +18,6 @@ import plugin  # noqa: F401  (registers gpusell)
 from petsc_pairs import COMM, assert_close, nonsymmetric_poisson, pair, random_vecs
 from stencils import laplacian
 from petsc_ext import gpusell
-from petsc_ext.arrays import restore_array
 from petsc_ext.device import check_scalar_type
 from petsc_ext.matrices import aij_from_csr
 
@@ -243,19 +242,33 @@ def test_wrong_vector_size_is_a_petsc_error():
         B.mult(short, x)
 
 
-def test_vector_on_the_wrong_device_is_refused():
-    _, B = pair(*nonsymmetric_poisson(3))
+@pytest.mark.mpi
+def test_vectors_in_the_other_memory_get_aijs_product():
+    """PETSc's multigrid hands host vectors of its coarse grids to a GPU
+    matrix: AIJ's own product serves them (event GPUSELLMultAIJ); a matrix
+    whose values were written in place (the AIJ copy behind) refuses them."""
+    A, B = pair(*nonsymmetric_poisson(4))
     ctx = gpusell.context(B)
-    kept = ctx.on_gpu, ctx._array_class
-    ctx.on_gpu, ctx._array_class = not ctx.on_gpu, type(None)  # the matrix on the other side from the vector
-    taken = []
+    x, z = random_vecs(B, 2)
+    y, w = B.createVecLeft(), A.createVecLeft()
+    kept = ctx._array_class
+    ctx._array_class = type(None)  # every vector now looks to the matrix as if in the other memory
+    event = PETSc.Log.Event("GPUSELLMultAIJ")
+    PETSc.Log.begin()
+    before = event.getPerfInfo()["count"]
     try:
-        with pytest.raises(TypeError, match="use vectors from MatCreateVecs"):
-            ctx._array(B.createVecLeft(), "r", "x", B.getLocalSize()[0], taken)
+        B.mult(x, y), A.mult(x, w)
+        assert_close(y, w)
+        B.multTransposeAdd(x, z, y), A.multTransposeAdd(x, z, w)
+        assert_close(y, w)
+        assert_close(B.getDiagonal(), A.getDiagonal(), rtol=0)
+        assert event.getPerfInfo()["count"] == before + 2
+        ctx.value_buffer()
+        ctx.values_changed()
+        with pytest.raises(PETSc.Error, match="use vectors from MatCreateVecs"):
+            B.mult(x, y)
     finally:
-        for vec, mode in taken:
-            restore_array(vec, mode)
-        ctx.on_gpu, ctx._array_class = kept
+        ctx._array_class = kept
 
 
 @pytest.mark.mpi
