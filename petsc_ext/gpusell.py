@@ -27,6 +27,7 @@ destroys a matrix after the interpreter has exited.
 """
 
 import ctypes
+import functools
 import weakref
 
 import numpy
@@ -50,7 +51,7 @@ MAT_REUSE_MATRIX, MAT_INPLACE_MATRIX = 1, 3  # MatReuse (petscmat.h)
 _CONTAINER = "GpuSellMat"  # name under which the SELL side is composed on its Mat
 
 _EVENTS = {name: PETSc.Log.Event(f"GPUSELL{name}") for name in ("Build", "Mult", "MultTr", "Halo", "MultAIJ")}
-_found = weakref.WeakValueDictionary()  # Mat handle -> the GpuSellMat last found there, checked by object id
+_found = {}  # Mat handle -> weak reference to the GpuSellMat last found there, checked by object id
 _aij_operations = {}  # "seqaij"/"mpiaij" -> {MatOperation: AIJ's own function}, read once per type
 OPTIONS = (
     Option("mat_gpusell_slice_height", "slice_height", DEFAULT_SLICE_HEIGHT, "rows per slice C", low=1, high=1024),
@@ -345,7 +346,8 @@ class GpuSellMat:
 
 def _context(handle):
     """The GpuSellMat of the gpusell matrix at ``handle``, made on first use."""
-    ctx = _found.get(handle)
+    found = _found.get(handle)
+    ctx = found() if found is not None else None
     if ctx is None or ctx.object_id != lp.object_id(handle):
         ctx = _attached(handle)
     return ctx
@@ -366,8 +368,14 @@ def _attached(handle):
         container.setAttr("context", ctx)
         mat.compose(_CONTAINER, container)
     ctx.handle = handle  # MatHeaderReplace may have moved these insides here
-    _found[handle] = ctx
+    _found[handle] = weakref.ref(ctx, functools.partial(_forget, handle))
     return ctx
+
+
+def _forget(handle, ref):
+    """A GpuSellMat went with its matrix: drop its entry, unless a newer one took the handle."""
+    if _found.get(handle) is ref:
+        del _found[handle]
 
 
 # --- the C side: hooks in the Mat function table --------------------------------
