@@ -8,6 +8,12 @@ mid-plane z = 0.
 
     python demos/cavity.py -flow_re 100 -da_grid_x 64 -da_grid_y 64 -flow_output_dir out
     python demos/cavity.py -flow_dim 3 -flow_re 1000 -da_grid_x 64 -da_grid_y 64 -da_grid_z 128 -flow_t_end 8
+    python demos/cavity.py -flow_mesh square.msh -flow_re 100     (demos/meshes.py makes such meshes)
+
+With -flow_mesh FILE (any mesh meshio reads, one rank for now) the cavity is
+that mesh of the unit square or cube, whose boundary groups are named "lid"
+(moving with u = 1 along x) and "wall"; in 2D its centrelines are interpolated
+linearly from the cell centres and the walls and compared with Ghia's.
 
 With -flow_output_dir DIR it writes there centerline_u.csv (y,u along x = 0.5),
 centerline_v.csv (x,v along y = 0.5), the fields as cavity.xdmf (+ .h5) for
@@ -19,6 +25,7 @@ ParaView and centerlines.png against Ghia's tables. The matrices are gpusell
 import os
 import sys
 
+import numpy
 import petsc4py
 
 petsc4py.init(sys.argv)
@@ -29,9 +36,11 @@ import plugin  # noqa: E402,F401  (registers gpusell, ainv, cacg)
 from petsc_ext.device import gpu_available  # noqa: E402
 from petsc_ext.matrices import dm_mat_type  # noqa: E402
 from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
+from gpu_mats.backend import to_host  # noqa: E402
 from plugin.flow import ghia, output  # noqa: E402
 from plugin.flow.boundary import Wall  # noqa: E402
 from plugin.flow.box import dmda_partition  # noqa: E402
+from plugin.flow.mesh import CELLS, mesh_geometry  # noqa: E402
 from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver  # noqa: E402
 
 LID = {2: {"ymax": Wall((1.0, 0.0))}, 3: {"xmax": Wall((0.0, 1.0, 0.0))}}  # the moving side
@@ -43,6 +52,10 @@ def main():
     dim = reader.int("flow_dim", 2, "2: Ghia's square cavity; 3: Vianello 2020's box", low=2, high=3)
     re = reader.real("flow_re", 100.0 if dim == 2 else 1000.0, "Reynolds number (lid speed and size 1)", low=1e-12)
     directory = reader.string("flow_output_dir", "", "directory for profiles, fields and plot (none: no files)")
+    mesh_path = reader.string("flow_mesh", "", "an unstructured mesh (meshio) with boundary groups lid and wall, "
+                              "instead of the DMDA box")
+    if mesh_path:
+        return run_on_mesh(mesh_path, re, directory)
     if dim == 2 and PETSc.Options().hasName("da_grid_z"):
         raise SystemExit("cavity: -da_grid_z needs -flow_dim 3")
     sizes = (64, 64) if dim == 2 else (32, 32, 64)
@@ -83,17 +96,80 @@ def main():
     return 0
 
 
+def run_on_mesh(path, re, directory):
+    """The cavity on the unstructured mesh at ``path`` (one rank)."""
+    comm = PETSc.COMM_WORLD
+    if comm.getSize() > 1:
+        raise SystemExit("cavity: -flow_mesh runs on one rank for now (distributing meshes is issue 18's next part)")
+    mesh = read_mesh(path)
+    geometry = mesh_geometry(mesh)
+    dim = geometry.dim
+    lid = {"lid": Wall(tuple(numpy.eye(dim)[0])), "wall": Wall()}
+    defaults = {"flow_t_end": 200.0, "flow_steady_tol": 1e-5, "flow_diffusion": "implicit"} if dim == 2 else {}
+    if directory:
+        output.prepare_directory(directory, comm.tompi4py())
+        defaults["flow_checkpoint_file"] = os.path.join(directory, "flow_checkpoint.h5")
+    mat_type = "gpusell" if gpu_available() else "aij"
+    if mat_type == "aij":
+        PETSc.Sys.Print(f"cavity: {CPU_NOTICE}")
+    with option_defaults("", defaults):
+        solver = FlowSolver(geometry, comm, mat_type, 1.0 / re, lid)
+    PETSc.Sys.Print(f"cavity: {dim}D, Re = {re:g}, mesh {path}: {geometry.num_cells} cells "
+                    f"({', '.join(sorted({b.type for b in mesh.cells if b.type in CELLS}))}), matrices "
+                    f"{solver.matrices.poisson.getType()}, pressure {solver.pressure_ksp.getType()} + "
+                    f"{solver.pressure_ksp.getPC().getType()}, diffusion {solver.diffusion}")
+    try:
+        state = solver.run(solver.initial_state())
+    except FlowBlowUp as exc:
+        PETSc.Sys.Print(str(exc))
+        return 1
+    solver.print_timing()
+    u, p = to_host(solver.xp, state.u), to_host(solver.xp, state.p)
+    profiles = output.mesh_centerlines(geometry, u, solver.boundary_conditions) if dim == 2 else None
+    if profiles is not None:
+        compare_with_ghia(re, profiles)
+    if directory:
+        written = [output.write_mesh_xdmf(os.path.join(directory, "cavity.xdmf"), mesh, u, p)]
+        if profiles is not None:
+            written += output.write_centerlines(directory, profiles)
+            title = f"2D lid-driven cavity, Re = {re:g}, {geometry.num_cells} cells of {path}, t = {state.t:.4g}"
+            written.append(output.plot_centerlines(os.path.join(directory, "centerlines.png"), profiles, title,
+                                                   ghia_reference(re)))
+        print("cavity: wrote " + ", ".join(os.path.abspath(w) for w in written))
+    return 0
+
+
+def read_mesh(path):
+    """The mesh at ``path`` through meshio, or a SystemExit naming the file and what is wrong."""
+    import meshio
+
+    try:
+        return meshio.read(path)
+    except Exception as exc:  # noqa: BLE001 (meshio raises many kinds)
+        raise SystemExit(f"cavity: cannot read the mesh {os.path.abspath(path)}: {type(exc).__name__}: {exc}") from exc
+
+
+def ghia_reference(re):
+    if int(re) in ghia.U and re == int(re):
+        return (ghia.Y, ghia.U[int(re)]), (ghia.X, ghia.V[int(re)])
+    return None
+
+
+def compare_with_ghia(re, profiles):
+    if ghia_reference(re) is None:
+        return
+    (y, uy), (x, vx) = profiles
+    du, dv = ghia.deviations(int(re), y, uy, x, vx)
+    left_out = ghia.suspect_points(int(re))
+    print(f"cavity: largest difference from Ghia et al. (Re = {re:g}): u {du:.4f}, v {dv:.4f} (lid speed 1)"
+          + (f"; left out: {left_out}, an entry of the table suspect as printed (plugin/flow/ghia.py)"
+             if left_out else ""))
+
+
 def report(dim, re, u, p, walls, directory, state):
     profiles = output.centerlines(u, LENGTHS[dim], walls)
-    reference = None
-    if dim == 2 and int(re) in ghia.U and re == int(re):
-        (y, uy), (x, vx) = profiles
-        du, dv = ghia.deviations(int(re), y, uy, x, vx)
-        left_out = ghia.suspect_points(int(re))
-        print(f"cavity: largest difference from Ghia et al. (Re = {re:g}): u {du:.4f}, v {dv:.4f} (lid speed 1)"
-              + (f"; left out: {left_out}, an entry of the table suspect as printed (plugin/flow/ghia.py)"
-                 if left_out else ""))
-        reference = ((ghia.Y, ghia.U[int(re)]), (ghia.X, ghia.V[int(re)]))
+    if dim == 2:
+        compare_with_ghia(re, profiles)
     if not directory:
         return
     os.makedirs(directory, exist_ok=True)
@@ -101,7 +177,8 @@ def report(dim, re, u, p, walls, directory, state):
     origin = (0.0, 0.0) if dim == 2 else (0.0, 0.0, -1.0)  # Vianello 2020's box is (0,1) x (0,1) x (-1,1)
     written.append(output.write_xdmf(os.path.join(directory, "cavity.xdmf"), u, p, LENGTHS[dim], origin))
     title = f"{dim}D lid-driven cavity, Re = {re:g}, {'x'.join(map(str, u.shape[1:][::-1]))} cells, t = {state.t:.4g}"
-    written.append(output.plot_centerlines(os.path.join(directory, "centerlines.png"), profiles, title, reference))
+    written.append(output.plot_centerlines(os.path.join(directory, "centerlines.png"), profiles, title,
+                                           ghia_reference(re) if dim == 2 else None))
     print("cavity: wrote " + ", ".join(os.path.abspath(path) for path in written))
 
 

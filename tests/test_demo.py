@@ -108,3 +108,37 @@ def test_cavity_demo_without_a_gpu_runs_petsc_types_and_says_so_first():
     assert "matrices seqaij, pressure cg + gamg" in second
     project = run_script("cavity.py", *small, *first.split("; ", 1)[1].split(" runs")[0].split())
     assert "matrices seqaijgpusell, pressure cacg + ainv" in project
+
+
+@pytest.mark.parametrize("kind", ["triangles", "quads", "mixed"])
+def test_cavity_demo_on_a_gmsh_mesh_matches_ghia_at_re100(tmp_path, kind):
+    """demos/meshes.py makes an unstructured mesh of the unit square with gmsh
+    (a few hundred cells); the cavity on it reaches Ghia's centrelines within
+    0.03 of the lid speed and writes its fields and profiles."""
+    mesh = str(tmp_path / f"{kind}.msh")
+    made = run_script("meshes.py", "--kind", kind, "--size", "0.08", "--out", mesh)
+    assert int(re.search(r"(\d+) cells", made).group(1)) > 150
+    out = run_script("cavity.py", "-flow_mesh", mesh, "-flow_re", "100", "-flow_output_dir", str(tmp_path / "out"))
+    assert re.search(rf"mesh .*{kind}\.msh: \d+ cells", out) and re.search(r"flow: steady at step \d+", out)
+    du, dv = map(float, re.search(r"largest difference from Ghia .*: u (\S+), v (\S+)", out).groups())
+    assert du < 0.03 and dv < 0.03
+    assert (tmp_path / "out" / "centerline_u.csv").read_text().splitlines()[0] == "y,u"
+    assert "cavity.h5" in (tmp_path / "out" / "cavity.xdmf").read_text()
+
+
+@pytest.mark.parametrize("kind", ["tetrahedra", "prisms"])
+def test_cavity_demo_runs_on_a_3d_gmsh_mesh(tmp_path, kind):
+    mesh = str(tmp_path / f"{kind}.msh")
+    run_script("meshes.py", "--kind", kind, "--size", "0.34", "--out", mesh)
+    out = run_script("cavity.py", "-flow_mesh", mesh, "-flow_re", "100", "-flow_max_steps", "3",
+                     "-flow_output_dir", str(tmp_path / "out"))
+    assert re.search(r"cavity: 3D, Re = 100, mesh .*: \d+ cells", out) and "flow: 3 steps" in out
+    assert (tmp_path / "out" / "cavity.xdmf").exists()
+
+
+def test_cavity_demo_names_a_mesh_it_cannot_read(tmp_path):
+    missing = tmp_path / "nowhere.msh"
+    result = subprocess.run([sys.executable, "demos/cavity.py", "-flow_mesh", str(missing)], cwd=ROOT,
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert f"cannot read the mesh {missing}" in result.stderr

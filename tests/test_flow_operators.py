@@ -7,8 +7,10 @@ import pytest
 import scipy.sparse
 import scipy.sparse.linalg
 
+from meshes import MESHES, unit_mesh
 from plugin.flow.boundary import Wall, conditions_by_tag, walls_at_rest
 from plugin.flow.box import BoxPartition, box_geometry, partition_geometry
+from plugin.flow.mesh import mesh_geometry
 from plugin.flow.operators import FlowOperators, stacked_index
 
 BOXES = [((6, 5), (1.0, 2.0), (False, False)), ((8, 8), (2 * numpy.pi,) * 2, (True, True)),
@@ -27,9 +29,19 @@ def moving_walls(g, velocity):
     return {tag: Wall(tuple(velocity)) for tag in g.boundary_names.values()}
 
 
-@pytest.fixture(params=BOXES, ids=["walls2d", "periodic2d", "mixed3d"])
+GEOMETRIES = {
+    "walls2d": lambda: box_geometry(*BOXES[0]),
+    "periodic2d": lambda: box_geometry(*BOXES[1]),
+    "mixed3d": lambda: box_geometry(*BOXES[2]),
+    **{name: (lambda kinds=kinds, jitter=jitter: mesh_geometry(unit_mesh(kinds, n=3, jitter=jitter)))
+       for name, (kinds, jitter) in MESHES.items()},
+}
+
+
+@pytest.fixture(params=GEOMETRIES)
 def ops(request):
-    return operators(box_geometry(*request.param), nu=0.01)
+    """Boxes (walls, periodic, both) and unstructured meshes of every cell type (tests/meshes.py)."""
+    return operators(GEOMETRIES[request.param](), nu=0.01)
 
 
 def divergence_free(ops, rng):

@@ -70,6 +70,38 @@ def centerlines(u, lengths, walls):
     return with_walls(along_y, 1, 0), with_walls(along_x, 0, 1)
 
 
+def mesh_centerlines(geometry, u, conditions, samples=129):
+    """((y, u along x = 0.5), (x, v along y = 0.5)) of a 2D mesh of the unit
+    square: the velocity interpolated linearly (Delaunay triangles of the cell
+    centres and the wall faces' centres, where the walls' velocities hold),
+    with the wall values at both ends. ``conditions``: {tag: Wall}."""
+    from scipy.interpolate import LinearNDInterpolator
+
+    g = geometry
+    faces = g.centroids[g.boundary_cells] + g.boundary_normals * g.boundary_distances[:, None]
+    walls = numpy.array([conditions[tag].velocity_in(2) for tag in g.boundary_tags.tolist()]).reshape(-1, 2)
+    interpolate = LinearNDInterpolator(numpy.concatenate([g.centroids, faces]), numpy.concatenate([u.T, walls]))
+    s = numpy.linspace(0.0, 1.0, samples)
+    along_y = interpolate(numpy.column_stack([numpy.full(samples, 0.5), s]))[:, 0]
+    along_x = interpolate(numpy.column_stack([s, numpy.full(samples, 0.5)]))[:, 1]
+    return (s, along_y), (s, along_x)
+
+
+def write_mesh_xdmf(path, mesh, u, p):
+    """Velocity (dim, cells) and pressure of a meshio mesh's cells (in its
+    order) as XDMF + HDF5 for ParaView."""
+    import meshio
+
+    dim = u.shape[0]
+    blocks = [block for block in mesh.cells if block.dim == dim]
+    ends = numpy.cumsum([0] + [len(block.data) for block in blocks])
+    pieces = list(zip(ends[:-1], ends[1:], strict=True))
+    velocity = [u[:, a:b].T for a, b in pieces]
+    pressure = [p[a:b] for a, b in pieces]
+    meshio.write(path, meshio.Mesh(mesh.points, blocks, cell_data={"velocity": velocity, "pressure": pressure}))
+    return path
+
+
 def write_centerlines(directory, profiles):
     """centerline_u.csv (header y,u) and centerline_v.csv (header x,v)."""
     paths = []

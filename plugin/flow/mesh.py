@@ -1,0 +1,204 @@
+"""The FiniteVolumeGeometry of an unstructured mesh: triangles and
+quadrilaterals, tetrahedra, hexahedra, prisms and pyramids, mixed, with
+named boundary groups (gmsh physical groups through meshio).
+
+Cell volumes and centroids, face areas, unit normals and centroids are
+integrals over the cell mapped from its reference cell, by quadrature, for
+every cell type the same way: basix (the FEniCS project's reference cells)
+gives the reference geometry, the sub-entities, the geometry's basis
+functions and the quadrature. Oyarzún 2015 (chapter 1) writes the
+operators for any polyhedral cells; this module gives them such cells.
+
+One rank holds the whole mesh here (``cell_numbers`` is the mesh's cell
+order); cells must be positively oriented (gmsh's convention).
+"""
+
+import basix
+import numpy
+
+from .geometry import FiniteVolumeGeometry
+
+# meshio's cell type -> (basix cell, order of meshio's vertices in basix's numbering)
+CELLS = {
+    "triangle": (basix.CellType.triangle, [0, 1, 2]),
+    "quad": (basix.CellType.quadrilateral, [0, 1, 3, 2]),
+    "tetra": (basix.CellType.tetrahedron, [0, 1, 2, 3]),
+    "hexahedron": (basix.CellType.hexahedron, [0, 1, 3, 2, 4, 5, 7, 6]),
+    "wedge": (basix.CellType.prism, [0, 1, 2, 3, 4, 5]),
+    "pyramid": (basix.CellType.pyramid, [0, 1, 3, 2, 4]),
+}
+FACETS = {1: ("line",), 2: ("triangle", "quad")}  # boundary facet blocks by the mesh's dimension - 1
+_QUADRATURE_DEGREE = 4  # exact for the volumes of trilinear cells and more than enough for linear ones
+
+
+class MeshError(ValueError):
+    """A mesh the flow driver cannot run on, with what is wrong and where."""
+
+
+class _CellMaps:
+    """The geometry map of one cell type: basis functions and their
+    derivatives at the cell's and at each facet's quadrature points."""
+
+    def __init__(self, cell):
+        self.cell = cell
+        self.element = basix.create_element(basix.ElementFamily.P, cell, 1)
+        points, self.weights = basix.make_quadrature(cell, _QUADRATURE_DEGREE)
+        self.table = self.element.tabulate(1, points)[..., 0]  # (1 + tdim, q, vertices)
+        reference = basix.geometry(cell)
+        topology = basix.topology(cell)
+        self.tdim = len(topology) - 1
+        self.facets = topology[self.tdim - 1]
+        self.facet_maps = []
+        for f, facet in enumerate(self.facets):
+            kind = basix.cell.sub_entity_type(cell, self.tdim - 1, f)
+            fpoints, fweights = basix.make_quadrature(kind, _QUADRATURE_DEGREE)
+            corner = reference[facet[0]]
+            edges = numpy.stack([reference[facet[k]] - corner for k in range(1, self.tdim)], axis=1)  # (tdim, tdim-1)
+            inside = corner + fpoints @ edges.T
+            outward = basix.cell.facet_outward_normals(cell)[f]
+            sign = numpy.sign(_normal_of(edges[None, None])[0, 0] @ outward)
+            self.facet_maps.append((self.element.tabulate(1, inside)[..., 0], edges, fweights, sign))
+
+
+def _normal_of(tangents):
+    """The (unnormalised) normal of the facet with ``tangents`` (..., d, d - 1): its
+    area element times a unit normal (the cross product in 3D, a turn in 2D)."""
+    if tangents.shape[-2] == 2:
+        t = tangents[..., 0]
+        return numpy.stack([t[..., 1], -t[..., 0]], axis=-1)
+    return numpy.cross(tangents[..., 0], tangents[..., 1])
+
+
+def _jacobians(table, X):
+    """x(q) (c, q, d) and J(q) (c, q, d, tdim) of cells with vertices X (c, v, d)."""
+    x = numpy.einsum("qv,cvd->cqd", table[0], X)
+    J = numpy.einsum("tqv,cvd->cqdt", table[1:], X)
+    return x, J
+
+
+def _block_geometry(maps, X, first):
+    """Volumes, centroids and, per local facet, (vector areas, areas, centroids) of cells X (c, v, d)."""
+    x, J = _jacobians(maps.table, X)
+    det = numpy.linalg.det(J)
+    bad = (det <= 0).any(axis=1)
+    if bad.any():
+        cell = int(numpy.flatnonzero(bad)[0])
+        raise MeshError(f"cell {first + cell} ({maps.cell.name}, vertices {X[cell].tolist()}) is inverted or "
+                        f"degenerate: its volume map's Jacobian determinant reaches {det[cell].min():.3g} "
+                        f"(cells must be positively oriented, as gmsh makes them)")
+    dv = det * maps.weights
+    volumes = dv.sum(axis=1)
+    centroids = numpy.einsum("cq,cqd->cd", dv, x) / volumes[:, None]
+    facets = []
+    for table, edges, weights, sign in maps.facet_maps:
+        xf, Jf = _jacobians(table, X)
+        da = sign * _normal_of(Jf @ edges) * weights[None, :, None]  # outward normal times area element
+        size = numpy.linalg.norm(da, axis=2)
+        # A face that is not flat (a bilinear quadrilateral) has the magnitude of its vector area as its
+        # area, the direction as its normal: what keeps every cell closed (sum of a n over its faces = 0).
+        vector = da.sum(axis=1)
+        centre = numpy.einsum("cq,cqd->cd", size, xf) / size.sum(axis=1)[:, None]
+        facets.append((vector, numpy.linalg.norm(vector, axis=1), centre))
+    return volumes, centroids, facets
+
+
+def mesh_geometry(mesh):
+    """The FiniteVolumeGeometry of a meshio mesh on one rank.
+
+    Cells are the blocks of the mesh's highest dimension, in the mesh's
+    order; boundary groups are the lower-dimensional blocks tagged
+    "gmsh:physical", named by the mesh's field_data. Every boundary face
+    must lie in a group.
+    """
+    tdim = max(_dimension(block.type) for block in mesh.cells)
+    blocks = [block for block in mesh.cells if _dimension(block.type) == tdim]
+    points = numpy.asarray(mesh.points, dtype=float)
+    if tdim == 2 and points.shape[1] == 3:
+        if not numpy.allclose(points[:, 2], 0.0):
+            raise MeshError("a surface mesh in 3D space: 2D meshes must lie in the plane z = 0")
+        points = points[:, :2]
+    volumes, centroids, keys, owners, vectors, areas, face_centres = [], [], [], [], [], [], []
+    first = 0
+    for block in blocks:
+        if block.type not in CELLS:
+            raise MeshError(f"cells of type {block.type} are not supported (supported: {', '.join(CELLS)})")
+        cell, order = CELLS[block.type]
+        vertices = numpy.asarray(block.data)[:, order]
+        maps = _CellMaps(cell)
+        v, c, facets = _block_geometry(maps, points[vertices], first)
+        volumes.append(v)
+        centroids.append(c)
+        for local, (vector, area, centre) in zip(maps.facets, facets, strict=True):
+            keys.append(_facet_keys(vertices[:, local]))
+            owners.append(first + numpy.arange(len(vertices)))
+            vectors.append(vector)
+            areas.append(area)
+            face_centres.append(centre)
+        first += len(vertices)
+    volumes, centroids = numpy.concatenate(volumes), numpy.concatenate(centroids)
+    keys, owners = numpy.concatenate(keys), numpy.concatenate(owners)
+    vectors, areas, face_centres = numpy.concatenate(vectors), numpy.concatenate(areas), numpy.concatenate(face_centres)
+    unique, inverse, counts = numpy.unique(keys, axis=0, return_inverse=True, return_counts=True)
+    inverse = inverse.ravel()
+    if (counts > 2).any():
+        key = unique[numpy.flatnonzero(counts > 2)[0]]
+        raise MeshError(f"the face with vertices {key[key >= 0].tolist()} belongs to more than two cells")
+    # Interior faces: the first cell to list the face is its cell 0 (the normal leaves it).
+    order = numpy.argsort(inverse, kind="stable")
+    paired = counts[inverse[order]] == 2
+    pairs = order[paired].reshape(-1, 2)
+    normals = vectors[pairs[:, 0]] / areas[pairs[:, 0], None]
+    face_cells = owners[pairs]
+    between = centroids[face_cells[:, 1]] - centroids[face_cells[:, 0]]
+    # Boundary faces, with their groups.
+    lone = order[~paired]
+    tags, names = _boundary_groups(mesh, tdim, keys[lone], points)
+    boundary_normals = vectors[lone] / areas[lone, None]
+    to_face = face_centres[lone] - centroids[owners[lone]]
+    m, f = len(volumes), len(pairs)
+    return FiniteVolumeGeometry(
+        cell_ranges=numpy.array([0, m]), face_ranges=numpy.array([0, f]), rank=0, volumes=volumes,
+        centroids=centroids, cell_numbers=numpy.arange(m), face_ids=numpy.arange(f), face_cells=face_cells,
+        face_areas=areas[pairs[:, 0]], face_normals=normals,
+        face_distances=numpy.abs(numpy.einsum("ij,ij->i", normals, between)),
+        boundary_cells=owners[lone], boundary_areas=areas[lone], boundary_normals=boundary_normals,
+        boundary_distances=numpy.abs(numpy.einsum("ij,ij->i", boundary_normals, to_face)),
+        boundary_tags=tags, boundary_names=names)
+
+
+def _dimension(cell_type):
+    return {"vertex": 0, "line": 1, "triangle": 2, "quad": 2}.get(cell_type, 3)
+
+
+def _facet_keys(vertices):
+    """Rows of sorted vertex numbers, padded with -1 to 4: one key per face, whichever cell lists it."""
+    keys = numpy.full((len(vertices), 4), -1, dtype=numpy.int64)
+    keys[:, :vertices.shape[1]] = numpy.sort(vertices, axis=1)
+    return keys
+
+
+def _boundary_groups(mesh, tdim, lone_keys, points):
+    """The group tag of each boundary face (rows of ``lone_keys``) and {name: tag}."""
+    tagged_keys, tagged = [], []
+    for k, block in enumerate(mesh.cells):
+        if block.type in FACETS.get(tdim - 1, ()):
+            physical = mesh.cell_data.get("gmsh:physical")
+            if physical is None:
+                raise MeshError("the mesh's boundary faces carry no groups (gmsh physical groups, "
+                                "cell data 'gmsh:physical')")
+            tagged_keys.append(_facet_keys(numpy.asarray(block.data)))
+            tagged.append(numpy.asarray(physical[k], dtype=numpy.int64))
+    names = {name: int(value[0]) for name, value in mesh.field_data.items() if int(value[1]) == tdim - 1}
+    tags = numpy.full(len(lone_keys), -1, dtype=numpy.int64)
+    if tagged_keys:
+        known, tag_of = numpy.concatenate(tagged_keys), numpy.concatenate(tagged)
+        table = {tuple(key): tag for key, tag in zip(known.tolist(), tag_of.tolist(), strict=True)}
+        tags = numpy.array([table.get(tuple(key), -1) for key in lone_keys.tolist()], dtype=numpy.int64)
+    if (tags < 0).any():
+        key = lone_keys[numpy.flatnonzero(tags < 0)[0]]
+        corners = points[key[key >= 0]].tolist()
+        raise MeshError(f"the boundary face with vertices {key[key >= 0].tolist()} (at {corners}) is in no "
+                        "boundary group: every boundary face needs one (or the mesh has a hanging face there)")
+    unnamed = sorted(set(tags.tolist()) - set(names.values()))
+    names.update({f"group{tag}": tag for tag in unnamed})
+    return tags, names

@@ -1,0 +1,72 @@
+"""plugin.flow.mesh: the FiniteVolumeGeometry of unstructured meshes of every
+cell type, against what the unit square and cube must give, and bad meshes."""
+
+import numpy
+import pytest
+from meshes import MESHES, unit_mesh
+
+from plugin.flow.mesh import MeshError, mesh_geometry
+
+
+@pytest.fixture(params=MESHES, scope="module")
+def geometry(request):
+    kinds, jitter = MESHES[request.param]
+    return mesh_geometry(unit_mesh(kinds, n=3, jitter=jitter))
+
+
+def test_cells_fill_the_unit_box(geometry):
+    g = geometry
+    assert g.volumes.min() > 0
+    assert g.volumes.sum() == pytest.approx(1.0, rel=1e-13)
+    numpy.testing.assert_allclose(g.volumes @ g.centroids, 0.5, rtol=1e-13)
+
+
+def test_every_cell_is_closed(geometry):
+    """The outward vector areas of each cell's faces sum to zero (the divergence of a constant)."""
+    g = geometry
+    total = numpy.zeros((g.num_cells, g.dim))
+    vectors = g.face_areas[:, None] * g.face_normals
+    numpy.add.at(total, g.face_cells[:, 0], vectors)
+    numpy.add.at(total, g.face_cells[:, 1], -vectors)
+    numpy.add.at(total, g.boundary_cells, g.boundary_areas[:, None] * g.boundary_normals)
+    assert abs(total).max() < 1e-13
+
+
+def test_boundary_groups_keep_their_names_and_areas(geometry):
+    g = geometry
+    assert g.boundary_names == {"lid": 1, "wall": 2}
+    lid = g.boundary_tags == 1
+    assert g.boundary_areas[lid].sum() == pytest.approx(1.0, rel=1e-13)
+    assert g.boundary_areas[~lid].sum() == pytest.approx(2 * g.dim - 1, rel=1e-13)
+    numpy.testing.assert_allclose(g.boundary_normals[lid], numpy.eye(g.dim)[-1][None].repeat(lid.sum(), 0),
+                                  atol=1e-13)
+
+
+def test_face_normals_point_from_the_first_cell_to_the_second(geometry):
+    g = geometry
+    numpy.testing.assert_allclose(numpy.linalg.norm(g.face_normals, axis=1), 1.0, rtol=1e-14)
+    between = g.centroids[g.face_cells[:, 1]] - g.centroids[g.face_cells[:, 0]]
+    assert (numpy.einsum("ij,ij->i", g.face_normals, between) > 0).all()
+    assert (g.face_distances > 0).all() and (g.boundary_distances > 0).all()
+
+
+def test_an_inverted_cell_is_named():
+    mesh = unit_mesh("tetra", n=2)
+    mesh.cells[0].data[3] = mesh.cells[0].data[3][[0, 2, 1, 3]]
+    with pytest.raises(MeshError, match="cell 3 .* is inverted or degenerate"):
+        mesh_geometry(mesh)
+
+
+def test_a_boundary_face_in_no_group_is_named():
+    mesh = unit_mesh("quad", n=2)
+    mesh.cells[1].data = mesh.cells[1].data[1:]
+    mesh.cell_data["gmsh:physical"][1] = mesh.cell_data["gmsh:physical"][1][1:]
+    with pytest.raises(MeshError, match=r"the boundary face with vertices \[.*\] .* is in no boundary group"):
+        mesh_geometry(mesh)
+
+
+def test_an_unsupported_cell_type_is_named():
+    mesh = unit_mesh("triangle", n=2)
+    mesh.cells[0].type = "triangle6"
+    with pytest.raises(MeshError, match="cells of type triangle6 are not supported"):
+        mesh_geometry(mesh)
