@@ -16,7 +16,7 @@ from petsc_ext.options import option_defaults
 from plugin.flow import checkpoint
 from plugin.flow.boundary import Wall
 from plugin.flow.box import SIDE_NAMES, dmda_partition
-from plugin.flow.mesh import mesh_geometry
+from plugin.flow.mesh import coordinate_bisection, mesh_geometry, rank_geometry
 from plugin.flow.output import natural_field
 from plugin.flow.solver import FlowBlowUp, FlowSolver
 
@@ -103,6 +103,30 @@ def test_a_cavity_runs_on_an_unstructured_mesh(name):
     assert abs(m.Ms @ u_s).max() < 1e-9 * (abs(m.Ms) @ abs(u_s)).max()
     under_the_lid = g.boundary_cells[g.boundary_tags == g.boundary_names["lid"]]
     assert (u[0, under_the_lid] > 0).all() and u[0, under_the_lid].mean() > 2 * abs(u[0]).mean()
+
+
+@pytest.mark.mpi
+def test_ranks_agree_with_one_rank_on_an_unstructured_mesh():
+    """A cavity on a mesh of quadrilaterals and triangles, cut among the ranks
+    of COMM_WORLD by coordinate bisection, against the same run on one rank."""
+    whole = mesh_geometry(unit_mesh(("quad", "triangle"), n=6, jitter=0.3))
+    comm = PETSc.COMM_WORLD
+    owner = coordinate_bisection(whole.centroids, comm.getSize())
+    options = {"flow_max_steps": 6, "pressure_ksp_rtol": 1e-12, "pressure_ksp_type": "cg", "pressure_pc_type": "ainv"}
+    fields = []
+    for geometry, on in ((rank_geometry(whole, owner, comm.getRank()), comm), (whole, PETSc.COMM_SELF)):
+        with option_defaults("", options):
+            solver = FlowSolver(geometry, on, "gpusell", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
+        state = solver.run(solver.initial_state())
+        parts = on.tompi4py().gather((geometry.cell_numbers, to_host(solver.xp, state.u)), root=0)
+        if parts is not None:
+            u = numpy.empty((2, whole.num_cells))
+            for numbers, values in parts:
+                u[:, numbers] = values
+            fields.append(u)
+    if comm.getRank() == 0:
+        parallel, serial = fields
+        numpy.testing.assert_allclose(parallel, serial, rtol=0, atol=1e-9)
 
 
 def kinetic_energy_drift(n, dt, laplacian="compact"):

@@ -5,7 +5,7 @@ import numpy
 import pytest
 from meshes import MESHES, unit_mesh
 
-from plugin.flow.mesh import MeshError, mesh_geometry
+from plugin.flow.mesh import MeshError, coordinate_bisection, mesh_geometry, rank_geometry
 
 
 @pytest.fixture(params=MESHES, scope="module")
@@ -70,3 +70,20 @@ def test_an_unsupported_cell_type_is_named():
     mesh.cells[0].type = "triangle6"
     with pytest.raises(MeshError, match="cells of type triangle6 are not supported"):
         mesh_geometry(mesh)
+
+
+@pytest.mark.parametrize("parts", [2, 3, 5])
+def test_rank_geometries_cut_the_mesh_into_parts_that_hold_every_cell_and_face_once(parts):
+    whole = mesh_geometry(unit_mesh(("quad", "triangle"), n=5, jitter=0.3))
+    owner = coordinate_bisection(whole.centroids, parts)
+    assert abs(numpy.bincount(owner, minlength=parts) - whole.num_cells / parts).max() <= 1
+    pieces = [rank_geometry(whole, owner, rank) for rank in range(parts)]
+    numpy.testing.assert_array_equal(numpy.sort(numpy.concatenate([g.cell_numbers for g in pieces])),
+                                     numpy.arange(whole.num_cells))
+    assert sum(g.num_faces for g in pieces) == whole.num_faces
+    assert sum(g.boundary_cells.size for g in pieces) == whole.boundary_cells.size
+    for g in pieces:
+        own = (g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces)
+        assert ((g.face_cells[own, 0] >= g.cell_start) & (g.face_cells[own, 0] < g.cell_start + g.num_cells)).all()
+        assert own.sum() == g.num_faces
+        assert g.volumes.sum() == pytest.approx(whole.volumes[owner == g.rank].sum(), rel=1e-14)

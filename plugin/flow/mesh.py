@@ -9,8 +9,10 @@ gives the reference geometry, the sub-entities, the geometry's basis
 functions and the quadrature. Oyarzún 2015 (chapter 1) writes the
 operators for any polyhedral cells; this module gives them such cells.
 
-One rank holds the whole mesh here (``cell_numbers`` is the mesh's cell
-order); cells must be positively oriented (gmsh's convention).
+``mesh_geometry`` gives the whole mesh on one rank (``cell_numbers`` is the
+mesh's cell order); ``rank_geometry`` cuts it into the parts of ranks, each
+rank's cells numbered together as PETSc numbers rows. Cells must be
+positively oriented (gmsh's convention).
 """
 
 import basix
@@ -202,3 +204,54 @@ def _boundary_groups(mesh, tdim, lone_keys, points):
     unnamed = sorted(set(tags.tolist()) - set(names.values()))
     names.update({f"group{tag}": tag for tag in unnamed})
     return tags, names
+
+
+def coordinate_bisection(centroids, parts):
+    """A part (0 .. parts-1) for each cell: recursive bisection of the cell
+    centroids across the longest side of their box, in proportion to the parts
+    on each side (a geometric partition; a graph partitioner cuts fewer faces)."""
+    owner = numpy.zeros(len(centroids), dtype=numpy.int64)
+
+    def split(cells, first, count):
+        if count == 1:
+            owner[cells] = first
+            return
+        points = centroids[cells]
+        axis = int(numpy.argmax(points.max(axis=0) - points.min(axis=0))) if len(cells) else 0
+        ordered = cells[numpy.argsort(points[:, axis], kind="stable")]
+        low = count // 2
+        cut = len(ordered) * low // count
+        split(ordered[:cut], first, low)
+        split(ordered[cut:], first + low, count - low)
+
+    split(numpy.arange(len(centroids)), 0, parts)
+    return owner
+
+
+def rank_geometry(whole, owner, rank):
+    """The part of the one-rank geometry ``whole`` that ``rank`` holds, for
+    cells split by ``owner`` (a rank per cell): its cells (numbered after those
+    of lower ranks, in the mesh's order), the faces touching them (a face
+    belongs to the rank of its first cell) and their boundary faces."""
+    ranks = int(owner.max(initial=0)) + 1 if len(owner) else 1
+    cell_order = numpy.argsort(owner, kind="stable")
+    number = numpy.empty_like(cell_order)
+    number[cell_order] = numpy.arange(len(owner))  # mesh cell -> PETSc cell number
+    cell_ranges = numpy.concatenate(([0], numpy.cumsum(numpy.bincount(owner, minlength=ranks))))
+    face_owner = owner[whole.face_cells[:, 0]]
+    face_order = numpy.argsort(face_owner, kind="stable")
+    face_number = numpy.empty_like(face_order)
+    face_number[face_order] = numpy.arange(len(face_order))
+    face_ranges = numpy.concatenate(([0], numpy.cumsum(numpy.bincount(face_owner, minlength=ranks))))
+    mine = cell_order[cell_ranges[rank]:cell_ranges[rank + 1]]  # mesh cells of this rank, in PETSc order
+    touching = numpy.flatnonzero((owner[whole.face_cells] == rank).any(axis=1))
+    touching = touching[numpy.argsort(face_number[touching], kind="stable")]
+    walls = numpy.flatnonzero(owner[whole.boundary_cells] == rank)
+    return FiniteVolumeGeometry(
+        cell_ranges=cell_ranges, face_ranges=face_ranges, rank=rank, volumes=whole.volumes[mine],
+        centroids=whole.centroids[mine], cell_numbers=whole.cell_numbers[mine], face_ids=face_number[touching],
+        face_cells=number[whole.face_cells[touching]], face_areas=whole.face_areas[touching],
+        face_normals=whole.face_normals[touching], face_distances=whole.face_distances[touching],
+        boundary_cells=number[whole.boundary_cells[walls]], boundary_areas=whole.boundary_areas[walls],
+        boundary_normals=whole.boundary_normals[walls], boundary_distances=whole.boundary_distances[walls],
+        boundary_tags=whole.boundary_tags[walls], boundary_names=whole.boundary_names)
