@@ -10,7 +10,8 @@ mid-plane z = 0.
     python demos/cavity.py -flow_dim 3 -flow_re 1000 -da_grid_x 64 -da_grid_y 64 -da_grid_z 128 -flow_t_end 8
     python demos/cavity.py -flow_mesh square.msh -flow_re 100     (demos/meshes.py makes such meshes)
 
-With -flow_mesh FILE (any mesh meshio reads, one rank for now) the cavity is
+With -flow_mesh FILE (any mesh meshio reads; each rank reads it and takes its
+part by coordinate bisection) the cavity is
 that mesh of the unit square or cube, whose boundary groups are named "lid"
 (moving with u = 1 along x) and "wall"; in 2D its centrelines are interpolated
 linearly from the cell centres and the walls and compared with Ghia's.
@@ -36,11 +37,10 @@ import plugin  # noqa: E402,F401  (registers gpusell, ainv, cacg)
 from petsc_ext.device import gpu_available  # noqa: E402
 from petsc_ext.matrices import dm_mat_type  # noqa: E402
 from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
-from gpu_mats.backend import to_host  # noqa: E402
 from plugin.flow import ghia, output  # noqa: E402
 from plugin.flow.boundary import Wall  # noqa: E402
 from plugin.flow.box import dmda_partition  # noqa: E402
-from plugin.flow.mesh import CELLS, mesh_geometry  # noqa: E402
+from plugin.flow.mesh import CELLS, coordinate_bisection, mesh_geometry, rank_geometry  # noqa: E402
 from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver  # noqa: E402
 
 LID = {2: {"ymax": Wall((1.0, 0.0))}, 3: {"xmax": Wall((0.0, 1.0, 0.0))}}  # the moving side
@@ -97,26 +97,27 @@ def main():
 
 
 def run_on_mesh(path, re, directory):
-    """The cavity on the unstructured mesh at ``path`` (one rank)."""
+    """The cavity on the unstructured mesh at ``path``: every rank reads it and
+    takes its part (coordinate bisection); rank 0 writes the results."""
     comm = PETSc.COMM_WORLD
-    if comm.getSize() > 1:
-        raise SystemExit("cavity: -flow_mesh runs on one rank for now (distributing meshes is issue 18's next part)")
+    mpi = comm.tompi4py()
     mesh = read_mesh(path)
-    geometry = mesh_geometry(mesh)
+    whole = mesh_geometry(mesh)
+    geometry = rank_geometry(whole, coordinate_bisection(whole.centroids, mpi.size), mpi.rank)
     dim = geometry.dim
     lid = {"lid": Wall(tuple(numpy.eye(dim)[0])), "wall": Wall()}
     defaults = {"flow_t_end": 200.0, "flow_steady_tol": 1e-5, "flow_diffusion": "implicit"} if dim == 2 else {}
     if directory:
-        output.prepare_directory(directory, comm.tompi4py())
+        output.prepare_directory(directory, mpi)
         defaults["flow_checkpoint_file"] = os.path.join(directory, "flow_checkpoint.h5")
     mat_type = "gpusell" if gpu_available() else "aij"
     if mat_type == "aij":
         PETSc.Sys.Print(f"cavity: {CPU_NOTICE}")
     with option_defaults("", defaults):
         solver = FlowSolver(geometry, comm, mat_type, 1.0 / re, lid)
-    PETSc.Sys.Print(f"cavity: {dim}D, Re = {re:g}, mesh {path}: {geometry.num_cells} cells "
-                    f"({', '.join(sorted({b.type for b in mesh.cells if b.type in CELLS}))}), matrices "
-                    f"{solver.matrices.poisson.getType()}, pressure {solver.pressure_ksp.getType()} + "
+    PETSc.Sys.Print(f"cavity: {dim}D, Re = {re:g}, mesh {path}: {whole.num_cells} cells "
+                    f"({', '.join(sorted({b.type for b in mesh.cells if b.type in CELLS}))}) on {mpi.size} ranks, "
+                    f"matrices {solver.matrices.poisson.getType()}, pressure {solver.pressure_ksp.getType()} + "
                     f"{solver.pressure_ksp.getPC().getType()}, diffusion {solver.diffusion}")
     try:
         state = solver.run(solver.initial_state())
@@ -124,19 +125,25 @@ def run_on_mesh(path, re, directory):
         PETSc.Sys.Print(str(exc))
         return 1
     solver.print_timing()
-    u, p = to_host(solver.xp, state.u), to_host(solver.xp, state.p)
-    profiles = output.mesh_centerlines(geometry, u, solver.boundary_conditions) if dim == 2 else None
+    fields = [output.mesh_field(mpi, geometry, solver.xp, a) for a in (state.u, state.p)]
+    if mpi.rank == 0:
+        report_on_mesh(path, re, directory, mesh, whole, solver.boundary_conditions, state, *fields)
+    return 0
+
+
+def report_on_mesh(path, re, directory, mesh, whole, walls, state, u, p):
+    profiles = output.mesh_centerlines(whole, u, walls) if whole.dim == 2 else None
     if profiles is not None:
         compare_with_ghia(re, profiles)
-    if directory:
-        written = [output.write_mesh_xdmf(os.path.join(directory, "cavity.xdmf"), mesh, u, p)]
-        if profiles is not None:
-            written += output.write_centerlines(directory, profiles)
-            title = f"2D lid-driven cavity, Re = {re:g}, {geometry.num_cells} cells of {path}, t = {state.t:.4g}"
-            written.append(output.plot_centerlines(os.path.join(directory, "centerlines.png"), profiles, title,
-                                                   ghia_reference(re)))
-        print("cavity: wrote " + ", ".join(os.path.abspath(w) for w in written))
-    return 0
+    if not directory:
+        return
+    written = [output.write_mesh_xdmf(os.path.join(directory, "cavity.xdmf"), mesh, u, p)]
+    if profiles is not None:
+        written += output.write_centerlines(directory, profiles)
+        title = f"2D lid-driven cavity, Re = {re:g}, {whole.num_cells} cells of {os.path.basename(path)}, t = {state.t:.4g}"
+        written.append(output.plot_centerlines(os.path.join(directory, "centerlines.png"), profiles, title,
+                                               ghia_reference(re)))
+    print("cavity: wrote " + ", ".join(os.path.abspath(w) for w in written))
 
 
 def read_mesh(path):

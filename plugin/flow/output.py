@@ -70,6 +70,18 @@ def centerlines(u, lengths, walls):
     return with_walls(along_y, 1, 0), with_walls(along_x, 0, 1)
 
 
+def mesh_field(comm, geometry, xp, array):
+    """A field of the rank's cells, shape (..., n), gathered on rank 0 in the
+    mesh's cell order (``geometry.cell_numbers``); None on the other ranks."""
+    parts = comm.gather((geometry.cell_numbers, to_host(xp, array)), root=0)
+    if parts is None:
+        return None
+    field = numpy.empty(array.shape[:-1] + (geometry.num_global_cells,))
+    for numbers, values in parts:
+        field[..., numbers] = values
+    return field
+
+
 def mesh_centerlines(geometry, u, conditions, samples=129):
     """((y, u along x = 0.5), (x, v along y = 0.5)) of a 2D mesh of the unit
     square: the velocity interpolated linearly (Delaunay triangles of the cell
