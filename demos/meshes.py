@@ -1,7 +1,10 @@
 """Test meshes for the flow driver, made with gmsh's Python API: the unit
 square (unstructured triangles, unstructured quadrilaterals, or both) and the
 unit cube (tetrahedra, or prisms extruded from triangles), with the boundary
-groups the cavity demo uses: "lid" (y = 1 in 2D, z = 1 in 3D) and "wall".
+groups the cavity demo uses: "lid" (y = 1 in 2D, z = 1 in 3D) and "wall";
+and the unit disk (triangles, its circle the group "wall"). ``--order 2``
+gives second-order cells (triangle6, quad9, tetra10) whose edge nodes lie on
+curved boundaries.
 
     python demos/meshes.py --kind triangles --size 0.02 --out square-tri.msh
     python demos/cavity.py -flow_mesh square-tri.msh -flow_re 100
@@ -11,11 +14,13 @@ import argparse
 
 import gmsh
 
-KINDS = ("triangles", "quads", "mixed", "tetrahedra", "prisms")
+KINDS = ("triangles", "quads", "mixed", "tetrahedra", "prisms", "disk")
+PLANE = ("triangles", "quads", "mixed", "disk")
 
 
-def make(kind, size, path):
-    """Write a mesh of ``kind`` with cells of about ``size`` to ``path`` (gmsh .msh 4); return its cell count."""
+def make(kind, size, path, order=1):
+    """Write a mesh of ``kind`` with cells of about ``size`` (and geometry
+    ``order``) to ``path`` (gmsh .msh 4); return its cell count."""
     gmsh.initialize()
     try:
         gmsh.option.setNumber("General.Terminal", 0)
@@ -23,13 +28,18 @@ def make(kind, size, path):
         gmsh.option.setNumber("Mesh.MeshSizeMax", size)
         gmsh.model.add(kind)
         occ = gmsh.model.occ
-        if kind in ("triangles", "quads", "mixed"):
+        if kind == "disk":
+            occ.addDisk(0, 0, 0, 1, 1)
+            occ.synchronize()
+            _groups(2, lambda x, y, z: False)
+        elif kind in PLANE:
             _square(occ, kind)
         else:
             _cube(occ, kind, size)
-        gmsh.model.mesh.generate(2 if kind in ("triangles", "quads", "mixed") else 3)
+        dim = 2 if kind in PLANE else 3
+        gmsh.model.mesh.generate(dim)
+        gmsh.model.mesh.setOrder(order)
         gmsh.write(path)
-        dim = 2 if kind in ("triangles", "quads", "mixed") else 3
         types, tags, _ = gmsh.model.mesh.getElements(dim)
         return sum(len(t) for t in tags)
     finally:
@@ -70,7 +80,8 @@ def _groups(dim, on_lid):
     lid, wall = [], []
     for _, tag in gmsh.model.getBoundary(domain, combined=True, oriented=False):
         (lid if on_lid(*gmsh.model.occ.getCenterOfMass(dim - 1, tag)) else wall).append(tag)
-    gmsh.model.addPhysicalGroup(dim - 1, lid, name="lid")
+    if lid:
+        gmsh.model.addPhysicalGroup(dim - 1, lid, name="lid")
     gmsh.model.addPhysicalGroup(dim - 1, wall, name="wall")
 
 
@@ -78,10 +89,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", choices=KINDS, default="triangles")
     parser.add_argument("--size", type=float, default=0.05, help="cell size")
+    parser.add_argument("--order", type=int, choices=(1, 2), default=1, help="geometry order of the cells")
     parser.add_argument("--out", required=True, help="the .msh file to write")
     args = parser.parse_args()
-    cells = make(args.kind, args.size, args.out)
-    print(f"meshes: {args.out}: {cells} cells ({args.kind}, size {args.size:g})")
+    cells = make(args.kind, args.size, args.out, args.order)
+    print(f"meshes: {args.out}: {cells} cells ({args.kind}, size {args.size:g}, order {args.order})")
 
 
 if __name__ == "__main__":

@@ -4,10 +4,14 @@ groups: "lid" (y = 1 in 2D, z = 1 in 3D) and "wall" (the other sides).
 
 Written without plugin.flow.mesh, so that the tests check it against an
 independent description: the faces of each cell type in meshio's (gmsh's)
-vertex order.
+vertex order. ``gmsh_mesh`` runs demos/meshes.py (gmsh) for meshes these
+cannot make: curved, second order.
 """
 
 import itertools
+import os
+import subprocess
+import sys
 
 import meshio
 import numpy
@@ -140,3 +144,12 @@ def _boundary_faces(blocks):
         if vertices is not None:
             faces.setdefault({2: "line", 3: "triangle", 4: "quad"}[len(vertices)], []).append(vertices)
     return {kind: numpy.array(block) for kind, block in faces.items()}
+
+
+def gmsh_mesh(directory, kind, size, order=1):
+    """A mesh of demos/meshes.py (gmsh) written in ``directory``, read back by meshio."""
+    path = os.path.join(str(directory), f"{kind}-{size}-{order}.msh")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.run([sys.executable, os.path.join(root, "demos", "meshes.py"), "--kind", kind, "--size", str(size),
+                    "--order", str(order), "--out", path], check=True, capture_output=True)
+    return meshio.read(path)

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse
 import scipy.sparse.linalg
 
-from meshes import MESHES, unit_mesh
+from meshes import MESHES, gmsh_mesh, unit_mesh
 from plugin.flow.boundary import Wall, conditions_by_tag, walls_at_rest
 from plugin.flow.box import BoxPartition, box_geometry, partition_geometry
 from plugin.flow.mesh import mesh_geometry
@@ -29,19 +29,22 @@ def moving_walls(g, velocity):
     return {tag: Wall(tuple(velocity)) for tag in g.boundary_names.values()}
 
 
-GEOMETRIES = {
-    "walls2d": lambda: box_geometry(*BOXES[0]),
-    "periodic2d": lambda: box_geometry(*BOXES[1]),
-    "mixed3d": lambda: box_geometry(*BOXES[2]),
-    **{name: (lambda kinds=kinds, jitter=jitter: mesh_geometry(unit_mesh(kinds, n=3, jitter=jitter)))
+GEOMETRIES = {  # name -> geometry from a scratch directory
+    "walls2d": lambda _: box_geometry(*BOXES[0]),
+    "periodic2d": lambda _: box_geometry(*BOXES[1]),
+    "mixed3d": lambda _: box_geometry(*BOXES[2]),
+    **{name: (lambda _, kinds=kinds, jitter=jitter: mesh_geometry(unit_mesh(kinds, n=3, jitter=jitter)))
        for name, (kinds, jitter) in MESHES.items()},
+    "curved-disk": lambda directory: mesh_geometry(gmsh_mesh(directory, "disk", 0.4, order=2)),
+    "curved-tetrahedra": lambda directory: mesh_geometry(gmsh_mesh(directory, "tetrahedra", 0.5, order=2)),
 }
 
 
 @pytest.fixture(params=GEOMETRIES)
-def ops(request):
-    """Boxes (walls, periodic, both) and unstructured meshes of every cell type (tests/meshes.py)."""
-    return operators(GEOMETRIES[request.param](), nu=0.01)
+def ops(request, tmp_path_factory):
+    """Boxes (walls, periodic, both), unstructured meshes of every cell type
+    (tests/meshes.py) and second-order (curved) gmsh meshes."""
+    return operators(GEOMETRIES[request.param](tmp_path_factory.mktemp("mesh")), nu=0.01)
 
 
 def divergence_free(ops, rng):

@@ -3,8 +3,8 @@ cell type, against what the unit square and cube must give, and bad meshes."""
 
 import numpy
 import pytest
-from meshes import MESHES, unit_mesh
 
+from meshes import MESHES, gmsh_mesh, unit_mesh
 from plugin.flow.mesh import MeshError, coordinate_bisection, mesh_geometry, rank_geometry
 
 
@@ -67,8 +67,8 @@ def test_a_boundary_face_in_no_group_is_named():
 
 def test_an_unsupported_cell_type_is_named():
     mesh = unit_mesh("triangle", n=2)
-    mesh.cells[0].type = "triangle6"
-    with pytest.raises(MeshError, match="cells of type triangle6 are not supported"):
+    mesh.cells[0].type = "quad8"
+    with pytest.raises(MeshError, match="cells of type quad8 are not supported"):
         mesh_geometry(mesh)
 
 
@@ -87,3 +87,32 @@ def test_rank_geometries_cut_the_mesh_into_parts_that_hold_every_cell_and_face_o
         assert ((g.face_cells[own, 0] >= g.cell_start) & (g.face_cells[own, 0] < g.cell_start + g.num_cells)).all()
         assert own.sum() == g.num_faces
         assert g.volumes.sum() == pytest.approx(whole.volumes[owner == g.rank].sum(), rel=1e-14)
+
+
+@pytest.mark.parametrize("kind, cell_type", [("triangles", "triangle6"), ("quads", "quad9"),
+                                             ("tetrahedra", "tetra10")])
+def test_second_order_cells_with_straight_sides_measure_as_first_order_ones(tmp_path, kind, cell_type):
+    """gmsh's order-2 mesh of the unit square or cube puts the edge nodes of its
+    straight edges at their midpoints: the same volumes and centroids as the
+    order-1 mesh, cell by cell (a node in the wrong place would move them)."""
+    first, second = (gmsh_mesh(tmp_path, kind, 0.3, order) for order in (1, 2))
+    assert cell_type in {block.type for block in second.cells}
+    g1, g2 = mesh_geometry(first), mesh_geometry(second)
+    numpy.testing.assert_allclose(g2.volumes, g1.volumes, rtol=1e-12)
+    numpy.testing.assert_allclose(g2.centroids, g1.centroids, rtol=0, atol=1e-13)
+    numpy.testing.assert_allclose(g2.face_areas, g1.face_areas, rtol=1e-12)
+
+
+def test_second_order_cells_follow_a_curved_wall(tmp_path):
+    """The unit disk's area: O(h^2) short with straight edges, to the fourth
+    order with quadratic ones; every cell still closed."""
+    errors = [abs(mesh_geometry(gmsh_mesh(tmp_path, "disk", 0.3, order)).volumes.sum() - numpy.pi)
+              for order in (1, 2)]
+    assert errors[0] > 0.01 and errors[1] < errors[0] / 100
+    g = mesh_geometry(gmsh_mesh(tmp_path, "disk", 0.3, 2))
+    total = numpy.zeros((g.num_cells, 2))
+    vectors = g.face_areas[:, None] * g.face_normals
+    numpy.add.at(total, g.face_cells[:, 0], vectors)
+    numpy.add.at(total, g.face_cells[:, 1], -vectors)
+    numpy.add.at(total, g.boundary_cells, g.boundary_areas[:, None] * g.boundary_normals)
+    assert abs(total).max() < 1e-13

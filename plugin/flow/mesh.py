@@ -20,17 +20,23 @@ import numpy
 
 from .geometry import FiniteVolumeGeometry
 
-# meshio's cell type -> (basix cell, order of meshio's vertices in basix's numbering)
+# meshio's cell type -> (basix cell, geometry degree, meshio's nodes in basix's order). basix numbers the
+# nodes of a degree-2 cell vertices first, then edge midpoints in its edge order, then face and cell centres.
 CELLS = {
-    "triangle": (basix.CellType.triangle, [0, 1, 2]),
-    "quad": (basix.CellType.quadrilateral, [0, 1, 3, 2]),
-    "tetra": (basix.CellType.tetrahedron, [0, 1, 2, 3]),
-    "hexahedron": (basix.CellType.hexahedron, [0, 1, 3, 2, 4, 5, 7, 6]),
-    "wedge": (basix.CellType.prism, [0, 1, 2, 3, 4, 5]),
-    "pyramid": (basix.CellType.pyramid, [0, 1, 3, 2, 4]),
+    "triangle": (basix.CellType.triangle, 1, [0, 1, 2]),
+    "quad": (basix.CellType.quadrilateral, 1, [0, 1, 3, 2]),
+    "tetra": (basix.CellType.tetrahedron, 1, [0, 1, 2, 3]),
+    "hexahedron": (basix.CellType.hexahedron, 1, [0, 1, 3, 2, 4, 5, 7, 6]),
+    "wedge": (basix.CellType.prism, 1, [0, 1, 2, 3, 4, 5]),
+    "pyramid": (basix.CellType.pyramid, 1, [0, 1, 3, 2, 4]),
+    "triangle6": (basix.CellType.triangle, 2, [0, 1, 2, 4, 5, 3]),
+    "quad9": (basix.CellType.quadrilateral, 2, [0, 1, 3, 2, 4, 7, 5, 6, 8]),
+    "tetra10": (basix.CellType.tetrahedron, 2, [0, 1, 2, 3, 9, 8, 5, 7, 6, 4]),
 }
-FACETS = {1: ("line",), 2: ("triangle", "quad")}  # boundary facet blocks by the mesh's dimension - 1
-_QUADRATURE_DEGREE = 4  # exact for the volumes of trilinear cells and more than enough for linear ones
+# Boundary facet blocks and how many of their first nodes are corners.
+FACET_CORNERS = {"line": 2, "line3": 2, "triangle": 3, "triangle6": 3, "quad": 4, "quad8": 4, "quad9": 4}
+_DIMENSION = {"vertex": 0, "line": 1, "line3": 1, "triangle": 2, "triangle6": 2, "quad": 2, "quad8": 2, "quad9": 2}
+_QUADRATURE_DEGREE = {1: 4, 2: 8}  # exact for trilinear volumes; ample for quadratic maps
 
 
 class MeshError(ValueError):
@@ -41,10 +47,10 @@ class _CellMaps:
     """The geometry map of one cell type: basis functions and their
     derivatives at the cell's and at each facet's quadrature points."""
 
-    def __init__(self, cell):
+    def __init__(self, cell, degree):
         self.cell = cell
-        self.element = basix.create_element(basix.ElementFamily.P, cell, 1)
-        points, self.weights = basix.make_quadrature(cell, _QUADRATURE_DEGREE)
+        self.element = basix.create_element(basix.ElementFamily.P, cell, degree, basix.LagrangeVariant.equispaced)
+        points, self.weights = basix.make_quadrature(cell, _QUADRATURE_DEGREE[degree])
         self.table = self.element.tabulate(1, points)[..., 0]  # (1 + tdim, q, vertices)
         reference = basix.geometry(cell)
         topology = basix.topology(cell)
@@ -53,7 +59,7 @@ class _CellMaps:
         self.facet_maps = []
         for f, facet in enumerate(self.facets):
             kind = basix.cell.sub_entity_type(cell, self.tdim - 1, f)
-            fpoints, fweights = basix.make_quadrature(kind, _QUADRATURE_DEGREE)
+            fpoints, fweights = basix.make_quadrature(kind, _QUADRATURE_DEGREE[degree])
             corner = reference[facet[0]]
             edges = numpy.stack([reference[facet[k]] - corner for k in range(1, self.tdim)], axis=1)  # (tdim, tdim-1)
             inside = corner + fpoints @ edges.T
@@ -124,9 +130,9 @@ def mesh_geometry(mesh):
     for block in blocks:
         if block.type not in CELLS:
             raise MeshError(f"cells of type {block.type} are not supported (supported: {', '.join(CELLS)})")
-        cell, order = CELLS[block.type]
+        cell, degree, order = CELLS[block.type]
         vertices = numpy.asarray(block.data)[:, order]
-        maps = _CellMaps(cell)
+        maps = _CellMaps(cell, degree)
         v, c, facets = _block_geometry(maps, points[vertices], first)
         volumes.append(v)
         centroids.append(c)
@@ -169,7 +175,7 @@ def mesh_geometry(mesh):
 
 
 def _dimension(cell_type):
-    return {"vertex": 0, "line": 1, "triangle": 2, "quad": 2}.get(cell_type, 3)
+    return _DIMENSION.get(cell_type, 3)
 
 
 def _facet_keys(vertices):
@@ -183,12 +189,12 @@ def _boundary_groups(mesh, tdim, lone_keys, points):
     """The group tag of each boundary face (rows of ``lone_keys``) and {name: tag}."""
     tagged_keys, tagged = [], []
     for k, block in enumerate(mesh.cells):
-        if block.type in FACETS.get(tdim - 1, ()):
+        if block.type in FACET_CORNERS and _dimension(block.type) == tdim - 1:
             physical = mesh.cell_data.get("gmsh:physical")
             if physical is None:
                 raise MeshError("the mesh's boundary faces carry no groups (gmsh physical groups, "
                                 "cell data 'gmsh:physical')")
-            tagged_keys.append(_facet_keys(numpy.asarray(block.data)))
+            tagged_keys.append(_facet_keys(numpy.asarray(block.data)[:, :FACET_CORNERS[block.type]]))
             tagged.append(numpy.asarray(physical[k], dtype=numpy.int64))
     names = {name: int(value[0]) for name, value in mesh.field_data.items() if int(value[1]) == tdim - 1}
     tags = numpy.full(len(lone_keys), -1, dtype=numpy.int64)
