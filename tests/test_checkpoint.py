@@ -17,8 +17,13 @@ from petsc4py import PETSc
 import plugin  # noqa: F401
 from gpu_mats.backend import to_host
 from plugin.flow import checkpoint
+from meshes import unit_mesh
+from petsc_ext.options import option_defaults
+from plugin.flow.boundary import Wall
 from plugin.flow.box import dmda_partition
+from plugin.flow.mesh import coordinate_bisection, mesh_geometry, rank_geometry
 from plugin.flow.output import natural_field
+from plugin.flow.solver import FlowSolver
 from test_flow_solver import LID, make_solver
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -186,3 +191,29 @@ def test_a_gpu_checkpoint_restarts_on_the_cpu_and_back(tmp_path):
     pieced, expected = _natural(da, solver, state), _natural(da, whole, reference)
     for name in FIELDS:
         numpy.testing.assert_allclose(pieced[name], expected[name], rtol=0, atol=1e-9, err_msg=name)
+
+
+@pytest.mark.mpi
+def test_a_mesh_run_on_all_ranks_restarts_on_one(tmp_path_factory):
+    """An unstructured mesh cut among the ranks writes its checkpoint in the
+    mesh's cell order; one rank restarts from it and ends where 10 steps on
+    one rank end."""
+    path = _shared_path(tmp_path_factory, "mesh.h5")
+    whole = mesh_geometry(unit_mesh(("quad", "triangle"), n=5, jitter=0.3))
+    comm = PETSc.COMM_WORLD
+    part = rank_geometry(whole, coordinate_bisection(whole.centroids, comm.getSize()), comm.getRank())
+    walls = {"lid": Wall((1.0, 0.0)), "wall": Wall()}
+    options = {"flow_max_steps": 5, "pressure_ksp_rtol": 1e-12, "flow_checkpoint_every": 5,
+               "flow_checkpoint_file": path}
+    with option_defaults("", options):
+        first = FlowSolver(part, comm, "gpusell", 0.01, walls)
+    first.run(first.initial_state())
+    with option_defaults("", {**options, "flow_checkpoint_every": 0, "flow_restart": path}):
+        second = FlowSolver(whole, PETSc.COMM_SELF, "gpusell", 0.01, walls)
+    restarted = second.run(second.initial_state())
+    with option_defaults("", {**options, "flow_checkpoint_every": 0, "flow_max_steps": 10}):
+        whole_run = FlowSolver(whole, PETSc.COMM_SELF, "gpusell", 0.01, walls)
+    reference = whole_run.run(whole_run.initial_state())
+    assert restarted.step == reference.step == 10
+    numpy.testing.assert_allclose(to_host(second.xp, restarted.u), to_host(whole_run.xp, reference.u), rtol=0,
+                                  atol=1e-9)

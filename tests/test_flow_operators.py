@@ -10,7 +10,7 @@ import scipy.sparse.linalg
 from meshes import MESHES, gmsh_mesh, unit_mesh
 from plugin.flow.boundary import Wall, conditions_by_tag, walls_at_rest
 from plugin.flow.box import BoxPartition, box_geometry, partition_geometry
-from plugin.flow.mesh import mesh_geometry
+from plugin.flow.mesh import coordinate_bisection, mesh_geometry, rank_geometry
 from plugin.flow.operators import FlowOperators, stacked_index
 
 BOXES = [((6, 5), (1.0, 2.0), (False, False)), ((8, 8), (2 * numpy.pi,) * 2, (True, True)),
@@ -189,6 +189,36 @@ def test_ranks_assemble_the_operators_of_the_whole_box(shape, splits, periodic, 
     geometry = [ops.geometry for ops in ranks]
     assert sum(g.num_faces for g in geometry) == serial.geometry.num_faces
     numpy.testing.assert_allclose(numpy.concatenate([g.centroids for g in geometry])[cell], serial.geometry.centroids)
+
+
+@pytest.mark.parametrize("name, parts", [("triangles-and-quads", 3), ("prisms", 2), ("pyramids", 3)])
+def test_ranks_assemble_the_operators_of_the_whole_mesh(name, parts, rng):
+    """An unstructured mesh cut by coordinate bisection (plugin.flow.mesh.rank_geometry):
+    rows assembled rank by rank are the serial operators, renumbered."""
+    kinds, jitter = MESHES[name]
+    whole = mesh_geometry(unit_mesh(kinds, n=3, jitter=jitter))
+    serial = FlowOperators(whole, nu=0.02, boundary_conditions=moving_walls(whole, numpy.ones(whole.dim)))
+    owner = coordinate_bisection(whole.centroids, parts)
+    pieces = [rank_geometry(whole, owner, rank) for rank in range(parts)]
+    ranks = [FlowOperators(g, nu=0.02, boundary_conditions=moving_walls(g, numpy.ones(whole.dim))) for g in pieces]
+    cell = numpy.empty(whole.num_cells, dtype=numpy.int64)  # mesh cell -> its number among the ranks' cells
+    cell[numpy.concatenate([g.cell_numbers for g in pieces])] = numpy.arange(whole.num_cells)
+    first = owner[whole.face_cells[:, 0]]  # a face goes with its first cell's rank, in the mesh's face order
+    face = numpy.empty(whole.num_faces, dtype=numpy.int64)
+    face[numpy.argsort(first, kind="stable")] = numpy.arange(whole.num_faces)
+    cell_ranges = pieces[0].cell_ranges
+    stacked = numpy.concatenate([stacked_index(cell_ranges, d, whole.dim, cell) for d in range(whole.dim)])
+
+    def compare(name, rows, cols):
+        gathered = scipy.sparse.vstack([getattr(ops, name) for ops in ranks]).toarray()
+        numpy.testing.assert_allclose(gathered[numpy.ix_(rows, cols)], getattr(serial, name).toarray(), atol=1e-14)
+
+    for name, rows, cols in (("L", cell, cell), ("D", cell, cell), ("Ms", cell, face), ("Gs", face, cell),
+                             ("Gamma", face, stacked), ("G", stacked, cell)):
+        compare(name, rows, cols)
+    u_s = rng.standard_normal(whole.num_faces)
+    C = scipy.sparse.vstack([ops.convection(u_s) for ops in ranks]).toarray()
+    numpy.testing.assert_allclose(C[numpy.ix_(cell, cell)], serial.convection(u_s[face]).toarray(), atol=1e-14)
 
 
 def test_ghia_suspect_entry_is_kept_but_left_out_of_the_differences():
