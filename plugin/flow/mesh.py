@@ -78,10 +78,12 @@ def _normal_of(tangents):
 
 
 def _jacobians(table, X):
-    """x(q) (c, q, d) and J(q) (c, q, d, tdim) of cells with vertices X (c, v, d)."""
-    x = numpy.einsum("qv,cvd->cqd", table[0], X)
-    J = numpy.einsum("tqv,cvd->cqdt", table[1:], X)
-    return x, J
+    """x(q) (c, q, d) and J(q) (c, q, d, tdim) of cells with vertices X (c, v, d),
+    as one matrix product per cell block (BLAS, not einsum's loops)."""
+    tdim, q, v = table[1:].shape
+    both = table.transpose(1, 0, 2).reshape(q * (tdim + 1), v) @ X  # (c, q * (1 + tdim), d)
+    both = both.reshape(len(X), q, tdim + 1, X.shape[2])
+    return both[:, :, 0], both[:, :, 1:].transpose(0, 1, 3, 2)
 
 
 def _block_geometry(maps, X, first):
@@ -96,7 +98,7 @@ def _block_geometry(maps, X, first):
                         f"(cells must be positively oriented, as gmsh makes them)")
     dv = det * maps.weights
     volumes = dv.sum(axis=1)
-    centroids = numpy.einsum("cq,cqd->cd", dv, x) / volumes[:, None]
+    centroids = (dv[:, None, :] @ x)[:, 0] / volumes[:, None]
     facets = []
     for table, edges, weights, sign in maps.facet_maps:
         xf, Jf = _jacobians(table, X)
@@ -105,7 +107,7 @@ def _block_geometry(maps, X, first):
         # A face that is not flat (a bilinear quadrilateral) has the magnitude of its vector area as its
         # area, the direction as its normal: what keeps every cell closed (sum of a n over its faces = 0).
         vector = da.sum(axis=1)
-        centre = numpy.einsum("cq,cqd->cd", size, xf) / size.sum(axis=1)[:, None]
+        centre = (size[:, None, :] @ xf)[:, 0] / size.sum(axis=1)[:, None]
         facets.append((vector, numpy.linalg.norm(vector, axis=1), centre))
     return volumes, centroids, facets
 
