@@ -25,6 +25,7 @@ ParaView and centerlines.png against Ghia's tables. The matrices are gpusell
 
 import os
 import sys
+import time
 
 import numpy
 import petsc4py
@@ -101,9 +102,12 @@ def run_on_mesh(path, re, directory):
     takes its part (coordinate bisection); rank 0 writes the results."""
     comm = PETSc.COMM_WORLD
     mpi = comm.tompi4py()
+    start = time.perf_counter()
     mesh = read_mesh(path)
+    read = time.perf_counter()
     whole = mesh_geometry(mesh)
     geometry = rank_geometry(whole, coordinate_bisection(whole.centroids, mpi.size), mpi.rank)
+    measured = time.perf_counter()
     dim = geometry.dim
     lid = {"lid": Wall(tuple(numpy.eye(dim)[0])), "wall": Wall()}
     defaults = {"flow_t_end": 200.0, "flow_steady_tol": 1e-5, "flow_diffusion": "implicit"} if dim == 2 else {}
@@ -115,6 +119,9 @@ def run_on_mesh(path, re, directory):
         PETSc.Sys.Print(f"cavity: {CPU_NOTICE}")
     with option_defaults("", defaults):
         solver = FlowSolver(geometry, comm, mat_type, 1.0 / re, lid)
+    done = time.perf_counter()
+    PETSc.Sys.Print(f"cavity: set-up {done - start:.2f} s (mesh read {read - start:.2f}, geometry {measured - read:.2f}, "
+                    f"operators, matrices and solvers {done - measured:.2f})")
     PETSc.Sys.Print(f"cavity: {dim}D, Re = {re:g}, mesh {path}: {whole.num_cells} cells "
                     f"({', '.join(sorted({b.type for b in mesh.cells if b.type in CELLS}))}) on {mpi.size} ranks, "
                     f"matrices {solver.matrices.poisson.getType()}, pressure {solver.pressure_ksp.getType()} + "
