@@ -11,7 +11,7 @@ mid-plane z = 0.
     python demos/cavity.py -flow_mesh square.msh -flow_re 100     (demos/meshes.py makes such meshes)
 
 With -flow_mesh FILE (any mesh meshio reads; each rank reads it and takes its
-part by coordinate bisection) the cavity is
+part, -flow_mesh_partitioner metis or bisection) the cavity is
 that mesh of the unit square or cube, whose boundary groups are named "lid"
 (moving with u = 1 along x) and "wall"; in 2D its centrelines are interpolated
 linearly from the cell centres and the walls and compared with Ghia's.
@@ -41,7 +41,8 @@ from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
 from plugin.flow import ghia, output  # noqa: E402
 from plugin.flow.boundary import Wall  # noqa: E402
 from plugin.flow.box import dmda_partition  # noqa: E402
-from plugin.flow.mesh import CELLS, coordinate_bisection, mesh_geometry, rank_geometry  # noqa: E402
+from plugin.flow.mesh import (CELLS, coordinate_bisection, graph_partition, locality_order,  # noqa: E402
+                              mesh_geometry, partition_quality, rank_geometry)
 from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver  # noqa: E402
 
 LID = {2: {"ymax": Wall((1.0, 0.0))}, 3: {"xmax": Wall((0.0, 1.0, 0.0))}}  # the moving side
@@ -55,8 +56,10 @@ def main():
     directory = reader.string("flow_output_dir", "", "directory for profiles, fields and plot (none: no files)")
     mesh_path = reader.string("flow_mesh", "", "an unstructured mesh (meshio) with boundary groups lid and wall, "
                               "instead of the DMDA box")
+    partitioner = reader.choice("flow_mesh_partitioner", "metis", tuple(PARTITIONERS), "how -flow_mesh is cut among "
+                                "ranks: METIS on the cell graph, or recursive coordinate bisection")
     if mesh_path:
-        return run_on_mesh(mesh_path, re, directory)
+        return run_on_mesh(mesh_path, re, directory, partitioner)
     if dim == 2 and PETSc.Options().hasName("da_grid_z"):
         raise SystemExit("cavity: -da_grid_z needs -flow_dim 3")
     sizes = (64, 64) if dim == 2 else (32, 32, 64)
@@ -97,17 +100,26 @@ def main():
     return 0
 
 
-def run_on_mesh(path, re, directory):
+PARTITIONERS = {"metis": graph_partition, "bisection": lambda whole, parts: coordinate_bisection(whole.centroids, parts)}
+
+
+def run_on_mesh(path, re, directory, partitioner):
     """The cavity on the unstructured mesh at ``path``: every rank reads it and
-    takes its part (coordinate bisection); rank 0 writes the results."""
+    takes its part (cells ordered by reverse Cuthill-McKee inside it); rank 0
+    writes the results."""
     comm = PETSc.COMM_WORLD
     mpi = comm.tompi4py()
     start = time.perf_counter()
     mesh = read_mesh(path)
     read = time.perf_counter()
     whole = mesh_geometry(mesh)
-    geometry = rank_geometry(whole, coordinate_bisection(whole.centroids, mpi.size), mpi.rank)
+    owner = mpi.bcast(PARTITIONERS[partitioner](whole, mpi.size) if mpi.rank == 0 else None, root=0)
+    geometry = rank_geometry(whole, owner, mpi.rank, locality_order(whole, owner))
     measured = time.perf_counter()
+    if mpi.size > 1:
+        cut, halo = partition_quality(whole, owner)
+        PETSc.Sys.Print(f"cavity: {partitioner} partition: {cut} of {whole.num_faces} faces cut, halo cells per rank "
+                        f"{halo}")
     dim = geometry.dim
     lid = {"lid": Wall(tuple(numpy.eye(dim)[0])), "wall": Wall()}
     defaults = {"flow_t_end": 200.0, "flow_steady_tol": 1e-5, "flow_diffusion": "implicit"} if dim == 2 else {}

@@ -16,7 +16,7 @@ from petsc_ext.options import option_defaults
 from plugin.flow import checkpoint
 from plugin.flow.boundary import Wall
 from plugin.flow.box import SIDE_NAMES, dmda_partition
-from plugin.flow.mesh import coordinate_bisection, mesh_geometry, rank_geometry
+from plugin.flow.mesh import coordinate_bisection, graph_partition, locality_order, mesh_geometry, rank_geometry
 from plugin.flow.output import natural_field
 from plugin.flow.solver import FlowBlowUp, FlowSolver
 
@@ -106,15 +106,21 @@ def test_a_cavity_runs_on_an_unstructured_mesh(name):
 
 
 @pytest.mark.mpi
-def test_ranks_agree_with_one_rank_on_an_unstructured_mesh():
+@pytest.mark.parametrize("partitioner", ["bisection", "metis"])
+def test_ranks_agree_with_one_rank_on_an_unstructured_mesh(partitioner):
     """A cavity on a mesh of quadrilaterals and triangles, cut among the ranks
-    of COMM_WORLD by coordinate bisection, against the same run on one rank."""
+    of COMM_WORLD (coordinate bisection, or METIS with the cells of each rank
+    in reverse Cuthill-McKee order), against the same run on one rank."""
     whole = mesh_geometry(unit_mesh(("quad", "triangle"), n=6, jitter=0.3))
     comm = PETSc.COMM_WORLD
-    owner = coordinate_bisection(whole.centroids, comm.getSize())
+    if partitioner == "metis":
+        owner = comm.tompi4py().bcast(graph_partition(whole, comm.getSize()) if comm.getRank() == 0 else None)
+        mine = rank_geometry(whole, owner, comm.getRank(), locality_order(whole, owner))
+    else:
+        mine = rank_geometry(whole, coordinate_bisection(whole.centroids, comm.getSize()), comm.getRank())
     options = {"flow_max_steps": 6, "pressure_ksp_rtol": 1e-12, "pressure_ksp_type": "cg", "pressure_pc_type": "ainv"}
     fields = []
-    for geometry, on in ((rank_geometry(whole, owner, comm.getRank()), comm), (whole, PETSc.COMM_SELF)):
+    for geometry, on in ((mine, comm), (whole, PETSc.COMM_SELF)):
         with option_defaults("", options):
             solver = FlowSolver(geometry, on, "gpusell", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
         state = solver.run(solver.initial_state())

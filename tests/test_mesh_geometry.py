@@ -5,7 +5,8 @@ import numpy
 import pytest
 
 from meshes import MESHES, gmsh_mesh, unit_mesh
-from plugin.flow.mesh import MeshError, coordinate_bisection, mesh_geometry, rank_geometry
+from plugin.flow.mesh import (MeshError, coordinate_bisection, graph_partition, locality_order, mesh_geometry,
+                              partition_quality, rank_geometry)
 
 
 @pytest.fixture(params=MESHES, scope="module")
@@ -116,3 +117,38 @@ def test_second_order_cells_follow_a_curved_wall(tmp_path):
     numpy.add.at(total, g.face_cells[:, 1], -vectors)
     numpy.add.at(total, g.boundary_cells, g.boundary_areas[:, None] * g.boundary_normals)
     assert abs(total).max() < 1e-13
+
+
+@pytest.mark.parametrize("parts", [2, 3, 4])
+def test_metis_parts_are_balanced_and_their_cut_and_halos_counted(parts):
+    whole = mesh_geometry(unit_mesh("tetra", n=4, jitter=0.2))
+    owner = graph_partition(whole, parts)
+    sizes = numpy.bincount(owner, minlength=parts)
+    assert sizes.min() > 0 and sizes.max() <= 1.05 * whole.num_cells / parts + 1
+    cut, halo = partition_quality(whole, owner)
+    crossing = owner[whole.face_cells[:, 0]] != owner[whole.face_cells[:, 1]]
+    assert cut == crossing.sum() > 0
+    for part in range(parts):
+        neighbours = {int(c) for i, j in whole.face_cells[crossing] for c, o in ((j, i), (i, j)) if owner[o] == part}
+        assert halo[part] == len(neighbours)
+
+
+def test_reverse_cuthill_mckee_brings_each_rows_columns_near_it():
+    """Cells in a random order: the Laplacian's bandwidth on each part is far
+    smaller in locality_order's numbering."""
+    rng = numpy.random.default_rng(3)
+    mesh = unit_mesh("tetra", n=5, jitter=0.2)
+    mesh.cells[0].data = mesh.cells[0].data[rng.permutation(len(mesh.cells[0].data))]
+    whole = mesh_geometry(mesh)
+    owner = graph_partition(whole, 2)
+    position = locality_order(whole, owner)
+
+    def bandwidth(number):
+        i, j = number[whole.face_cells[:, 0]], number[whole.face_cells[:, 1]]
+        inside = owner[whole.face_cells[:, 0]] == owner[whole.face_cells[:, 1]]
+        return abs(i - j)[inside].max()
+
+    for part in range(2):
+        cells = numpy.flatnonzero(owner == part)
+        numpy.testing.assert_array_equal(numpy.sort(position[cells]), numpy.arange(len(cells)))
+    assert bandwidth(position) < bandwidth(numpy.arange(whole.num_cells)) / 4

@@ -214,10 +214,24 @@ def _boundary_groups(mesh, tdim, lone_keys, points):
     return tags, names
 
 
+def graph_partition(whole, parts):
+    """A part (0 .. parts-1) for each cell of the one-rank geometry ``whole``:
+    METIS (Karypis and Kumar, "A fast and high quality multilevel scheme for
+    partitioning irregular graphs", 1998, through pymetis) on the graph of
+    cells joined by faces, fewest faces cut for parts of equal size."""
+    if parts == 1:
+        return numpy.zeros(whole.num_cells, dtype=numpy.int64)
+    import pymetis
+
+    graph = _cell_graph(whole)
+    _, membership = pymetis.part_graph(parts, adjacency=pymetis.CSRAdjacency(graph.indptr, graph.indices))
+    return numpy.asarray(membership, dtype=numpy.int64)
+
+
 def coordinate_bisection(centroids, parts):
     """A part (0 .. parts-1) for each cell: recursive bisection of the cell
     centroids across the longest side of their box, in proportion to the parts
-    on each side (a geometric partition; a graph partitioner cuts fewer faces)."""
+    on each side (a geometric partition; METIS cuts fewer faces)."""
     owner = numpy.zeros(len(centroids), dtype=numpy.int64)
 
     def split(cells, first, count):
@@ -236,13 +250,50 @@ def coordinate_bisection(centroids, parts):
     return owner
 
 
-def rank_geometry(whole, owner, rank):
+def partition_quality(whole, owner):
+    """(faces cut, halo cells per part): the faces whose cells lie on two
+    parts, and for each part the cells of other parts next to its own."""
+    a, b = owner[whole.face_cells[:, 0]], owner[whole.face_cells[:, 1]]
+    cut = a != b
+    parts = int(owner.max(initial=0)) + 1
+    halo = [numpy.unique(numpy.concatenate((whole.face_cells[cut & (a == p), 1], whole.face_cells[cut & (b == p), 0]))).size
+            for p in range(parts)]
+    return int(cut.sum()), halo
+
+
+def locality_order(whole, owner):
+    """A position for each cell inside its part: reverse Cuthill-McKee on the
+    part's cell graph (Cuthill and McKee 1969), so that a row's columns lie
+    near it and a SpMV reads its vector in nearby blocks."""
+    import scipy.sparse.csgraph
+
+    graph = _cell_graph(whole)
+    position = numpy.empty(whole.num_cells, dtype=numpy.int64)
+    for part in range(int(owner.max(initial=0)) + 1):
+        cells = numpy.flatnonzero(owner == part)
+        order = scipy.sparse.csgraph.reverse_cuthill_mckee(graph[cells][:, cells].tocsr(), symmetric_mode=True)
+        position[cells[order]] = numpy.arange(len(cells))
+    return position
+
+
+def _cell_graph(whole):
+    """The cells joined by faces, as a symmetric scipy CSR adjacency matrix."""
+    import scipy.sparse
+
+    i, j = whole.face_cells[:, 0], whole.face_cells[:, 1]
+    n = whole.num_cells
+    return scipy.sparse.csr_matrix((numpy.ones(2 * len(i)), (numpy.concatenate((i, j)), numpy.concatenate((j, i)))),
+                                   shape=(n, n))
+
+
+def rank_geometry(whole, owner, rank, position=None):
     """The part of the one-rank geometry ``whole`` that ``rank`` holds, for
     cells split by ``owner`` (a rank per cell): its cells (numbered after those
-    of lower ranks, in the mesh's order), the faces touching them (a face
-    belongs to the rank of its first cell) and their boundary faces."""
+    of lower ranks, by ``position`` inside the rank, e.g. locality_order's, or
+    in the mesh's order), the faces touching them (a face belongs to the rank
+    of its first cell) and their boundary faces."""
     ranks = int(owner.max(initial=0)) + 1 if len(owner) else 1
-    cell_order = numpy.argsort(owner, kind="stable")
+    cell_order = numpy.lexsort((numpy.arange(len(owner)) if position is None else position, owner))
     number = numpy.empty_like(cell_order)
     number[cell_order] = numpy.arange(len(owner))  # mesh cell -> PETSc cell number
     cell_ranges = numpy.concatenate(([0], numpy.cumsum(numpy.bincount(owner, minlength=ranks))))
