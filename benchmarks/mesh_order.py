@@ -58,7 +58,7 @@ def main():
     L = -compact_laplacian(whole)
     bandwidth = harness.copy_bandwidth_GBs()
     rows = []
-    for name, number in orders(whole).items():
+    for order, number in orders(whole).items():
         csr = renumbered(L, number)
         n = whole.num_cells
         for mat_type in ("gpusell", "aijcusparse"):
@@ -69,7 +69,7 @@ def main():
             matrix_bytes = (gpusell.context(A).local.nbytes if mat_type == "gpusell"
                             else L.nnz * 12 + (n + 1) * 4)
             moved = matrix_bytes + 2 * n * 8
-            rows.append({"order": name, "type": mat_type, "us": us, "GBs": moved / (us * 1e-6) / 1e9,
+            rows.append({"order": order, "type": mat_type, "us": us, "GBs": moved / (us * 1e-6) / 1e9,
                          "copy": 100 * moved / (us * 1e-6) / 1e9 / bandwidth})
             print(rows[-1], flush=True)
     print(f"{name}: {whole.num_cells} cells, {L.nnz} nonzeros; copy bandwidth {bandwidth:.0f} GB/s")
