@@ -41,7 +41,7 @@ from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
 from plugin.flow import ghia, output  # noqa: E402
 from plugin.flow.boundary import Wall  # noqa: E402
 from plugin.flow.box import dmda_partition  # noqa: E402
-from plugin.flow.mesh import (CELLS, coordinate_bisection, graph_partition, locality_order,  # noqa: E402
+from plugin.flow.mesh import (coordinate_bisection, graph_partition, locality_order,  # noqa: E402
                               mesh_geometry, partition_quality, rank_geometry)
 from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver  # noqa: E402
 
@@ -135,7 +135,7 @@ def run_on_mesh(path, re, directory, partitioner):
     PETSc.Sys.Print(f"cavity: set-up {done - start:.2f} s (mesh read {read - start:.2f}, geometry {measured - read:.2f}, "
                     f"operators, matrices and solvers {done - measured:.2f})")
     PETSc.Sys.Print(f"cavity: {dim}D, Re = {re:g}, mesh {path}: {whole.num_cells} cells "
-                    f"({', '.join(sorted({b.type for b in mesh.cells if b.type in CELLS}))}) on {mpi.size} ranks, "
+                    f"({', '.join(sorted({b.type for b in mesh.cells if b.dim == dim}))}) on {mpi.size} ranks, "
                     f"matrices {solver.matrices.poisson.getType()}, pressure {solver.pressure_ksp.getType()} + "
                     f"{solver.pressure_ksp.getPC().getType()}, diffusion {solver.diffusion}")
     try:
