@@ -29,10 +29,10 @@ def mesh_laplacian(path):
     """CSR arrays of the SPD Neumann Laplacian -L of a tetrahedral mesh file (meshio)."""
     import meshio
 
+    from plugin.flow.mesh import mesh_geometry
     from plugin.flow.operators import compact_laplacian
-    from plugin.fv_geometry import TetGeometry
 
-    L = -compact_laplacian(TetGeometry.from_meshio(meshio.read(path)).finite_volume())
+    L = -compact_laplacian(mesh_geometry(meshio.read(path), ungrouped="boundary"))
     return L.indptr, L.indices, L.data
 
 

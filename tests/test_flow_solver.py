@@ -4,6 +4,7 @@ ranks."""
 
 import os
 
+import meshio
 import numpy
 import pytest
 from mpi4py import MPI
@@ -67,11 +68,8 @@ def test_flow_solver_runs_on_any_finite_volume_geometry():
     """FlowSolver built from a geometry that is no box (a perturbed tetrahedral
     mesh of the unit cube), walls on its one boundary group: steps run and the
     face velocities stay divergence-free."""
-    from test_fv_geometry import cube_mesh
-
-    from plugin.fv_geometry import TetGeometry
-
-    g = TetGeometry(*cube_mesh(3, jitter=0.1)).finite_volume()
+    cube = unit_mesh("tetra", n=3, jitter=0.1)
+    g = mesh_geometry(meshio.Mesh(cube.points, cube.cells[:1]), ungrouped="boundary")  # no groups in the file
     with option_defaults("", {"flow_max_steps": 3, "pressure_ksp_rtol": 1e-12}):
         solver = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"boundary": Wall((0.0, 1.0, 0.0))})
     state = solver.run(solver.initial_state(numpy.sin(numpy.pi * g.centroids.T), project=True))

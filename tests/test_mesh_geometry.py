@@ -1,6 +1,7 @@
 """plugin.flow.mesh: the FiniteVolumeGeometry of unstructured meshes of every
 cell type, against what the unit square and cube must give, and bad meshes."""
 
+import meshio
 import numpy
 import pytest
 
@@ -152,3 +153,21 @@ def test_reverse_cuthill_mckee_brings_each_rows_columns_near_it():
         cells = numpy.flatnonzero(owner == part)
         numpy.testing.assert_array_equal(numpy.sort(position[cells]), numpy.arange(len(cells)))
     assert bandwidth(position) < bandwidth(numpy.arange(whole.num_cells)) / 4
+
+
+def test_a_face_of_three_cells_is_named():
+    """Three tetrahedra on one triangle: not a conforming mesh."""
+    points = numpy.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1], [0.2, 0.2, 1], [0.3, 0.1, 1.0]])
+    mesh = meshio.Mesh(points, [("tetra", numpy.array([[0, 1, 2, 3], [0, 1, 2, 4], [0, 1, 2, 5]]))])
+    with pytest.raises(MeshError, match=r"the face with vertices \[0, 1, 2\] belongs to more than two cells"):
+        mesh_geometry(mesh, ungrouped="boundary")
+
+
+def test_ungrouped_boundary_faces_form_one_group_when_asked():
+    cube = unit_mesh("hexahedron", n=2)
+    bare = meshio.Mesh(cube.points, cube.cells[:1])
+    with pytest.raises(MeshError, match="carry no groups|is in no boundary group"):
+        mesh_geometry(bare)
+    g = mesh_geometry(bare, ungrouped="boundary")
+    assert g.boundary_names == {"boundary": 0} and (g.boundary_tags == 0).all()
+    assert g.boundary_areas.sum() == pytest.approx(6.0)

@@ -5,7 +5,7 @@ Each MPI rank holds the part of the geometry its rows need, numbered globally
 faces face_ranges[p] .. face_ranges[p+1]-1). Attributes, for the rank's M cells,
 the F faces that touch them (its own faces and those its neighbours own) and its
 B boundary faces (plugin.flow.box fills them for a DMDA box,
-plugin.fv_geometry.TetGeometry for a tetrahedral mesh on one rank):
+plugin.flow.mesh for an unstructured mesh):
 
   volumes (M,), centroids (M, d); cell_numbers (M,): the cells' numbers in the
   grid's natural numbering, which does not depend on the ranks (a DMDA's

@@ -117,13 +117,14 @@ def _block_geometry(maps, X, first):
     return volumes, centroids, facets
 
 
-def mesh_geometry(mesh):
+def mesh_geometry(mesh, ungrouped=None):
     """The FiniteVolumeGeometry of a meshio mesh on one rank.
 
     Cells are the blocks of the mesh's highest dimension, in the mesh's
     order; boundary groups are the lower-dimensional blocks tagged
     "gmsh:physical", named by the mesh's field_data. Every boundary face
-    must lie in a group.
+    must lie in a group, unless ``ungrouped`` names the group (tag 0) of
+    those in none (for a matrix of the mesh, whose boundary plays no part).
     """
     tdim = max(_dimension(block.type) for block in mesh.cells)
     blocks = [block for block in mesh.cells if _dimension(block.type) == tdim]
@@ -166,7 +167,7 @@ def mesh_geometry(mesh):
     between = centroids[face_cells[:, 1]] - centroids[face_cells[:, 0]]
     # Boundary faces, with their groups.
     lone = order[~paired]
-    tags, names = _boundary_groups(mesh, tdim, keys[lone], points)
+    tags, names = _boundary_groups(mesh, tdim, keys[lone], points, ungrouped)
     boundary_normals = vectors[lone] / areas[lone, None]
     to_face = face_centres[lone] - centroids[owners[lone]]
     m, f = len(volumes), len(pairs)
@@ -208,12 +209,14 @@ def _facet_keys(vertices):
     return keys
 
 
-def _boundary_groups(mesh, tdim, lone_keys, points):
+def _boundary_groups(mesh, tdim, lone_keys, points, ungrouped):
     """The group tag of each boundary face (rows of ``lone_keys``) and {name: tag}."""
     tagged_keys, tagged = [], []
     for k, block in enumerate(mesh.cells):
         if block.type in FACET_CORNERS and _dimension(block.type) == tdim - 1:
             physical = mesh.cell_data.get("gmsh:physical")
+            if physical is None and ungrouped is not None:
+                continue
             if physical is None:
                 raise MeshError("the mesh's boundary faces carry no groups (gmsh physical groups, "
                                 "cell data 'gmsh:physical')")
@@ -225,6 +228,9 @@ def _boundary_groups(mesh, tdim, lone_keys, points):
         known, tag_of = numpy.concatenate(tagged_keys), numpy.concatenate(tagged)
         table = {tuple(key): tag for key, tag in zip(known.tolist(), tag_of.tolist(), strict=True)}
         tags = numpy.array([table.get(tuple(key), -1) for key in lone_keys.tolist()], dtype=numpy.int64)
+    if ungrouped is not None and (tags < 0).any():
+        tags[tags < 0] = 0
+        names = {ungrouped: 0, **{name: tag for name, tag in names.items() if tag != 0}}
     if (tags < 0).any():
         key = lone_keys[numpy.flatnonzero(tags < 0)[0]]
         corners = points[key[key >= 0]].tolist()
