@@ -14,6 +14,7 @@ timer), the slowest rank's.
 """
 
 import argparse
+import resource
 import sys
 import time
 
@@ -45,8 +46,10 @@ def measure(n, re, warmup, steps):
         solver = FlowSolver.from_dmda(da, (1.0, 1.0, 2.0), 1.0 / re, LID)
     harness.sync()
     setup = time.perf_counter() - start
-    PETSc.Sys.Print(f"{n}^3: set up in {setup:.1f} s ({solver.matrices.poisson.getType()}, pressure "
-                    f"{solver.pressure_ksp.getType()} + {solver.pressure_ksp.getPC().getType()})")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+    PETSc.Sys.Print(f"{n}^3: set up in {setup:.1f} s ({solver.setup_report()}; {solver.matrices.poisson.getType()}, "
+                    f"pressure {solver.pressure_ksp.getType()} + {solver.pressure_ksp.getPC().getType()}), peak host "
+                    f"memory {peak:.2f} GiB")
     state = solver.run(solver.initial_state())
     solver.print_timing()
     solver.reset_timing()
@@ -57,7 +60,8 @@ def measure(n, re, warmup, steps):
     types = {solver.matrices.mats["Ms"].getType(), solver.matrices.poisson.getType()}
     row = {"n": n, "cells": timing["cells"], "ranks": COMM.getSize(), "mat_type": " / ".join(sorted(types)),
            "pressure": f"{solver.pressure_ksp.getType()} + {solver.pressure_ksp.getPC().getType()}",
-           "setup_s": setup, "warmup_steps": warmup, "steps": timing["steps"], "t": state.t,
+           "setup_s": setup, "setup_stages_s": dict(solver.setup_seconds), "peak_host_GiB": peak,
+           "warmup_steps": warmup, "steps": timing["steps"], "t": state.t,
            "ms_per_step": 1e3 * timing["seconds_per_step"],
            "ns_per_cell_step": 1e9 * timing["seconds_per_step"] / timing["cells"],
            "mcell_steps_per_s": timing["million_cell_steps_per_second"],

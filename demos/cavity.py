@@ -24,6 +24,7 @@ ParaView and centerlines.png against Ghia's tables. The matrices are gpusell
 """
 
 import os
+import resource
 import sys
 import time
 
@@ -132,8 +133,9 @@ def run_on_mesh(path, re, directory, partitioner):
     with option_defaults("", defaults):
         solver = FlowSolver(geometry, comm, mat_type, 1.0 / re, lid)
     done = time.perf_counter()
-    PETSc.Sys.Print(f"cavity: set-up {done - start:.2f} s (mesh read {read - start:.2f}, geometry {measured - read:.2f}, "
-                    f"operators, matrices and solvers {done - measured:.2f})")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
+    PETSc.Sys.Print(f"cavity: set-up {done - start:.2f} s (mesh read {read - start:.2f}, geometry and partition "
+                    f"{measured - read:.2f}, {solver.setup_report()}), peak host memory {peak:.2f} GiB on rank 0")
     PETSc.Sys.Print(f"cavity: {dim}D, Re = {re:g}, mesh {path}: {whole.num_cells} cells "
                     f"({', '.join(sorted({b.type for b in mesh.cells if b.dim == dim}))}) on {mpi.size} ranks, "
                     f"matrices {solver.matrices.poisson.getType()}, pressure {solver.pressure_ksp.getType()} + "

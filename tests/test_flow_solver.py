@@ -273,6 +273,17 @@ def test_the_cpu_reference_runs_the_same_loop_on_petsc_aij():
         numpy.testing.assert_allclose(gpusell, aij, rtol=0, atol=1e-12)
 
 
+def test_set_up_stages_are_timed():
+    _, box = make_solver((12, 10), (False, False), 0.01, {}, walls=LID)
+    assert list(box.setup_seconds) == ["geometry", "multigrid grids", "operators", "matrices", "solvers"]
+    assert all(seconds >= 0 for seconds in box.setup_seconds.values())
+    assert box.setup_report().startswith("geometry ")
+    g = mesh_geometry(unit_mesh("quad", n=3))
+    with option_defaults("", {}):
+        mesh = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
+    assert list(mesh.setup_seconds) == ["operators", "matrices", "solvers"]
+
+
 def test_pressure_multigrid_levels_are_rediscretized(capfd):
     """-pressure_pc_type mg: every grid of plugin.flow.pressure_multigrid, each
     with its own Laplacian (not Galerkin products) and SVD on the coarsest;

@@ -15,6 +15,7 @@ type given (on a DMDA its ``-dm_mat_type``; the demos make gpusell the
 default).
 """
 
+import contextlib
 import math
 import os
 import time
@@ -98,19 +99,23 @@ class FlowSolver:
                                         comm, lambda option, chosen: option.default).items():
             setattr(self, attr, value)
         self.geometry = geometry
-        self.boundary_conditions = conditions_by_tag(geometry, boundary_conditions)
-        self.operators = FlowOperators(geometry, nu, self.boundary_conditions)
+        self.setup_seconds = {}  # stage -> seconds of this constructor (set_up_stage); from_dmda adds its own
+        with self.set_up_stage("operators"):
+            self.boundary_conditions = conditions_by_tag(geometry, boundary_conditions)
+            self.operators = FlowOperators(geometry, nu, self.boundary_conditions)
         implicit = self.diffusion == "implicit"
-        self.matrices = FlowMatrices(self.operators, comm, mat_type, implicit_diffusion=implicit,
-                                     pressure_laplacian=self.pressure_laplacian)
-        nullspace = PETSc.NullSpace().create(constant=True, comm=comm)
-        self.matrices.poisson.setNullSpace(nullspace)
-        self.matrices.poisson.setTransposeNullSpace(nullspace)  # KSPSolve projects the right-hand side onto the range
+        with self.set_up_stage("matrices"):
+            self.matrices = FlowMatrices(self.operators, comm, mat_type, implicit_diffusion=implicit,
+                                         pressure_laplacian=self.pressure_laplacian)
+            nullspace = PETSc.NullSpace().create(constant=True, comm=comm)
+            self.matrices.poisson.setNullSpace(nullspace)
+            self.matrices.poisson.setTransposeNullSpace(nullspace)  # KSPSolve projects the rhs onto the range
         self.multigrid = pressure_multigrid
-        self.pressure_ksp = self.pressure_solver()
-        self.momentum_ksp = self._momentum_ksp() if implicit else None
-        self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp,
-                                      extrapolate_pressure=self.pressure_guess == "extrapolated")
+        with self.set_up_stage("solvers"):
+            self.pressure_ksp = self.pressure_solver()
+            self.momentum_ksp = self._momentum_ksp() if implicit else None
+            self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp,
+                                          extrapolate_pressure=self.pressure_guess == "extrapolated")
         self.xp = self.stepper.xp
         self.diffusion_rate = self.mpi.allreduce(self.operators.diffusion_rate(), op=MPI.MAX)
         self.unit_rate = self.stepper.unit_convective_rate()
@@ -124,12 +129,28 @@ class FlowSolver:
         1, 2, ...) of its non-periodic axes; those not in
         ``boundary_conditions`` are walls at rest. Matrices of the DM's type,
         options with the DM's prefix, and the box's pressure multigrid."""
+        start = time.perf_counter()
         partition = dmda_partition(da)
         geometry = partition_geometry(partition, lengths, da.getComm().getRank())
         conditions = {**walls_at_rest(geometry), **(boundary_conditions or {})}
+        built = time.perf_counter()
         multigrid = PressureMultigrid(partition, lengths, da.getComm())
-        return cls(geometry, da.getComm(), dm_mat_type(da), nu, conditions, prefix=da.getOptionsPrefix() or "",
-                   pressure_multigrid=multigrid)
+        grids = time.perf_counter()
+        solver = cls(geometry, da.getComm(), dm_mat_type(da), nu, conditions, prefix=da.getOptionsPrefix() or "",
+                     pressure_multigrid=multigrid)
+        solver.setup_seconds = {"geometry": built - start, "multigrid grids": grids - built, **solver.setup_seconds}
+        return solver
+
+    @contextlib.contextmanager
+    def set_up_stage(self, name):
+        """Time a stage of the set-up (host wall time) into ``setup_seconds``."""
+        start = time.perf_counter()
+        yield
+        self.setup_seconds[name] = time.perf_counter() - start
+
+    def setup_report(self):
+        """One line: the set-up stages and their seconds."""
+        return ", ".join(f"{name} {seconds:.2f}" for name, seconds in self.setup_seconds.items())
 
     def pressure_solver(self, prefix="pressure_"):
         """The pressure KSP (options ``prefix``). With ``-pressure_pc_type mg``
