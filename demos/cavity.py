@@ -73,25 +73,15 @@ def main():
     if min(da.getSizes()) < 2:
         raise SystemExit(f"cavity: the grid {'x'.join(map(str, da.getSizes()))} needs at least 2 cells along "
                          "every axis (-da_grid_x, -da_grid_y, -da_grid_z)")
-    # 2D runs to a steady state, where Crank-Nicolson diffusion lets dt follow the CFL limit alone
-    defaults = ({"flow_t_end": 200.0, "flow_steady_tol": 1e-5, "flow_diffusion": "implicit"} if dim == 2
-                else {"flow_t_end": 8.0})
-    if directory:
-        output.prepare_directory(directory, da.getComm().tompi4py())  # before the run, not after it
-        defaults["flow_checkpoint_file"] = os.path.join(directory, "flow_checkpoint.h5")
+    defaults = with_output(STEADY_2D if dim == 2 else {"flow_t_end": 8.0}, directory, da.getComm().tompi4py())
     with option_defaults(da.getOptionsPrefix(), defaults):
         solver = FlowSolver.from_dmda(da, LENGTHS[dim], nu=1.0 / re, boundary_conditions=LID[dim])
     cells = "x".join(str(n) for n in da.getSizes())
-    PETSc.Sys.Print(f"cavity: {dim}D, Re = {re:g}, {cells} cells on {da.getComm().getSize()} ranks, matrices "
-                    f"{solver.matrices.poisson.getType()}, pressure {solver.pressure_ksp.getType()} + "
-                    f"{solver.pressure_ksp.getPC().getType()}, diffusion {solver.diffusion}")
-    state = solver.initial_state()
-    try:
-        state = solver.run(state)
-    except FlowBlowUp as exc:
-        PETSc.Sys.Print(str(exc))
+    PETSc.Sys.Print(f"cavity: {dim}D, Re = {re:g}, {cells} cells on {da.getComm().getSize()} ranks, "
+                    f"{solvers_line(solver)}")
+    state = run(solver)
+    if state is None:
         return 1
-    solver.print_timing()
     comm = da.getComm().tompi4py()
     partition = dmda_partition(da)
     u = output.natural_field(comm, partition, solver.xp, state.u)
@@ -99,6 +89,35 @@ def main():
     if comm.Get_rank() == 0:
         report(dim, re, u, p, solver.boundary_conditions, directory, state)
     return 0
+
+
+# 2D runs to a steady state, where Crank-Nicolson diffusion lets dt follow the CFL limit alone
+STEADY_2D = {"flow_t_end": 200.0, "flow_steady_tol": 1e-5, "flow_diffusion": "implicit"}
+
+
+def with_output(defaults, directory, comm):
+    """``defaults`` with the checkpoint file in ``directory``, which is made and
+    checked on every rank before the run, not after it."""
+    if not directory:
+        return defaults
+    output.prepare_directory(directory, comm)
+    return {**defaults, "flow_checkpoint_file": os.path.join(directory, "flow_checkpoint.h5")}
+
+
+def solvers_line(solver):
+    return (f"matrices {solver.matrices.poisson.getType()}, pressure {solver.pressure_ksp.getType()} + "
+            f"{solver.pressure_ksp.getPC().getType()}, diffusion {solver.diffusion}")
+
+
+def run(solver):
+    """The run from -flow_restart or rest to its end, its timing printed; None after a blow-up (reported)."""
+    try:
+        state = solver.run(solver.initial_state())
+    except FlowBlowUp as exc:
+        PETSc.Sys.Print(str(exc))
+        return None
+    solver.print_timing()
+    return state
 
 
 PARTITIONERS = {"metis": graph_partition, "bisection": lambda whole, parts: coordinate_bisection(whole.centroids, parts)}
@@ -123,10 +142,7 @@ def run_on_mesh(path, re, directory, partitioner):
                         f"{halo}")
     dim = geometry.dim
     lid = {"lid": Wall(tuple(numpy.eye(dim)[0])), "wall": Wall()}
-    defaults = {"flow_t_end": 200.0, "flow_steady_tol": 1e-5, "flow_diffusion": "implicit"} if dim == 2 else {}
-    if directory:
-        output.prepare_directory(directory, mpi)
-        defaults["flow_checkpoint_file"] = os.path.join(directory, "flow_checkpoint.h5")
+    defaults = with_output(STEADY_2D if dim == 2 else {}, directory, mpi)
     mat_type = "gpusell" if gpu_available() else "aij"
     if mat_type == "aij":
         PETSc.Sys.Print(f"cavity: {CPU_NOTICE}")
@@ -138,14 +154,10 @@ def run_on_mesh(path, re, directory, partitioner):
                     f"{measured - read:.2f}, {solver.setup_report()}), peak host memory {peak:.2f} GiB on rank 0")
     PETSc.Sys.Print(f"cavity: {dim}D, Re = {re:g}, mesh {path}: {whole.num_cells} cells "
                     f"({', '.join(sorted({b.type for b in mesh.cells if b.dim == dim}))}) on {mpi.size} ranks, "
-                    f"matrices {solver.matrices.poisson.getType()}, pressure {solver.pressure_ksp.getType()} + "
-                    f"{solver.pressure_ksp.getPC().getType()}, diffusion {solver.diffusion}")
-    try:
-        state = solver.run(solver.initial_state())
-    except FlowBlowUp as exc:
-        PETSc.Sys.Print(str(exc))
+                    f"{solvers_line(solver)}")
+    state = run(solver)
+    if state is None:
         return 1
-    solver.print_timing()
     fields = [output.mesh_field(mpi, geometry, solver.xp, a) for a in (state.u, state.p)]
     if mpi.rank == 0:
         report_on_mesh(path, re, directory, mesh, whole, solver.boundary_conditions, state, *fields)

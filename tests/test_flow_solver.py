@@ -18,7 +18,7 @@ from plugin.flow import checkpoint
 from plugin.flow.boundary import Wall
 from plugin.flow.box import SIDE_NAMES, dmda_partition
 from plugin.flow.mesh import coordinate_bisection, graph_partition, locality_order, mesh_geometry, rank_geometry
-from plugin.flow.output import natural_field
+from plugin.flow.output import mesh_field, natural_field
 from plugin.flow.solver import FlowBlowUp, FlowSolver
 
 PERIODIC, WALL = PETSc.DM.BoundaryType.PERIODIC, PETSc.DM.BoundaryType.NONE
@@ -122,12 +122,7 @@ def test_ranks_agree_with_one_rank_on_an_unstructured_mesh(partitioner):
         with option_defaults("", options):
             solver = FlowSolver(geometry, on, "gpusell", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
         state = solver.run(solver.initial_state())
-        parts = on.tompi4py().gather((geometry.cell_numbers, to_host(solver.xp, state.u)), root=0)
-        if parts is not None:
-            u = numpy.empty((2, whole.num_cells))
-            for numbers, values in parts:
-                u[:, numbers] = values
-            fields.append(u)
+        fields.append(mesh_field(on.tompi4py(), geometry, solver.xp, state.u))
     if comm.getRank() == 0:
         parallel, serial = fields
         numpy.testing.assert_allclose(parallel, serial, rtol=0, atol=1e-9)

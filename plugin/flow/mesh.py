@@ -224,10 +224,11 @@ def _boundary_groups(mesh, tdim, lone_keys, points, ungrouped):
             tagged.append(numpy.asarray(physical[k], dtype=numpy.int64))
     names = {name: int(value[0]) for name, value in mesh.field_data.items() if int(value[1]) == tdim - 1}
     tags = numpy.full(len(lone_keys), -1, dtype=numpy.int64)
-    if tagged_keys:
-        known, tag_of = numpy.concatenate(tagged_keys), numpy.concatenate(tagged)
-        table = {tuple(key): tag for key, tag in zip(known.tolist(), tag_of.tolist(), strict=True)}
-        tags = numpy.array([table.get(tuple(key), -1) for key in lone_keys.tolist()], dtype=numpy.int64)
+    if tagged_keys:  # the tagged faces matched to the boundary faces as the cells' faces are matched
+        group, _, _ = _group_rows(numpy.concatenate([lone_keys] + tagged_keys))
+        tag_of_group = numpy.full(int(group.max()) + 1, -1, dtype=numpy.int64)
+        tag_of_group[group[len(lone_keys):]] = numpy.concatenate(tagged)
+        tags = tag_of_group[group[:len(lone_keys)]]
     if ungrouped is not None and (tags < 0).any():
         tags[tags < 0] = 0
         names = {ungrouped: 0, **{name: tag for name, tag in names.items() if tag != 0}}

@@ -33,14 +33,20 @@ def natural_field(comm, partition, xp, array):
     """A field of the rank's cells, shape (..., n), gathered on rank 0 as
     (..., [nz,] ny, nx); None on the other ranks."""
     own = partition.block(comm.Get_rank())
-    index = numpy.ravel_multi_index(tuple(own[::-1]), partition.shape[::-1])
-    parts = comm.gather((index, to_host(xp, array)), root=0)
+    numbers = numpy.ravel_multi_index(tuple(own[::-1]), partition.shape[::-1])
+    field = _gathered(comm, numbers, int(numpy.prod(partition.shape)), xp, array)
+    return None if field is None else field.reshape(array.shape[:-1] + partition.shape[::-1])
+
+
+def _gathered(comm, numbers, total, xp, array):
+    """The ranks' fields (..., cells) on rank 0, each rank's cells at its ``numbers``; None elsewhere."""
+    parts = comm.gather((numbers, to_host(xp, array)), root=0)
     if parts is None:
         return None
-    field = numpy.empty(array.shape[:-1] + (int(numpy.prod(partition.shape)),))
-    for index, values in parts:
-        field[..., index] = values
-    return field.reshape(array.shape[:-1] + partition.shape[::-1])
+    field = numpy.empty(array.shape[:-1] + (total,))
+    for cells, values in parts:
+        field[..., cells] = values
+    return field
 
 
 def _at(field, axis, coordinate, spacing):
@@ -73,13 +79,7 @@ def centerlines(u, lengths, walls):
 def mesh_field(comm, geometry, xp, array):
     """A field of the rank's cells, shape (..., n), gathered on rank 0 in the
     mesh's cell order (``geometry.cell_numbers``); None on the other ranks."""
-    parts = comm.gather((geometry.cell_numbers, to_host(xp, array)), root=0)
-    if parts is None:
-        return None
-    field = numpy.empty(array.shape[:-1] + (geometry.num_global_cells,))
-    for numbers, values in parts:
-        field[..., numbers] = values
-    return field
+    return _gathered(comm, geometry.cell_numbers, geometry.num_global_cells, xp, array)
 
 
 def mesh_centerlines(geometry, u, conditions, samples=129):
