@@ -10,8 +10,8 @@ mid-plane z = 0.
     python demos/cavity.py -flow_dim 3 -flow_re 1000 -da_grid_x 64 -da_grid_y 64 -da_grid_z 128 -flow_t_end 8
     python demos/cavity.py -flow_mesh square.msh -flow_re 100     (demos/meshes.py makes such meshes)
 
-With -flow_mesh FILE (any mesh meshio reads; each rank reads it and takes its
-part, -flow_mesh_partitioner metis or bisection) the cavity is
+With -flow_mesh FILE (any mesh meshio reads; rank 0 reads it and sends each
+rank its part, -flow_mesh_partitioner metis or bisection) the cavity is
 that mesh of the unit square or cube, whose boundary groups are named "lid"
 (moving with u = 1 along x) and "wall"; in 2D its centrelines are interpolated
 linearly from the cell centres and the walls and compared with Ghia's.
@@ -42,8 +42,7 @@ from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
 from plugin.flow import ghia, output  # noqa: E402
 from plugin.flow.boundary import Wall  # noqa: E402
 from plugin.flow.box import dmda_partition  # noqa: E402
-from plugin.flow.mesh import (coordinate_bisection, graph_partition, locality_order,  # noqa: E402
-                              mesh_geometry, partition_quality, rank_geometry)
+from plugin.flow.mesh import PARTITIONERS, MeshError, distribute  # noqa: E402
 from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver  # noqa: E402
 
 LID = {2: {"ymax": Wall((1.0, 0.0))}, 3: {"xmax": Wall((0.0, 1.0, 0.0))}}  # the moving side
@@ -120,26 +119,21 @@ def run(solver):
     return state
 
 
-PARTITIONERS = {"metis": graph_partition, "bisection": lambda whole, parts: coordinate_bisection(whole.centroids, parts)}
-
-
 def run_on_mesh(path, re, directory, partitioner):
-    """The cavity on the unstructured mesh at ``path``: every rank reads it and
-    takes its part (cells ordered by reverse Cuthill-McKee inside it); rank 0
-    writes the results."""
+    """The cavity on the unstructured mesh at ``path``: rank 0 reads it and
+    sends each rank its part (cells ordered by reverse Cuthill-McKee inside
+    it); rank 0 writes the results."""
     comm = PETSc.COMM_WORLD
     mpi = comm.tompi4py()
     start = time.perf_counter()
-    mesh = read_mesh(path)
-    read = time.perf_counter()
-    whole = mesh_geometry(mesh)
-    owner = mpi.bcast(PARTITIONERS[partitioner](whole, mpi.size) if mpi.rank == 0 else None, root=0)
-    geometry = rank_geometry(whole, owner, mpi.rank, locality_order(whole, owner))
-    measured = time.perf_counter()
+    try:
+        parts = distribute(path, mpi, partitioner)
+    except MeshError as exc:
+        raise SystemExit(f"cavity: {exc}") from None
+    geometry = parts.geometry
     if mpi.size > 1:
-        cut, halo = partition_quality(whole, owner)
-        PETSc.Sys.Print(f"cavity: {partitioner} partition: {cut} of {whole.num_faces} faces cut, halo cells per rank "
-                        f"{halo}")
+        PETSc.Sys.Print(f"cavity: {partitioner} partition: {parts.faces_cut} of {geometry.num_global_faces} faces "
+                        f"cut, halo cells per rank {parts.halo}")
     dim = geometry.dim
     lid = {"lid": Wall(tuple(numpy.eye(dim)[0])), "wall": Wall()}
     defaults = with_output(STEADY_2D if dim == 2 else {}, directory, mpi)
@@ -150,17 +144,19 @@ def run_on_mesh(path, re, directory, partitioner):
         solver = FlowSolver(geometry, comm, mat_type, 1.0 / re, lid)
     done = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
-    PETSc.Sys.Print(f"cavity: set-up {done - start:.2f} s (mesh read {read - start:.2f}, geometry and partition "
-                    f"{measured - read:.2f}, {solver.setup_report()}), peak host memory {peak:.2f} GiB on rank 0")
-    PETSc.Sys.Print(f"cavity: {dim}D, Re = {re:g}, mesh {path}: {whole.num_cells} cells "
-                    f"({', '.join(sorted({b.type for b in mesh.cells if b.dim == dim}))}) on {mpi.size} ranks, "
-                    f"{solvers_line(solver)}")
+    reading = ", ".join(f"mesh {name} {seconds:.2f}" for name, seconds in parts.seconds.items())
+    PETSc.Sys.Print(f"cavity: set-up {done - start:.2f} s ({reading}, {solver.setup_report()}), peak host memory "
+                    f"{peak:.2f} GiB on rank 0")
+    if mpi.rank == 0:
+        kinds = ", ".join(sorted({b.type for b in parts.mesh.cells if b.dim == dim}))
+        print(f"cavity: {dim}D, Re = {re:g}, mesh {path}: {geometry.num_global_cells} cells ({kinds}) on {mpi.size} "
+              f"ranks, {solvers_line(solver)}")
     state = run(solver)
     if state is None:
         return 1
     fields = [output.mesh_field(mpi, geometry, solver.xp, a) for a in (state.u, state.p)]
     if mpi.rank == 0:
-        report_on_mesh(path, re, directory, mesh, whole, solver.boundary_conditions, state, *fields)
+        report_on_mesh(path, re, directory, parts.mesh, parts.whole, solver.boundary_conditions, state, *fields)
     return 0
 
 
@@ -177,16 +173,6 @@ def report_on_mesh(path, re, directory, mesh, whole, walls, state, u, p):
         written.append(output.plot_centerlines(os.path.join(directory, "centerlines.png"), profiles, title,
                                                ghia_reference(re)))
     print("cavity: wrote " + ", ".join(os.path.abspath(w) for w in written))
-
-
-def read_mesh(path):
-    """The mesh at ``path`` through meshio, or a SystemExit naming the file and what is wrong."""
-    import meshio
-
-    try:
-        return meshio.read(path)
-    except Exception as exc:  # noqa: BLE001 (meshio raises many kinds)
-        raise SystemExit(f"cavity: cannot read the mesh {os.path.abspath(path)}: {type(exc).__name__}: {exc}") from exc
 
 
 def ghia_reference(re):

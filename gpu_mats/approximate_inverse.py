@@ -20,20 +20,10 @@ Errors name rows by their index plus ``row_offset`` (the rank's first row).
 
 import numpy
 
-from .backend import array_module
+from .backend import array_module, sparse_module
 from .local_solves import LocalSystemError, solve_local_systems
 from .ops import diagonal, spmv
 from .sell import SellMatrix, entry_rows
-
-
-def sparse_module(xp):
-    if xp is numpy:
-        import scipy.sparse
-
-        return scipy.sparse
-    import cupyx.scipy.sparse
-
-    return cupyx.scipy.sparse
 
 
 def _csr_matrix(A):

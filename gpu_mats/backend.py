@@ -74,6 +74,17 @@ def to_host(xp, array):
     return array if xp is numpy else xp.asnumpy(array)
 
 
+def sparse_module(xp):
+    """scipy.sparse for NumPy arrays, cupyx.scipy.sparse (the same API) for CuPy ones."""
+    if xp is numpy:
+        import scipy.sparse
+
+        return scipy.sparse
+    import cupyx.scipy.sparse
+
+    return cupyx.scipy.sparse
+
+
 def array_module(array):
     """The module (numpy or cupy) that owns ``array``."""
     if isinstance(array, numpy.ndarray):

@@ -8,6 +8,7 @@ vertex order. ``gmsh_mesh`` runs demos/meshes.py (gmsh) for meshes these
 cannot make: curved, second order.
 """
 
+import dataclasses
 import itertools
 import os
 import subprocess
@@ -153,3 +154,23 @@ def gmsh_mesh(directory, kind, size, order=1):
     subprocess.run([sys.executable, os.path.join(root, "demos", "meshes.py"), "--kind", kind, "--size", str(size),
                     "--order", str(order), "--out", path], check=True, capture_output=True)
     return meshio.read(path)
+
+
+def regrouped(geometry, group):
+    """A one-rank geometry with its boundary faces in new groups:
+    ``group(x)`` names the group of the face whose centroid is x."""
+    names = [group(x) for x in geometry.boundary_centroids]
+    tags = {name: tag for tag, name in enumerate(sorted(set(names)))}
+    boundary_tags = numpy.array([tags[name] for name in names], dtype=numpy.int64)
+    return dataclasses.replace(geometry, boundary_tags=boundary_tags, boundary_names=tags,
+                               boundary_counts=numpy.bincount(boundary_tags, minlength=len(tags))[None, :])
+
+
+def channel_groups(x):
+    """The unit square or cube as a channel along x: "inlet" at x = 0, "outlet"
+    at x = 1, "slip" at y = 0, "wall" on the other sides."""
+    if x[0] < 1e-9:
+        return "inlet"
+    if x[0] > 1 - 1e-9:
+        return "outlet"
+    return "slip" if x[1] < 1e-9 else "wall"

@@ -17,9 +17,9 @@ from petsc4py import PETSc
 import plugin  # noqa: F401
 from gpu_mats.backend import to_host
 from plugin.flow import checkpoint
-from meshes import unit_mesh
+from meshes import channel_groups, regrouped, unit_mesh
 from petsc_ext.options import option_defaults
-from plugin.flow.boundary import Wall
+from plugin.flow.boundary import Inflow, Outflow, Slip, Wall
 from plugin.flow.box import dmda_partition
 from plugin.flow.mesh import coordinate_bisection, mesh_geometry, rank_geometry
 from plugin.flow.output import natural_field
@@ -120,7 +120,7 @@ def test_a_face_stored_the_other_way_round_has_its_velocity_negated(tmp_path):
         stored["faces/cells"][...] = pairs[order, ::-1]
         stored["faces/u_s"][...] = -u_s[order]
     fresh = solver.stepper.initial_state()
-    checkpoint.load(path, MPI.COMM_SELF, solver.geometry, fresh, solver.xp)
+    checkpoint.load(path, MPI.COMM_SELF, solver.operators, fresh, solver.xp)
     numpy.testing.assert_array_equal(to_host(solver.xp, fresh.u_s), to_host(solver.xp, state.u_s))
 
 
@@ -194,15 +194,20 @@ def test_a_gpu_checkpoint_restarts_on_the_cpu_and_back(tmp_path):
 
 
 @pytest.mark.mpi
-def test_a_mesh_run_on_all_ranks_restarts_on_one(tmp_path_factory):
+@pytest.mark.parametrize("boundary", ["walls", "inflow-outflow"])
+def test_a_mesh_run_on_all_ranks_restarts_on_one(tmp_path_factory, boundary):
     """An unstructured mesh cut among the ranks writes its checkpoint in the
-    mesh's cell order; one rank restarts from it and ends where 10 steps on
-    one rank end."""
+    mesh's cell order (outflow faces by their cell); one rank restarts from it
+    and ends where 10 steps on one rank end."""
     path = _shared_path(tmp_path_factory, "mesh.h5")
     whole = mesh_geometry(unit_mesh(("quad", "triangle"), n=5, jitter=0.3))
+    if boundary == "walls":
+        walls = {"lid": Wall((1.0, 0.0)), "wall": Wall()}
+    else:
+        whole = regrouped(whole, channel_groups)
+        walls = {"inlet": Inflow((1.0, 0.2)), "outlet": Outflow(), "slip": Slip(), "wall": Wall()}
     comm = PETSc.COMM_WORLD
     part = rank_geometry(whole, coordinate_bisection(whole.centroids, comm.getSize()), comm.getRank())
-    walls = {"lid": Wall((1.0, 0.0)), "wall": Wall()}
     options = {"flow_max_steps": 5, "pressure_ksp_rtol": 1e-12, "flow_checkpoint_every": 5,
                "flow_checkpoint_file": path}
     with option_defaults("", options):

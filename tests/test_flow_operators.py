@@ -127,8 +127,8 @@ def test_wall_velocity_enters_diffusion_as_a_source():
     ops = operators(g, nu=0.1, walls=LID)
     top = g.centroids[:, 1] > 0.75
     # a cell under the lid: nu * area / (h/2) * 1
-    numpy.testing.assert_allclose(ops.wall_source[0][top], 0.1 * 0.25 / 0.125)
-    assert not ops.wall_source[0][~top].any() and not ops.wall_source[1].any()
+    numpy.testing.assert_allclose(ops.momentum_source(0.0)[0][top], 0.1 * 0.25 / 0.125)
+    assert not ops.momentum_source(0.0)[0][~top].any() and not ops.momentum_source(0.0)[1].any()
 
 
 def test_flux_rate_is_the_cfl_number_per_unit_time_step():
@@ -184,8 +184,8 @@ def test_ranks_assemble_the_operators_of_the_whole_box(shape, splits, periodic, 
     u_s = rng.standard_normal(split.face_ranges[-1])
     C = scipy.sparse.vstack([ops.convection(u_s) for ops in ranks]).toarray()
     numpy.testing.assert_allclose(C[numpy.ix_(cell, cell)], serial.convection(u_s[face]).toarray(), atol=1e-14)
-    source = numpy.concatenate([ops.wall_source for ops in ranks], axis=1)
-    numpy.testing.assert_allclose(source[:, cell], serial.wall_source)
+    source = numpy.concatenate([ops.momentum_source(0.0) for ops in ranks], axis=1)
+    numpy.testing.assert_allclose(source[:, cell], serial.momentum_source(0.0))
     geometry = [ops.geometry for ops in ranks]
     assert sum(g.num_faces for g in geometry) == serial.geometry.num_faces
     numpy.testing.assert_allclose(numpy.concatenate([g.centroids for g in geometry])[cell], serial.geometry.centroids)

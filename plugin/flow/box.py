@@ -80,8 +80,9 @@ class BoxPartition:
         return out
 
 
-def partition_geometry(partition, lengths, rank):
-    """The geometry of ``rank``'s part of a box of side ``lengths`` cut into equal cells."""
+def partition_geometry(partition, lengths, rank, origin=None):
+    """The geometry of ``rank``'s part of a box of side ``lengths`` cut into
+    equal cells, its low corner at ``origin`` (default 0)."""
     p, dim = partition, partition.dim
     h = numpy.asarray(lengths, dtype=float) / numpy.asarray(p.shape)
     volume = float(numpy.prod(h))
@@ -110,15 +111,19 @@ def partition_geometry(partition, lengths, rank):
     sides = _join(walls["side"], numpy.int64)
     wall_axis = sides // 2
     wall_sign = numpy.where(sides % 2 == 1, 1.0, -1.0)
+    wall_cells = _join(walls["cells"], numpy.int64)
+    wall_normals = numpy.eye(dim)[wall_axis] * wall_sign[:, None]
+    centroids = (own.T + 0.5) * h + (0.0 if origin is None else numpy.asarray(origin, dtype=float))
     return FiniteVolumeGeometry(
         cell_ranges=p.cell_ranges, face_ranges=p.face_ranges, rank=rank,
-        volumes=numpy.full(own.shape[1], volume), centroids=((own.T + 0.5) * h),
+        volumes=numpy.full(own.shape[1], volume), centroids=centroids,
         cell_numbers=numpy.ravel_multi_index(tuple(own[::-1]), p.shape[::-1]),
         face_ids=_join(faces["ids"], numpy.int64), face_cells=_join(faces["cells"], numpy.int64, (0, 2)),
         face_areas=volume / h[axis], face_normals=numpy.eye(dim)[axis], face_distances=h[axis],
-        boundary_cells=_join(walls["cells"], numpy.int64), boundary_areas=volume / h[wall_axis],
-        boundary_normals=numpy.eye(dim)[wall_axis] * wall_sign[:, None], boundary_distances=h[wall_axis] / 2,
-        boundary_tags=sides, boundary_names=side_names(p.periodic))
+        boundary_cells=wall_cells, boundary_areas=volume / h[wall_axis], boundary_normals=wall_normals,
+        boundary_distances=h[wall_axis] / 2,
+        boundary_centroids=centroids[wall_cells - p.cell_ranges[rank]] + wall_normals * (h[wall_axis] / 2)[:, None],
+        boundary_tags=sides, boundary_names=side_names(p.periodic), boundary_counts=side_counts(p))
 
 
 def side_names(periodic):
@@ -126,16 +131,30 @@ def side_names(periodic):
     return {SIDE_NAMES[2 * d + s]: 2 * d + s for d, p in enumerate(periodic) if not p for s in (0, 1)}
 
 
+def side_counts(partition):
+    """(ranks, 2 d): the boundary faces each rank holds on each side of the box."""
+    p = partition
+    counts = numpy.zeros((p.size, 2 * p.dim), dtype=numpy.int64)
+    for d in range(p.dim):
+        if p.periodic[d]:
+            continue
+        across = numpy.prod(numpy.delete(p.count, d, axis=1), axis=1)
+        counts[:, 2 * d] = numpy.where(p.low[:, d] == 0, across, 0)
+        counts[:, 2 * d + 1] = numpy.where(p.low[:, d] + p.count[:, d] == p.shape[d], across, 0)
+    return counts
+
+
 def _join(parts, dtype, empty_shape=(0,)):
     return numpy.concatenate(parts).astype(dtype) if parts else numpy.zeros(empty_shape, dtype=dtype)
 
 
-def box_geometry(shape, lengths, periodic):
+def box_geometry(shape, lengths, periodic, origin=None):
     """A box of shape[d] equal cells along each axis d (x fastest, the DMDA
-    natural numbering) on one rank, side lengths ``lengths``, periodic along
-    the axes where ``periodic[d]``; the other sides are walls (boundary faces)."""
+    natural numbering) on one rank, side lengths ``lengths``, low corner
+    ``origin``, periodic along the axes where ``periodic[d]``; the other
+    sides are walls (boundary faces)."""
     partition = BoxPartition(shape, [[n] for n in shape], periodic)
-    return partition_geometry(partition, lengths, rank=0)
+    return partition_geometry(partition, lengths, 0, origin)
 
 
 def dmda_partition(da):

@@ -3,7 +3,9 @@
 Fields are stored in the grid's natural numbering (``geometry.cell_numbers``:
 the DMDA natural order of a box, the mesh's own cell order), not in PETSc's
 partition-dependent one: cell fields by natural cell number, face fields
-with the natural numbers of each face's two cells. A run may restart on any
+with the natural numbers of each face's two cells (an outflow face: its
+cell's number and N + k, N the number of cells, k its place among that
+cell's outflow faces in the geometry's boundary order). A run may restart on any
 number of ranks and on either backend (the file holds host arrays); a face
 whose cells come in the other order there has its normal velocity negated.
 
@@ -37,21 +39,34 @@ def fingerprint(geometry, comm):
     return comm.allreduce(local, op=MPI.SUM)
 
 
+def face_pairs(operators):
+    """(faces, 2): the two cells of each of the rank's flux faces (FlowOperators.faces),
+    in PETSc's cell numbering; an outflow face's second is N + k (see above)."""
+    g, f = operators.geometry, operators.faces
+    owned = (g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces)
+    pairs = numpy.empty((f.count, 2), dtype=numpy.int64)  # row k of a face field is face f.start + k
+    pairs[f.ids[owned] - f.start] = g.face_cells[owned]
+    cells = g.boundary_cells[f.open]
+    order = numpy.argsort(cells, kind="stable")
+    place = numpy.empty(len(cells), dtype=numpy.int64)
+    place[order] = numpy.arange(len(cells)) - numpy.searchsorted(cells[order], cells[order])
+    pairs[f.open_ids - f.start] = numpy.column_stack((cells, g.num_global_cells + place))
+    return pairs
+
+
 class _Numbering:
     """Where this rank's cells and owned faces sit in the natural numbering, and
     the moves of fields between the ranks and rank 0 in it. Collective."""
 
-    def __init__(self, geometry, comm):
-        self.comm, g = comm, geometry
-        self.num_cells = g.num_global_cells
-        owned = (g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces)
-        rows = numpy.empty(g.num_faces, dtype=numpy.int64)  # row k of a face field is face face_start + k
-        rows[g.face_ids[owned] - g.face_start] = numpy.flatnonzero(owned)
-        parts = comm.gather((g.cell_numbers, g.face_cells[rows]), root=0)
+    def __init__(self, operators, comm):
+        self.comm, g = comm, operators.geometry
+        self.num_cells = n = g.num_global_cells
+        parts = comm.gather((g.cell_numbers, face_pairs(operators)), root=0)
         if comm.Get_rank() == 0:
             natural = numpy.concatenate([numbers for numbers, _ in parts])  # PETSc's cell number -> natural
             self.cells = [numbers for numbers, _ in parts]
-            self.face_pairs = [natural[pairs] for _, pairs in parts]
+            self.face_pairs = [numpy.where(pairs < n, natural[numpy.minimum(pairs, n - 1)], pairs)
+                               for _, pairs in parts]
 
     def gather(self, xp, fields):
         """The rank's cell and face ``fields`` on rank 0 in the natural order:
@@ -99,10 +114,11 @@ def _find_pairs(stored, wanted):
     return numpy.where(same, rows, rows_reversed), numpy.where(same, 1.0, -1.0)
 
 
-def save(path, comm, xp, state, geometry, extra):
-    """Write ``state`` (and the scalars in ``extra``) to ``path``; collective."""
-    gathered = _Numbering(geometry, comm).gather(xp, {name: getattr(state, name) for name in CELL_FIELDS + FACE_FIELDS})
-    grid = fingerprint(geometry, comm)
+def save(path, comm, xp, state, operators, extra):
+    """Write ``state`` of ``operators`` (a FlowOperators: its geometry and flux
+    faces) and the scalars in ``extra`` to ``path``; collective."""
+    gathered = _Numbering(operators, comm).gather(xp, {name: getattr(state, name) for name in CELL_FIELDS + FACE_FIELDS})
+    grid = fingerprint(operators.geometry, comm)
     problem = ""
     if comm.Get_rank() == 0:
         try:
@@ -130,12 +146,12 @@ def _write(path, gathered, grid, scalars):
     os.replace(temporary, path)
 
 
-def load(path, comm, geometry, state, xp):
-    """Fill ``state``'s arrays from ``path`` (written on this grid, on any
-    number of ranks, from either backend); returns the file's extra scalars.
-    Collective."""
-    numbering = _Numbering(geometry, comm)
-    grid = fingerprint(geometry, comm)
+def load(path, comm, operators, state, xp):
+    """Fill ``state``'s arrays from ``path`` (written on the grid of
+    ``operators``, on any number of ranks, from either backend); returns the
+    file's extra scalars. Collective."""
+    numbering = _Numbering(operators, comm)
+    grid = fingerprint(operators.geometry, comm)
     pieces = scalars = None
     problem = ""
     if comm.Get_rank() == 0:
@@ -145,7 +161,7 @@ def load(path, comm, geometry, state, xp):
             problem = (f"cannot read the checkpoint {os.path.abspath(path)}: {type(exc).__name__}: {exc} "
                        "(a missing, truncated or corrupt file)")
         else:
-            problem = _mismatch(path, scalars, cells, pairs, faces, geometry, grid)
+            problem = _mismatch(path, scalars, cells, pairs, faces, operators, grid)
             if not problem:
                 try:
                     pieces = numbering.pieces(cells, pairs, faces)
@@ -174,7 +190,7 @@ def _read(path):
     return cells, arrays.get("faces/cells"), faces, scalars
 
 
-def _mismatch(path, scalars, cells, pairs, faces, geometry, grid):
+def _mismatch(path, scalars, cells, pairs, faces, operators, grid):
     """What makes the file unusable on this grid, or ""; on rank 0."""
     where = os.path.abspath(path)
     missing = ({"format", "grid", *SCALARS} - set(scalars)) | {f"cells/{n}" for n in CELL_FIELDS if n not in cells}
@@ -183,10 +199,10 @@ def _mismatch(path, scalars, cells, pairs, faces, geometry, grid):
         return (f"{where} is not a checkpoint of format {FORMAT} "
                 f"(format {scalars.get('format')}, missing {', '.join(sorted(missing)) or 'nothing'})")
     counts = (cells["u"].shape[-1], len(pairs))
-    here = (geometry.num_global_cells, geometry.num_global_faces)
+    here = (operators.geometry.num_global_cells, operators.faces.total)
     stored_grid = numpy.asarray(scalars["grid"])
     if counts != here or stored_grid.shape != grid.shape or not numpy.allclose(stored_grid, grid, rtol=1e-12, atol=0):
         return (f"the checkpoint {where} was written on another grid ({counts[0]} cells and {counts[1]} faces, this "
-                f"grid {here[0]} and {here[1]}; or other cell sizes, shape or lengths): restart on the grid it was "
-                "written on")
+                f"grid {here[0]} and {here[1]}, outflow faces counted; or other cell sizes, shape or lengths): "
+                "restart on the grid and outflow boundaries it was written on")
     return ""

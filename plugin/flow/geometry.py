@@ -15,10 +15,14 @@ plugin.flow.mesh for an unstructured mesh):
   pointing from face_cells[:, 0] to face_cells[:, 1]; face_distances (F,):
   |n . (x_1 - x_0)| between the two centroids (across a periodic side too);
   boundary_cells (B,) global; boundary_areas (B,); boundary_normals (B, d) unit
-  and outward; boundary_distances (B,) from the centroid to the face;
+  and outward; boundary_distances (B,) from the centroid to the face along
+  its normal; boundary_centroids (B, d) of the faces;
   boundary_tags (B,): the boundary group of each face, an integer tag;
   boundary_names: {name: tag} of every group of the whole mesh (a box's sides
-  "xmin", "xmax", "ymin", ... are tags 0, 1, 2, ...; a mesh's named groups).
+  "xmin", "xmax", "ymin", ... are tags 0, 1, 2, ...; a mesh's named groups);
+  boundary_counts (ranks, T): the boundary faces of each tag on each rank
+  (T: the largest tag + 1), so that a rank can number faces of a group
+  after those of lower ranks without asking them.
 
 A rank owns the faces whose first cell it owns. In serial (one rank) the
 numbering is local and ``face_ids`` is 0..F-1.
@@ -46,8 +50,10 @@ class FiniteVolumeGeometry:
     boundary_areas: numpy.ndarray
     boundary_normals: numpy.ndarray
     boundary_distances: numpy.ndarray
+    boundary_centroids: numpy.ndarray
     boundary_tags: numpy.ndarray
     boundary_names: dict
+    boundary_counts: numpy.ndarray
 
     @property
     def dim(self):
@@ -62,6 +68,10 @@ class FiniteVolumeGeometry:
     def num_faces(self):
         """Faces this rank owns."""
         return int(self.face_ranges[self.rank + 1] - self.face_ranges[self.rank])
+
+    @property
+    def num_ranks(self):
+        return len(self.cell_ranges) - 1
 
     @property
     def cell_start(self):

@@ -2,15 +2,25 @@
 
 One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step dt:
   u*   = (1 + r/2) u^n - (r/2) u^{n-1},  r = dt / dt_{n-1} (one-leg extrapolation)
-  u^   = u^n + dt Omega^-1 (s - C(u_s) u* - K v)     K v = D u* (explicit diffusion),
-                                                    or D u^n / 2 (Crank-Nicolson)
-  u^p  = u^, or the solution of (I + dt/2 Omega^-1 D) u^p = u^ (KSP prefix momentum_)
+  u^   = u^n + dt Omega^-1 (s - C(u_s) u* - K v - S v)
+                                     K v = D u* (explicit diffusion), or D u^n / 2
+                                     (Crank-Nicolson); S the slip faces' term, explicit;
+                                     s the boundary's source at t + dt/2
+  u^p  = u^, or with Crank-Nicolson the solution of (KSP prefix momentum_)
+         (I + dt/2 Omega^-1 D) (u^p + G q*) = u^ + G q*, q* = -dt p* the pressure
+         guess below: incremental pressure correction (van Kan 1986), so that a
+         steady state solves the steady equations whatever dt (without G q*
+         it would be off by dt/2 Omega^-1 D G p, largest at walls)
   w    = Gamma u^p                               the face velocities before projection
-  A q  = Ms w,  A = -L, q = -dt p^{n+1}          (KSP prefix pressure_; singular, constant null space),
-                                                 from q = -dt ((1 + r) p^n - r p^{n-1}), or -dt p^n
-  u^{n+1}   = u^p + G q                          = u^p - dt G p
-  u_s^{n+1} = w + Gs q                           eq. 2.9: Gamma u^{n+1} - dt (Gs p - Gamma G p)
-Then Ms u_s^{n+1} = Ms w - A q = 0 to the pressure solver's tolerance.
+  A q  = Ms w + f + b_p                          A = -L, q = -dt p^{n+1} (KSP prefix pressure_;
+                                                 singular with the constant null space where
+                                                 no outflow holds the pressure), from
+                                                 q = -dt ((1 + r) p^n - r p^{n-1}), or -dt p^n;
+                                                 f the inflow fluxes at t + dt, b_p the outflow
+                                                 pressures' part (x -dt)
+  u^{n+1}   = u^p + G q (+ outflow part)         = u^p - dt G p
+  u_s^{n+1} = w + Gs q (+ outflow part)          eq. 2.9: Gamma u^{n+1} - dt (Gs p - Gamma G p)
+Then Ms u_s^{n+1} + f = Ms w + f - A q + b_p = 0 to the pressure solver's tolerance.
 With -flow_pressure_laplacian wide, L and Gs are Ms Gamma G and Gamma G
 (plugin.flow.matrices), so u_s^{n+1} = Gamma u^{n+1}.
 
@@ -27,6 +37,7 @@ import numpy
 from mpi4py import MPI
 from petsc4py import PETSc
 
+from gpu_mats.backend import sparse_module
 from gpu_mats.kernels import family
 from petsc_ext.array_operators import mark_read, mark_written
 from petsc_ext.arrays import get_array, restore_array
@@ -76,6 +87,31 @@ class PhaseTimer:
             self.events[name].end()
 
 
+class BoundarySources:
+    """The boundary's momentum source (dim, n) and inflow fluxes (n,) at a time,
+    on the matrices' backend: worked out on the host face by face
+    (FlowOperators.boundary_values, for the few boundary faces), summed into
+    cells on the device by one sparse product; once where the conditions
+    do not change in time."""
+
+    def __init__(self, ops, xp):
+        self.ops, self.xp = ops, xp
+        self.to_cells = sparse_module(xp).csr_matrix(ops.boundary_to_cells)
+        self._steady = None
+
+    def __call__(self, t):
+        """(momentum source, inflow fluxes) at time t."""
+        if self._steady is not None:
+            return self._steady
+        dim, n = self.ops.dim, self.ops.geometry.num_cells
+        values = self.xp.asarray(self.ops.boundary_values(t))
+        cells = self.xp.ascontiguousarray((self.to_cells @ values.T).T) if values.shape[1] else self.xp.zeros((dim + 1, n))
+        sources = (cells[:dim], cells[dim])
+        if self.ops.boundary_steady:
+            self._steady = sources
+        return sources
+
+
 class StepFailure(RuntimeError):
     """A linear solve of a step failed; the step's state is not valid."""
 
@@ -94,15 +130,16 @@ class FractionalStep:
         self.xp, self.updates, self.flow_kernels = xp, family("krylov", xp), family("flow", xp)
         self.pressure_ksp, self.momentum_ksp = pressure_ksp, momentum_ksp
         self.comm = m.comm.tompi4py()
-        dim, n, faces = ops.dim, ops.geometry.num_cells, ops.geometry.num_faces
+        dim, n, faces = ops.dim, ops.geometry.num_cells, ops.num_faces
         self.shape = (dim, n)
         self._velocity = [xp.zeros(self.shape) for _ in range(3)]
         self._faces = [xp.zeros(faces) for _ in range(2)]
         self._pressure = [xp.zeros(n) for _ in range(3)]
         self.u_star, self.rate, self.u_hat = (xp.empty(self.shape) for _ in range(3))
         self.gradient, self.w = xp.empty(self.shape), xp.empty(faces)
-        self.cell_scratch, self.face_scratch = xp.empty(n), xp.empty(faces)
-        self.source = xp.asarray(ops.wall_source)
+        self.cell_scratch, self.face_scratch, self.q_guess = xp.empty(n), xp.empty(faces), xp.empty(n)
+        self.boundary = BoundarySources(ops, xp)
+        self.slip = getattr(m, "slip", None)
         self.volumes = xp.asarray(ops.volumes)
         self.inverse_volume = 1.0 / self.volumes
         self.weight = xp.empty(n)
@@ -134,17 +171,26 @@ class FractionalStep:
                          state.u.ravel())
             m.refresh_convection(state.u_s)
             m.C(self.u_star, self.rate)
-            m.K(state.u if implicit else self.u_star, self.rate, self.rate)
+            diffused = state.u if implicit else self.u_star
+            m.K(diffused, self.rate, self.rate)
+            if self.slip is not None:
+                self.slip(diffused.ravel(), self.rate.ravel(), self.rate.ravel())
             xp.multiply(self.inverse_volume, dt, out=self.weight)
-            self.flow_kernels.explicit_update(self.u_hat if implicit else u_p, state.u, self.source, self.rate, self.weight)
+            source, _ = self.boundary(state.t + dt / 2)
+            self.flow_kernels.explicit_update(self.u_hat if implicit else u_p, state.u, source, self.rate, self.weight)
+        self._pressure_guess(state, dt, self.q_guess)
         if implicit:
             with phase("Momentum"):
+                m.G(self.q_guess, self.gradient.ravel())
+                k.three_term(self.u_hat.ravel(), 1.0, self.u_hat.ravel(), 1.0, self.gradient.ravel(), 0.0,
+                             self.u_hat.ravel())
                 self._solve_momentum(u_p)
+                k.three_term(u_p.ravel(), 1.0, u_p.ravel(), -1.0, self.gradient.ravel(), 0.0, u_p.ravel())
         with phase("Pressure"):
-            q = self._solve_pressure(u_p, lambda guess: self._pressure_guess(state, dt, guess))
+            q = self._solve_pressure(u_p, lambda guess: xp.copyto(guess, self.q_guess), state.t + dt, dt)
         with phase("Correct"):
             u_s = self._free(self._faces, state.u_s)
-            self._correct(q, u_p, u_s)  # u^p becomes u^{n+1}
+            self._correct(q, u_p, u_s, dt)  # u^p becomes u^{n+1}
             p = self._free(self._pressure, state.p, state.p_old)
             xp.multiply(q, -1.0 / dt, out=p)
             restore_array(self.q, "r")
@@ -154,8 +200,8 @@ class FractionalStep:
         """Make a starting velocity discretely divergence-free in place (u, and
         u_s with Ms u_s = 0) by the step's projection, from a zero guess: a
         given field, even a divergence-free one, is not so on the grid."""
-        q = self._solve_pressure(state.u, lambda guess: guess.fill(0.0))
-        self._correct(q, state.u, state.u_s)
+        q = self._solve_pressure(state.u, lambda guess: guess.fill(0.0), state.t, 0.0)
+        self._correct(q, state.u, state.u_s, 0.0)
         restore_array(self.q, "r")
         state.u_old[...] = state.u
 
@@ -172,14 +218,19 @@ class FractionalStep:
             mark_read(x)
             self.momentum_iterations += ksp.getIterationNumber()
 
-    def _solve_pressure(self, u_p, start):
-        """q from A q = Ms Gamma u^p (w = Gamma u^p is kept for the correction),
-        starting from what ``start`` writes into q's array; returns that array,
-        which stays taken until the caller restores it."""
-        n = self.cell_scratch.size
+    def _solve_pressure(self, u_p, start, t, dt):
+        """q from A q = Ms Gamma u^p + f(t) - dt b_p (w = Gamma u^p is kept for the
+        correction), starting from what ``start`` writes into q's array; returns
+        that array, which stays taken until the caller restores it. dt = 0:
+        a projection, the outflow pressures play no part."""
+        n, xp = self.cell_scratch.size, self.xp
         self.matrices.Gamma(u_p.ravel(), self.w)
         b = get_array(self.b, "w", n)
-        self.matrices.Ms(self.w, b)
+        _, inflow = self.boundary(t)
+        self.matrices.Ms(self.w, b, inflow)
+        outflow = self.matrices.outflow_pressure
+        if outflow is not None and dt:
+            self.updates.three_term(b, 1.0, b, -dt, outflow["cells"], 0.0, b)
         restore_array(self.b, "w")
         start(get_array(self.q, "w", n))
         restore_array(self.q, "w")
@@ -198,11 +249,17 @@ class FractionalStep:
         else:
             self.xp.multiply(state.p, -dt, out=q)
 
-    def _correct(self, q, u, u_s):
-        """u += G q and u_s = w + Gs q: the projection's correction."""
+    def _correct(self, q, u, u_s, dt):
+        """u += G q and u_s = w + Gs q: the projection's correction, with the
+        outflow pressures' parts times -dt."""
         self.matrices.G(q, self.gradient.ravel())
         self.updates.three_term(u.ravel(), 1.0, u.ravel(), 1.0, self.gradient.ravel(), 0.0, u.ravel())
         self.matrices.Gs(q, u_s, self.w)
+        outflow = self.matrices.outflow_pressure
+        if outflow is not None and dt:
+            k = self.updates
+            k.three_term(u.ravel(), 1.0, u.ravel(), -dt, outflow["gradient"].ravel(), 0.0, u.ravel())
+            k.three_term(u_s, 1.0, u_s, -dt, outflow["faces"], 0.0, u_s)
 
     # --- global quantities (each one reduction) ----------------------------------
 
@@ -230,8 +287,9 @@ class FractionalStep:
         return 0.5 * self._sum(((state.u * state.u).sum(axis=0) * self.volumes).sum())
 
     def divergence_norm(self, state):
-        """||Ms u_s||_2: what the projection makes zero."""
-        self.matrices.Ms(state.u_s, self.cell_scratch)
+        """||Ms u_s + f||_2 (f: the inflow fluxes): what the projection makes zero."""
+        _, inflow = self.boundary(state.t)
+        self.matrices.Ms(state.u_s, self.cell_scratch, inflow)
         return numpy.sqrt(self._sum((self.cell_scratch * self.cell_scratch).sum()))
 
     def change_rate(self, state):

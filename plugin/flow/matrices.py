@@ -38,7 +38,7 @@ class FlowMatrices:
     def __init__(self, ops, comm, mat_type, implicit_diffusion=False, pressure_laplacian="compact"):
         g = ops.geometry
         self.ops, self.comm, self.mat_type = ops, comm, mat_type
-        n, faces, dim = g.num_cells, g.num_faces, g.dim
+        n, faces, dim = g.num_cells, ops.num_faces, g.dim
 
         def build(csr, local_columns, name, prefix=None):
             mat = aij_from_rows(csr.indptr, csr.indices, csr.data, local_columns, comm, mat_type, prefix)
@@ -62,6 +62,8 @@ class FlowMatrices:
             "C": build(scipy.sparse.csr_matrix((0.0 * ops.L.data, ops.L.indices, ops.L.indptr), shape=ops.L.shape),
                        n, "C(u_s)"),
         }
+        if ops.slip is not None:
+            self.mats["slip"] = build(ops.slip, dim * n, "slip (nu A / delta n n^T)")
         self._values = value_target(self.mats["C"])
         entries = ops.E_C.tocoo()
         E = scipy.sparse.csr_matrix((entries.data, (self._values.slots[entries.row], entries.col)),
@@ -71,6 +73,9 @@ class FlowMatrices:
         for name, mat in self.mats.items():
             setattr(self, name, matrix_product(mat, self.xp, self.vecs))
         self.momentum = self._momentum() if implicit_diffusion else None
+        self._outflow = self.xp.asarray(ops.open_faces)
+        self._convected = self.xp.empty(faces) if len(ops.open_faces) else None
+        self.outflow_pressure = self._outflow_pressure(pressure_laplacian)
 
     @staticmethod
     def _wide_laplacian(ops, comm):
@@ -81,7 +86,7 @@ class FlowMatrices:
         def aij(csr, local_columns):
             return aij_from_rows(csr.indptr, csr.indices, csr.data, local_columns, comm)
 
-        Ms, Gamma, G = aij(ops.Ms, g.num_faces), aij(ops.Gamma, dim * g.num_cells), aij(ops.G, g.num_cells)
+        Ms, Gamma, G = aij(ops.Ms, ops.num_faces), aij(ops.Gamma, dim * g.num_cells), aij(ops.G, g.num_cells)
         face_gradient = Gamma.matMult(G)
         laplacian = Ms.matMult(face_gradient)
         products = []
@@ -94,9 +99,31 @@ class FlowMatrices:
         return products
 
     def refresh_convection(self, u_s):
-        """C's values from the face velocities: Val(C) = E_C u_s (eq. 2.10)."""
+        """C's values from the face velocities: Val(C) = E_C u_s (eq. 2.10), with
+        max(u_s, 0) on outflow faces (backflow brings no momentum in)."""
+        if self._convected is not None:
+            self._convected[...] = u_s
+            self._convected[self._outflow] = self.xp.maximum(u_s[self._outflow], 0.0)
+            u_s = self._convected
         self.E(u_s, self._values.buffer)
         self._values.commit()
+
+    def _outflow_pressure(self, pressure_laplacian):
+        """What outflow pressures p_b add for q = 1 x p_b, on this backend: {"cells": to
+        the pressure equation's right-hand side, "faces": to u_s, "gradient": to u};
+        None where they are all 0. With the wide Laplacian the face gradient is
+        Gamma G, so its part is Gamma of the cell gradient's."""
+        given = self.ops.outflow_pressure
+        if given is None:
+            return None
+        xp = self.xp
+        gradient = xp.asarray(given["gradient"])
+        faces = xp.asarray(given["faces"])
+        if pressure_laplacian == "wide":
+            self.Gamma(gradient.ravel(), faces)
+        cells = xp.empty(self.ops.geometry.num_cells)
+        self.Ms(faces, cells)
+        return {"cells": cells, "faces": faces, "gradient": gradient}
 
     def _momentum(self):
         """I + (dt / 2) Omega^-1 D (options prefix momentum_), assembled once:

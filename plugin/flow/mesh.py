@@ -15,6 +15,8 @@ rank's cells numbered together as PETSc numbers rows. Cells must be
 positively oriented (gmsh's convention).
 """
 
+from dataclasses import dataclass
+
 import basix
 import numpy
 
@@ -178,7 +180,8 @@ def mesh_geometry(mesh, ungrouped=None):
         face_distances=numpy.abs(numpy.einsum("ij,ij->i", normals, between)),
         boundary_cells=owners[lone], boundary_areas=areas[lone], boundary_normals=boundary_normals,
         boundary_distances=numpy.abs(numpy.einsum("ij,ij->i", boundary_normals, to_face)),
-        boundary_tags=tags, boundary_names=names)
+        boundary_centroids=face_centres[lone], boundary_tags=tags, boundary_names=names,
+        boundary_counts=_tag_counts(numpy.zeros(len(tags), dtype=numpy.int64), tags, 1, names))
 
 
 def _dimension(cell_type):
@@ -341,4 +344,80 @@ def rank_geometry(whole, owner, rank, position=None):
         face_normals=whole.face_normals[touching], face_distances=whole.face_distances[touching],
         boundary_cells=number[whole.boundary_cells[walls]], boundary_areas=whole.boundary_areas[walls],
         boundary_normals=whole.boundary_normals[walls], boundary_distances=whole.boundary_distances[walls],
-        boundary_tags=whole.boundary_tags[walls], boundary_names=whole.boundary_names)
+        boundary_centroids=whole.boundary_centroids[walls], boundary_tags=whole.boundary_tags[walls],
+        boundary_names=whole.boundary_names,
+        boundary_counts=_tag_counts(owner[whole.boundary_cells], whole.boundary_tags, ranks, whole.boundary_names))
+
+
+def _tag_counts(ranks_of_faces, tags, ranks, names):
+    """(ranks, T): the boundary faces of each tag on each rank."""
+    width = max(max(names.values(), default=-1), int(tags.max(initial=-1))) + 1
+    counts = numpy.zeros((ranks, width), dtype=numpy.int64)
+    numpy.add.at(counts, (ranks_of_faces, tags), 1)
+    return counts
+
+
+PARTITIONERS = {"metis": graph_partition,
+                "bisection": lambda whole, parts: coordinate_bisection(whole.centroids, parts)}
+
+
+def read_mesh(path):
+    """The mesh at ``path`` through meshio, or a MeshError naming the file and what is wrong."""
+    import os
+
+    import meshio
+
+    try:
+        return meshio.read(path)
+    except Exception as exc:  # noqa: BLE001 (meshio raises many kinds)
+        raise MeshError(f"cannot read the mesh {os.path.abspath(path)}: {type(exc).__name__}: {exc}") from exc
+
+
+@dataclass(eq=False)
+class DistributedMesh:
+    """A mesh read once and cut among the ranks of a communicator: ``geometry``
+    is this rank's part; ``mesh`` (meshio) and ``whole`` (its one-rank
+    geometry) are on rank 0 only (None elsewhere), for output; ``faces_cut``
+    and ``halo`` (halo cells per rank) say what the partition costs;
+    ``seconds``: {"read": ..., "geometry": ..., "partition": ...} on rank 0."""
+
+    geometry: FiniteVolumeGeometry
+    mesh: object
+    whole: FiniteVolumeGeometry
+    faces_cut: int
+    halo: list
+    seconds: dict
+
+
+def distribute(path, comm, partitioner="metis"):
+    """Rank 0 reads the mesh at ``path`` (meshio), works out its geometry, cuts
+    its cells among the ranks of ``comm`` (an mpi4py communicator) with
+    ``partitioner`` (PARTITIONERS), numbers each part's cells by
+    locality_order and sends each rank its part. A mesh that cannot be read
+    or used is a MeshError on every rank. Collective."""
+    import time
+
+    parts, report, problem = None, None, ""
+    if comm.rank == 0:
+        try:
+            start = time.perf_counter()
+            mesh = read_mesh(path)
+            read = time.perf_counter()
+            whole = mesh_geometry(mesh)
+            measured = time.perf_counter()
+            owner = PARTITIONERS[partitioner](whole, comm.size)
+            position = locality_order(whole, owner)
+            parts = [rank_geometry(whole, owner, rank, position) for rank in range(comm.size)]
+            cut, halo = partition_quality(whole, owner)
+            seconds = {"read": read - start, "geometry": measured - read, "partition": time.perf_counter() - measured}
+            report = (cut, halo, seconds)
+        except MeshError as exc:
+            problem = str(exc)
+    problem = comm.bcast(problem, root=0)
+    if problem:
+        raise MeshError(problem)
+    geometry = comm.scatter(parts, root=0)
+    cut, halo, seconds = comm.bcast(report, root=0)
+    if comm.rank == 0:
+        return DistributedMesh(geometry, mesh, whole, cut, halo, seconds)
+    return DistributedMesh(geometry, None, None, cut, halo, seconds)

@@ -1,25 +1,40 @@
 """The operators of the collocated, symmetry-preserving finite-volume scheme
 (Oyarzún 2015, sections 1.1 and 1.2; docs/references.md), as the rows one rank owns of sparse
-matrices with global column numbers, built from a geometry.
+matrices with global column numbers, built from a geometry and a boundary
+condition per boundary group (plugin.flow.boundary).
 
 Unknowns: cell velocities u_c (one vector per component, stacked component by
 component on each rank: [u_x, u_y, u_z] of the rank's cells) and pressures,
-and the face-normal velocities u_s (positive from face_cells[:, 0] to
-face_cells[:, 1]). Walls carry no normal velocity.
+and the normal velocities u_s of the flux faces: the interior faces (positive
+from face_cells[:, 0] to face_cells[:, 1]) and the outflow faces (positive
+out of the domain), numbered by FluxFaces. Walls and slip faces carry no
+normal velocity; inflow faces carry a given one, a source.
 
   Ms      faces -> cells     [Ms u_s]_i = sum of A_f u_s,f out of cell i
-  Gamma   cells^d -> faces   n_f . (u_i + u_j) / 2, the velocity projected on the face normal
-  Gs      cells -> faces     (p_j - p_i) / delta_f, the face gradient
+  Gamma   cells^d -> faces   n_f . (u_i + u_j) / 2 on interior faces, n_f . u_i
+                             on outflow faces: the velocity projected on the face
+  Gs      cells -> faces     (p_j - p_i) / delta_f; on outflow faces (p_b - p_i) / delta_f
+                             with the given p_b (its part a source, outflow_pressure)
   G       cells -> cells^d   -Omega^-1 M^T with M = Ms Gamma (the divergence of
-                             collocated velocities): the cell gradient
+                             collocated velocities): the cell gradient, in which a
+                             wall's pressure is its cell's and an outflow's p_b
+                             (the source outflow_pressure["gradient"])
   L       Ms Gs, the compact pressure Laplacian: symmetric, negative
-          semidefinite, constant null space (walls are Neumann for p)
-  D       -nu (L - walls): diffusion, symmetric positive definite where walls
-          hold the velocity (Dirichlet); their velocity (plugin.flow.boundary,
-          a condition per boundary tag) enters as wall_source
+          semidefinite, with the constant null space only where no outflow
+          holds the pressure (Oyarzún 2015, eq. 1.7)
+  D       -nu (L_interior - Dirichlet faces): diffusion, symmetric positive
+          definite where walls or inflows hold the velocity; Neumann at outflow
+          and slip faces. Their velocities enter boundary_values.
+  slip    (dim n) x (dim n), nu A_f / delta_f n n^T on each slip face's cell: the
+          normal velocity held at zero there, the tangential free (no shear);
+          symmetric positive semidefinite, applied explicitly
   E_C     faces -> values of C(u_s) in the CSR order of L's pattern (eq. 2.10):
-          [C u]_i = sum_f F_f (u_i + u_j) / 2 with F_f = A_f u_s,f out of i,
-          skew-symmetric when Ms u_s = 0
+          [C u]_i = sum_f F_f (u_i + u_j) / 2 over interior faces, F_f = A_f u_s,f
+          out of i, plus F_b u_i over outflow faces. So C + C^T = diag(Ms u_s) +
+          diag(outflow fluxes): where Ms u_s + inflow fluxes = 0 that is the
+          diagonal of |F| through inflow and outflow faces, skew-symmetric
+          (C + C^T = 0) without them (the flow's kinetic energy leaves through
+          open boundaries, never enters)
   flux_rate  faces -> cells  sum_f A_f |u_s,f| / (2 Omega_i) for |u_s|: the
           convective CFL number per unit time step
 
@@ -32,6 +47,8 @@ from dataclasses import dataclass
 import numpy
 import scipy.sparse
 
+from .boundary import Inflow, Outflow, Slip, Wall
+
 
 def _csr(values, rows, cols, shape):
     matrix = scipy.sparse.csr_matrix((values, (rows, cols)), shape=shape)
@@ -41,8 +58,49 @@ def _csr(values, rows, cols, shape):
 
 
 @dataclass(eq=False)
+class FluxFaces:
+    """The faces with a normal velocity unknown: interior faces and outflow
+    faces, numbered rank by rank (a rank's interior faces in the geometry's
+    numbering, then its outflow faces in the geometry's boundary order).
+
+    ranges (ranks + 1,); ids (F,): the number of each of the geometry's
+    faces; open (K,): which of the rank's boundary faces are outflow faces,
+    open_ids (K,) their numbers."""
+
+    ranges: numpy.ndarray
+    rank: int
+    ids: numpy.ndarray
+    open: numpy.ndarray
+    open_ids: numpy.ndarray
+
+    @classmethod
+    def of(cls, g, open_tags):
+        tags = list(open_tags)
+        per_rank = g.boundary_counts[:, tags].sum(axis=1) if tags else numpy.zeros(g.num_ranks, dtype=numpy.int64)
+        before = numpy.concatenate(([0], numpy.cumsum(per_rank)))  # outflow faces of the lower ranks
+        owner = numpy.searchsorted(g.face_ranges, g.face_ids, side="right") - 1
+        ranges = g.face_ranges + before
+        open_faces = numpy.flatnonzero(numpy.isin(g.boundary_tags, tags))
+        open_ids = ranges[g.rank] + g.num_faces + numpy.arange(len(open_faces))
+        return cls(ranges, g.rank, g.face_ids + before[owner], open_faces, open_ids)
+
+    @property
+    def start(self):
+        return int(self.ranges[self.rank])
+
+    @property
+    def count(self):
+        """Faces this rank owns."""
+        return int(self.ranges[self.rank + 1] - self.ranges[self.rank])
+
+    @property
+    def total(self):
+        return int(self.ranges[-1])
+
+
+@dataclass(eq=False)
 class _HalfFaces:
-    """Each face seen from each of its cells that this rank owns."""
+    """Each interior face seen from each of its cells that this rank owns."""
 
     row: numpy.ndarray      # local row of the owned cell
     cell: numpy.ndarray     # its global number
@@ -54,77 +112,130 @@ class _HalfFaces:
     distance: numpy.ndarray
 
     @classmethod
-    def of(cls, g):
+    def of(cls, g, face_ids=None):
+        """``face_ids``: the faces' numbers (default the geometry's)."""
+        face_ids = g.face_ids if face_ids is None else face_ids
         first, second = g.face_cells[:, 0], g.face_cells[:, 1]
         parts = []
         for cell, other, sign in ((first, second, 1.0), (second, first, -1.0)):
             mine = (cell >= g.cell_start) & (cell < g.cell_start + g.num_cells)
-            parts.append((cell[mine] - g.cell_start, cell[mine], other[mine], g.face_ids[mine],
+            parts.append((cell[mine] - g.cell_start, cell[mine], other[mine], face_ids[mine],
                           numpy.full(int(mine.sum()), sign), g.face_areas[mine], sign * g.face_normals[mine],
                           g.face_distances[mine]))
         return cls(*(numpy.concatenate(columns) for columns in zip(*parts, strict=True)))
 
 
+@dataclass(eq=False)
+class _BoundaryFaces:
+    """Some of the rank's boundary faces: local rows, global cells, areas, outward normals, distances."""
+
+    index: numpy.ndarray  # into the geometry's boundary faces
+    row: numpy.ndarray
+    cell: numpy.ndarray
+    area: numpy.ndarray
+    normal: numpy.ndarray
+    distance: numpy.ndarray
+
+    @classmethod
+    def of(cls, g, index):
+        cell = g.boundary_cells[index]
+        return cls(index, cell - g.cell_start, cell, g.boundary_areas[index], g.boundary_normals[index],
+                   g.boundary_distances[index])
+
+
 class FlowOperators:
-    """The rank's rows of the operators of one geometry, viscosity and set of wall velocities."""
+    """The rank's rows of the operators of one geometry, viscosity and set of boundary conditions."""
 
     def __init__(self, geometry, nu, boundary_conditions):
         """``boundary_conditions``: {tag: condition} for every boundary tag (plugin.flow.boundary)."""
         g = geometry
-        n, dim = g.num_cells, g.dim
-        cells, faces = g.num_global_cells, g.num_global_faces
+        n, dim, cells = g.num_cells, g.dim, g.num_global_cells
         self.geometry, self.nu, self.dim, self.volumes = g, nu, dim, g.volumes
-        h = _HalfFaces.of(g)
-        both = numpy.concatenate
-        self.Ms = _csr(h.sign * h.area, h.row, h.face, (n, faces))
-        self.L = compact_laplacian(g, h)
-        self.G = self._gradient(h, n, cells)
-        self.Gamma = self._face_projection(g, dim * cells)
-        own = (g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces)
-        rows, inverse_distance = g.face_ids[own] - g.face_start, 1.0 / g.face_distances[own]
-        self.Gs = _csr(both((inverse_distance, -inverse_distance)), both((rows, rows)),
-                       both((g.face_cells[own, 1], g.face_cells[own, 0])), (g.num_faces, cells))
-        wall = g.boundary_areas / g.boundary_distances
-        wall_rows = g.boundary_cells - g.cell_start
-        wall_conductance = numpy.bincount(wall_rows, wall, n)
-        diagonal = scipy.sparse.csr_matrix((nu * wall_conductance, (numpy.arange(n), numpy.arange(n) + g.cell_start)),
-                                           shape=(n, cells))
-        self.D = (-nu * self.L + diagonal).tocsr()
-        self.D.sort_indices()
-        wall_velocities = {tag: condition.velocity_in(dim) for tag, condition in boundary_conditions.items()}
-        velocity = numpy.array([wall_velocities[tag] for tag in g.boundary_tags]).reshape(-1, dim)
-        self.wall_source = numpy.array([nu * numpy.bincount(wall_rows, wall * velocity[:, d], n) for d in range(dim)])
-        self.E_C = self._convection_map(h, n, cells, faces)
-        self.flux_rate = _csr(h.area / (2 * g.volumes[h.row]), h.row, h.face, (n, faces))
+        self.conditions = boundary_conditions
 
-    def _gradient(self, h, n, cells):
+        def tags_of(*kinds):
+            return [tag for tag, condition in boundary_conditions.items() if isinstance(condition, kinds)]
+
+        def faces_of(tags):
+            return _BoundaryFaces.of(g, numpy.flatnonzero(numpy.isin(g.boundary_tags, tags)))
+
+        self.faces = f = FluxFaces.of(g, tags_of(Outflow))
+        self.has_outflow = bool(f.ranges[-1] > g.num_global_faces)
+        h, out = _HalfFaces.of(g, f.ids), faces_of(tags_of(Outflow))
+        self.open_faces = f.open_ids - f.start  # the outflow faces among the rank's faces
+        both = numpy.concatenate
+        self.Ms = _csr(both((h.sign * h.area, out.area)), both((h.row, out.row)), both((h.face, f.open_ids)),
+                       (n, f.total))
+        interior = compact_laplacian(g, h)
+        self.L = _plus_diagonal(interior, g, out.row, -out.area / out.distance)
+        self.G = self._gradient(h, out, n, cells)
+        self.Gamma, self.Gs = self._face_operators(g, f, out)
+        self.held = held = faces_of(tags_of(Wall, Inflow))  # the faces that hold the velocity
+        self.D = _plus_diagonal(-nu * interior, g, held.row, nu * held.area / held.distance)
+        self.slip = self._slip(g, faces_of(tags_of(Slip))) if tags_of(Slip) else None  # the same on every rank
+        self.E_C = self._convection_map(h, out, n, cells, f.total)
+        self.flux_rate = _csr(both((h.area, out.area)) / (2 * g.volumes[both((h.row, out.row))]),
+                              both((h.row, out.row)), both((h.face, f.open_ids)), (n, f.total))
+        self._inflow = numpy.isin(g.boundary_tags[held.index], tags_of(Inflow))
+        self.boundary_steady = all(getattr(c, "steady", True) for c in boundary_conditions.values())
+        self.boundary_to_cells = _csr(numpy.ones(len(held.row)), held.row, numpy.arange(len(held.row)),
+                                      (n, len(held.row)))
+        self.outflow_pressure = self._outflow_pressure(g, f, out)
+
+    @property
+    def num_faces(self):
+        """Flux faces this rank owns (the length of its part of u_s)."""
+        return self.faces.count
+
+    def _gradient(self, h, out, n, cells):
         """G = -Omega^-1 M^T, row (d, i) from the half-faces of cell i:
-        [G_d p]_i = sum_f A_f n_f,d (p_j - p_i) / (2 Omega_i), n_f out of i."""
+        [G_d p]_i = sum_f A_f n_f,d (p_j - p_i) / (2 Omega_i) - sum_b A_b n_b,d p_i / Omega_i,
+        n out of i, f over interior faces, b over outflow faces."""
         rows, cols, values = [], [], []
         for d in range(self.dim):
             on = h.outward[:, d] != 0
             weight = h.area[on] * h.outward[on, d] / (2 * self.volumes[h.row[on]])
-            rows += [d * n + h.row[on]] * 2
-            cols += [h.other[on], h.cell[on]]
-            values += [weight, -weight]
+            rows += [d * n + h.row[on]] * 2 + [d * n + out.row]
+            cols += [h.other[on], h.cell[on], out.cell]
+            values += [weight, -weight, -out.area * out.normal[:, d] / self.volumes[out.row]]
         return _csr(numpy.concatenate(values), numpy.concatenate(rows), numpy.concatenate(cols), (self.dim * n, cells))
 
-    def _face_projection(self, g, stacked_columns):
-        """Gamma on the faces this rank owns; column (d, cell) in the stacked numbering."""
+    def _face_operators(self, g, f, out):
+        """Gamma and Gs on the flux faces this rank owns; Gamma's column (d, cell) in the stacked numbering."""
         own = (g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces)
+        rows = f.ids[own] - f.start
+        first, second = g.face_cells[own, 0], g.face_cells[own, 1]
+        out_rows = f.open_ids - f.start
+        gamma_rows, gamma_cols, gamma_values = [], [], []
+        for d in range(self.dim):
+            for r, c, v in ((rows, first, g.face_normals[own, d] / 2), (rows, second, g.face_normals[own, d] / 2),
+                            (out_rows, out.cell, out.normal[:, d])):
+                on = v != 0
+                gamma_rows.append(r[on])
+                gamma_cols.append(stacked_index(g.cell_ranges, d, self.dim, c[on]))
+                gamma_values.append(v[on])
+        Gamma = _csr(numpy.concatenate(gamma_values), numpy.concatenate(gamma_rows), numpy.concatenate(gamma_cols),
+                     (f.count, self.dim * g.num_global_cells))
+        inverse = 1.0 / g.face_distances[own]
+        Gs = _csr(numpy.concatenate((inverse, -inverse, -1.0 / out.distance)), numpy.concatenate((rows, rows, out_rows)),
+                  numpy.concatenate((second, first, out.cell)), (f.count, g.num_global_cells))
+        return Gamma, Gs
+
+    def _slip(self, g, slip):
+        """nu A / delta n n^T on each slip face's cell, stacked numbering."""
         rows, cols, values = [], [], []
         for d in range(self.dim):
-            on = own & (g.face_normals[:, d] != 0)
-            for side in (0, 1):
-                rows.append(g.face_ids[on] - g.face_start)
-                cols.append(stacked_index(g.cell_ranges, d, self.dim, g.face_cells[on, side]))
-                values.append(g.face_normals[on, d] / 2)
+            for e in range(self.dim):
+                rows.append(stacked_index(g.cell_ranges, d, self.dim, slip.cell) - self.dim * g.cell_start)
+                cols.append(stacked_index(g.cell_ranges, e, self.dim, slip.cell))
+                values.append(self.nu * slip.area / slip.distance * slip.normal[:, d] * slip.normal[:, e])
         return _csr(numpy.concatenate(values), numpy.concatenate(rows), numpy.concatenate(cols),
-                    (g.num_faces, stacked_columns))
+                    (self.dim * g.num_cells, self.dim * g.num_global_cells))
 
-    def _convection_map(self, h, n, cells, faces):
+    def _convection_map(self, h, out, n, cells, faces):
         """E_C: face velocities -> values of C in the CSR order of L's pattern (eq. 2.13:
-        each half-face puts A_f / 2 on the entries (i, j) and (i, i) of its cell's row)."""
+        each half-face puts A_f / 2 on the entries (i, j) and (i, i) of its cell's row,
+        an outflow face A_f on (i, i))."""
         pattern = self.L
         rows = numpy.repeat(numpy.arange(n, dtype=numpy.int64), numpy.diff(pattern.indptr))
         keys = rows * cells + pattern.indices  # ascending: CSR with sorted columns
@@ -133,8 +244,45 @@ class FlowOperators:
             return numpy.searchsorted(keys, row * cells + col)
 
         half = h.sign * h.area / 2
-        entries = numpy.concatenate((entry(h.row, h.other), entry(h.row, h.cell)))
-        return _csr(numpy.concatenate((half, half)), entries, numpy.concatenate((h.face, h.face)), (pattern.nnz, faces))
+        entries = numpy.concatenate((entry(h.row, h.other), entry(h.row, h.cell), entry(out.row, out.cell)))
+        return _csr(numpy.concatenate((half, half, out.area)), entries,
+                    numpy.concatenate((h.face, h.face, self.faces.open_ids)), (pattern.nnz, faces))
+
+    def _outflow_pressure(self, g, f, out):
+        """The parts of Gs and G that the outflow pressures p_b give, for p_b = 1 x the
+        group's value: {"faces": p_b / delta_b on the rank's flux faces, "gradient": (dim, n)
+        A_b n_b p_b / Omega_i}; None where every outflow pressure is 0 (on every rank alike)."""
+        if not any(isinstance(c, Outflow) and c.pressure for c in self.conditions.values()):
+            return None
+        pressure = numpy.array([self.conditions[tag].pressure for tag in g.boundary_tags[out.index].tolist()])
+        faces = numpy.zeros(f.count)
+        faces[self.open_faces] = pressure / out.distance
+        gradient = numpy.array([numpy.bincount(out.row, out.area * out.normal[:, d] * pressure, g.num_cells)
+                                for d in range(self.dim)]) / g.volumes
+        return {"faces": faces, "gradient": gradient}
+
+    def boundary_values(self, t):
+        """At time t, for each face that holds the velocity (walls, inflows; the
+        columns of boundary_to_cells): (dim + 1, K), rows 0..dim-1 what it adds to
+        its cell's momentum source, nu A / delta u_b - F u_b with F = A u_b . n
+        the flux out of the cell (0 on walls), and row dim that flux."""
+        held, g = self.held, self.geometry
+        velocity = numpy.empty((len(held.row), self.dim))
+        tags = g.boundary_tags[held.index]
+        for tag in numpy.unique(tags).tolist():
+            at = tags == tag
+            velocity[at] = self.conditions[tag].velocity_at(g.boundary_centroids[held.index[at]], t)
+        flux = numpy.where(self._inflow, held.area * numpy.einsum("ij,ij->i", velocity, held.normal), 0.0)
+        source = (self.nu * held.area / held.distance - flux)[:, None] * velocity
+        return numpy.vstack((source.T, flux))
+
+    def momentum_source(self, t):
+        """(dim, n): the boundary's momentum source at time t, per cell."""
+        return (self.boundary_to_cells @ self.boundary_values(t)[:self.dim].T).T
+
+    def inflow_flux(self, t):
+        """(n,): the given flux out of each cell through inflow faces at time t (negative where it flows in)."""
+        return self.boundary_to_cells @ self.boundary_values(t)[self.dim]
 
     def convection(self, u_s):
         """C(u_s) on L's pattern (scipy CSR of the rank's rows), from the face velocities
@@ -142,17 +290,36 @@ class FlowOperators:
         return scipy.sparse.csr_matrix((self.E_C @ u_s, self.L.indices, self.L.indptr), shape=self.L.shape)
 
     def diffusion_rate(self):
-        """max_i D_ii / Omega_i over the rank's cells: the explicit diffusion step limit is about 1 / this."""
-        return float((self.D.diagonal(self.geometry.cell_start) / self.volumes).max(initial=0.0))
+        """max_i (D_ii + slip_ii) / Omega_i over the rank's cells: the explicit diffusion step limit is about 1 / this."""
+        g = self.geometry
+        diagonal = self.D.diagonal(g.cell_start)
+        if self.slip is not None:
+            diagonal = diagonal + self.slip.diagonal(self.dim * g.cell_start).reshape(self.dim, -1).max(axis=0)
+        return float((diagonal / self.volumes).max(initial=0.0))
 
 
-def compact_laplacian(geometry, half_faces=None):
+def _plus_diagonal(matrix, g, rows, values):
+    """``matrix`` (the rank's rows, global columns) with ``values`` summed into the diagonal at ``rows``."""
+    n = g.num_cells
+    diagonal = scipy.sparse.csr_matrix((numpy.bincount(rows, values, n), (numpy.arange(n), numpy.arange(n) + g.cell_start)),
+                                       shape=(n, g.num_global_cells))
+    total = (matrix + diagonal).tocsr()
+    total.sort_indices()
+    return total
+
+
+def compact_laplacian(geometry, half_faces=None, open_tags=()):
     """L = Ms Gs, the rank's rows: [L p]_i = sum_f (A_f / delta_f) (p_j - p_i)
-    (Oyarzún 2015, eq. 1.7), with global column numbers."""
+    (Oyarzún 2015, eq. 1.7), with global column numbers; the boundary faces
+    of ``open_tags`` (outflows) hold p = 0: -A_b / delta_b on the diagonal."""
     g, h = geometry, half_faces or _HalfFaces.of(geometry)
     conductance = h.area / h.distance
-    return _csr(numpy.concatenate((conductance, -conductance)), numpy.concatenate((h.row, h.row)),
-                numpy.concatenate((h.other, h.cell)), (g.num_cells, g.num_global_cells))
+    interior = _csr(numpy.concatenate((conductance, -conductance)), numpy.concatenate((h.row, h.row)),
+                    numpy.concatenate((h.other, h.cell)), (g.num_cells, g.num_global_cells))
+    if not len(open_tags):
+        return interior
+    out = _BoundaryFaces.of(g, numpy.flatnonzero(numpy.isin(g.boundary_tags, list(open_tags))))
+    return _plus_diagonal(interior, g, out.row, -out.area / out.distance)
 
 
 def stacked_index(cell_ranges, component, dim, cells):

@@ -70,7 +70,8 @@ def centerlines(u, lengths, walls):
 
     def with_walls(values, axis, component):
         centres = (numpy.arange(values.size) + 0.5) * h[axis]
-        low, high = (float(walls[2 * axis + side].velocity_in(dim)[component]) for side in (0, 1))
+        low, high = (float(walls[2 * axis + side].velocity_at(numpy.zeros((1, dim)), 0.0)[0, component])
+                     for side in (0, 1))
         return numpy.concatenate(([0.0], centres, [lengths[axis]])), numpy.concatenate(([low], values, [high]))
 
     return with_walls(along_y, 1, 0), with_walls(along_x, 0, 1)
@@ -84,19 +85,30 @@ def mesh_field(comm, geometry, xp, array):
 
 def mesh_centerlines(geometry, u, conditions, samples=129):
     """((y, u along x = 0.5), (x, v along y = 0.5)) of a 2D mesh of the unit
-    square: the velocity interpolated linearly (Delaunay triangles of the cell
-    centres and the wall faces' centres, where the walls' velocities hold),
-    with the wall values at both ends. ``conditions``: {tag: Wall}."""
+    square, sampled by ``sample``, with the wall values at both ends.
+    ``conditions``: {tag: condition}."""
+    s = numpy.linspace(0.0, 1.0, samples)
+    along_y = sample(geometry, u, conditions, numpy.column_stack([numpy.full(samples, 0.5), s]))[:, 0]
+    along_x = sample(geometry, u, conditions, numpy.column_stack([s, numpy.full(samples, 0.5)]))[:, 1]
+    return (s, along_y), (s, along_x)
+
+
+def sample(geometry, u, conditions, points, t=0.0):
+    """The velocity u (dim, cells) of a one-rank geometry at ``points`` (k, dim):
+    linear interpolation on the Delaunay triangles of the cell centres and the
+    boundary faces' centroids, where a wall's or an inflow's velocity at time t
+    holds (elsewhere the cell's)."""
     from scipy.interpolate import LinearNDInterpolator
 
     g = geometry
-    faces = g.centroids[g.boundary_cells] + g.boundary_normals * g.boundary_distances[:, None]
-    walls = numpy.array([conditions[tag].velocity_in(2) for tag in g.boundary_tags.tolist()]).reshape(-1, 2)
-    interpolate = LinearNDInterpolator(numpy.concatenate([g.centroids, faces]), numpy.concatenate([u.T, walls]))
-    s = numpy.linspace(0.0, 1.0, samples)
-    along_y = interpolate(numpy.column_stack([numpy.full(samples, 0.5), s]))[:, 0]
-    along_x = interpolate(numpy.column_stack([s, numpy.full(samples, 0.5)]))[:, 1]
-    return (s, along_y), (s, along_x)
+    edge = u[:, g.boundary_cells].T.copy()
+    for tag in numpy.unique(g.boundary_tags).tolist():
+        at = g.boundary_tags == tag
+        if conditions[tag].holds_velocity:
+            edge[at] = conditions[tag].velocity_at(g.boundary_centroids[at], t)
+    interpolate = LinearNDInterpolator(numpy.concatenate([g.centroids, g.boundary_centroids]),
+                                       numpy.concatenate([u.T, edge]))
+    return interpolate(points)
 
 
 def write_mesh_xdmf(path, mesh, u, p):

@@ -17,7 +17,8 @@ Here instead, as in cell-centred geometric multigrid codes:
 * each level's operator is the compact Laplacian of its own cells (7-point
   in 3D), not a Galerkin product, and has the pressure matrix's type.
 
-The coarsest level (a few cells, singular like every level) is AIJ on the
+The coarsest level (a few cells, singular like every level unless an
+outflow holds the pressure) is AIJ on the
 host, solved by PCSVD. Keeping more small levels on the host did not pay on
 the GPU (BENCHMARKS.md). Each rank's part of the grid halves with it, so no
 level moves cells between ranks.
@@ -97,11 +98,12 @@ class PressureMultigrid:
         """Levels available, the finest included."""
         return len(self.grids)
 
-    def attach(self, pc, mat_type):
+    def attach(self, pc, mat_type, open_tags=()):
         """Operators, interpolations and restrictions on every level of ``pc``
         (a PCMG whose level count is set), of ``mat_type`` but the coarsest,
         which is AIJ and gets PCSVD; the others get Jacobi smoothing (options
-        given to ``pc`` still override both)."""
+        given to ``pc`` still override both). ``open_tags``: the box sides
+        where an outflow holds the pressure (Dirichlet on every level)."""
         prefix = pc.getOptionsPrefix() or ""
         levels = pc.getMGLevels()
         if levels > self.depth:
@@ -117,7 +119,7 @@ class PressureMultigrid:
             restrict = interpolate.transpose(PETSc.Mat())
             pc.setMGInterpolation(level, self._mat(_retyped(interpolate, kind)))
             pc.setMGRestriction(level, self._mat(_retyped(restrict, kind)))
-            operator = self._operator(coarse, rank, kind)
+            operator = self._operator(coarse, rank, kind, open_tags)
             if level == 1:
                 coarse_solve = pc.getMGCoarseSolve()
                 coarse_solve.setType(PETSc.KSP.Type.PREONLY)
@@ -128,9 +130,9 @@ class PressureMultigrid:
         for level in range(1, levels):
             pc.getMGSmoother(level).getPC().setType(PETSc.PC.Type.JACOBI)
 
-    def _operator(self, grid, rank, mat_type):
+    def _operator(self, grid, rank, mat_type, open_tags):
         """-L on ``grid``'s cells: the pressure matrix's sign."""
-        laplacian = -compact_laplacian(partition_geometry(grid, self.lengths, rank))
+        laplacian = -compact_laplacian(partition_geometry(grid, self.lengths, rank), open_tags=open_tags)
         return self._mat(aij_from_rows(laplacian.indptr, laplacian.indices, laplacian.data,
                                        grid.count[rank].prod(), self.comm, mat_type))
 

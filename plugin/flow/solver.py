@@ -27,7 +27,8 @@ from petsc_ext.matrices import dm_mat_type
 from petsc_ext.options import Option, OptionError, option_defaults, read_options
 
 from . import checkpoint
-from .boundary import conditions_by_tag, walls_at_rest
+from .boundary import OPTION as BOUNDARY_OPTION
+from .boundary import Outflow, conditions_by_tag, conditions_from_options, walls_at_rest
 from .box import dmda_partition, partition_geometry
 from .integrator import FractionalStep, StepFailure
 from .matrices import FlowMatrices
@@ -101,15 +102,16 @@ class FlowSolver:
         self.geometry = geometry
         self.setup_seconds = {}  # stage -> seconds of this constructor (set_up_stage); from_dmda adds its own
         with self.set_up_stage("operators"):
-            self.boundary_conditions = conditions_by_tag(geometry, boundary_conditions)
+            self.boundary_conditions = self._conditions(boundary_conditions, prefix)
             self.operators = FlowOperators(geometry, nu, self.boundary_conditions)
         implicit = self.diffusion == "implicit"
         with self.set_up_stage("matrices"):
             self.matrices = FlowMatrices(self.operators, comm, mat_type, implicit_diffusion=implicit,
                                          pressure_laplacian=self.pressure_laplacian)
-            nullspace = PETSc.NullSpace().create(constant=True, comm=comm)
-            self.matrices.poisson.setNullSpace(nullspace)
-            self.matrices.poisson.setTransposeNullSpace(nullspace)  # KSPSolve projects the rhs onto the range
+            if not self.operators.has_outflow:  # else the outflow's pressure makes L nonsingular
+                nullspace = PETSc.NullSpace().create(constant=True, comm=comm)
+                self.matrices.poisson.setNullSpace(nullspace)
+                self.matrices.poisson.setTransposeNullSpace(nullspace)  # KSPSolve projects the rhs onto the range
         self.multigrid = pressure_multigrid
         with self.set_up_stage("solvers"):
             self.pressure_ksp = self.pressure_solver()
@@ -123,15 +125,15 @@ class FlowSolver:
         self.steps_run, self.pressure_iterations, self.run_seconds = 0, 0, 0.0
 
     @classmethod
-    def from_dmda(cls, da, lengths, nu, boundary_conditions=None):
-        """The flow on the cells of a DMDA over a box of side ``lengths``:
+    def from_dmda(cls, da, lengths, nu, boundary_conditions=None, origin=None):
+        """The flow on the cells of a DMDA over a box of side ``lengths`` (low corner ``origin``, default 0):
         the box's walls are the sides "xmin", "xmax", "ymin", ... (tags 0,
         1, 2, ...) of its non-periodic axes; those not in
         ``boundary_conditions`` are walls at rest. Matrices of the DM's type,
         options with the DM's prefix, and the box's pressure multigrid."""
         start = time.perf_counter()
         partition = dmda_partition(da)
-        geometry = partition_geometry(partition, lengths, da.getComm().getRank())
+        geometry = partition_geometry(partition, lengths, da.getComm().getRank(), origin)
         conditions = {**walls_at_rest(geometry), **(boundary_conditions or {})}
         built = time.perf_counter()
         multigrid = PressureMultigrid(partition, lengths, da.getComm())
@@ -140,6 +142,21 @@ class FlowSolver:
                      pressure_multigrid=multigrid)
         solver.setup_seconds = {"geometry": built - start, "multigrid grids": grids - built, **solver.setup_seconds}
         return solver
+
+    def _conditions(self, conditions, prefix):
+        """{tag: condition}: the program's, with those of -flow_bc_<group> options."""
+        g = self.geometry
+        if PETSc.Options().hasName("help"):
+            groups = ", ".join(g.boundary_names) or "none"
+            PETSc.Sys.Print(f"  -{prefix}{BOUNDARY_OPTION}<group> <kind[:values]>: the condition of a boundary group: "
+                            f"wall, wall:<velocity>, inflow:<velocity>, outflow, outflow:<pressure>, slip (groups: "
+                            f"{groups})", comm=self.comm)
+        return conditions_by_tag(g, conditions_from_options(g, conditions, prefix))
+
+    def describe_conditions(self):
+        """One line: each boundary group and its condition."""
+        tags = {tag: name for name, tag in self.geometry.boundary_names.items()}
+        return ", ".join(f"{tags[tag]}: {c.describe()}" for tag, c in sorted(self.boundary_conditions.items()))
 
     @contextlib.contextmanager
     def set_up_stage(self, name):
@@ -155,8 +172,9 @@ class FlowSolver:
     def pressure_solver(self, prefix="pressure_"):
         """The pressure KSP (options ``prefix``). With ``-pressure_pc_type mg``
         its levels come from the geometry's grids (plugin.flow.pressure_multigrid
-        on a box): by default all of them, Jacobi-preconditioned Chebyshev
-        smoothing, SVD on the coarsest grid."""
+        on a box, with the outflow sides' pressure held on every level): by
+        default all of them, Jacobi-preconditioned Chebyshev smoothing, SVD on
+        the coarsest grid."""
         ksp = PETSc.KSP().create(comm=self.comm)
         ksp.setOptionsPrefix(prefix)
         ksp.setOperators(self.matrices.poisson)
@@ -176,7 +194,8 @@ class FlowSolver:
                                   f"on this geometry use an algebraic multigrid such as -{prefix}pc_type gamg")
             with option_defaults(prefix, {"pc_mg_levels": self.multigrid.depth}):
                 pc.setFromOptions()  # the level count first: -pc_mg_cycle_type and the like act on the levels
-            self.multigrid.attach(pc, self.matrices.poisson.getType())
+            open_tags = [tag for tag, c in self.boundary_conditions.items() if isinstance(c, Outflow)]
+            self.multigrid.attach(pc, self.matrices.poisson.getType(), open_tags)
         return ksp
 
     def _petsc_defaults(self):
@@ -211,7 +230,7 @@ class FlowSolver:
         if project and not self.restart_file:
             self.stepper.project(state)
         if self.restart_file:
-            extra = checkpoint.load(self.restart_file, self.mpi, self.geometry, state, self.xp)
+            extra = checkpoint.load(self.restart_file, self.mpi, self.operators, state, self.xp)
             self._momentum_dt = extra.get("momentum_dt") or None
             if self._momentum_dt:
                 self.matrices.set_momentum_dt(self._momentum_dt)
@@ -221,7 +240,7 @@ class FlowSolver:
 
     def save(self, state, path=None):
         path = path or self.checkpoint_file
-        checkpoint.save(path, self.mpi, self.xp, state, self.geometry, {"momentum_dt": self._momentum_dt or 0.0})
+        checkpoint.save(path, self.mpi, self.xp, state, self.operators, {"momentum_dt": self._momentum_dt or 0.0})
         return path
 
     # --- time steps --------------------------------------------------------------
