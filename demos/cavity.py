@@ -40,7 +40,7 @@ from petsc_ext.device import gpu_available  # noqa: E402
 from petsc_ext.matrices import dm_mat_type  # noqa: E402
 from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
 from plugin.flow import ghia, output  # noqa: E402
-from plugin.flow.boundary import Wall  # noqa: E402
+from plugin.flow.boundary import BoundaryError, Wall  # noqa: E402
 from plugin.flow.box import dmda_partition  # noqa: E402
 from plugin.flow.mesh import PARTITIONERS, MeshError, distribute  # noqa: E402
 from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver  # noqa: E402
@@ -140,8 +140,11 @@ def run_on_mesh(path, re, directory, partitioner):
     mat_type = "gpusell" if gpu_available() else "aij"
     if mat_type == "aij":
         PETSc.Sys.Print(f"cavity: {CPU_NOTICE}")
-    with option_defaults("", defaults):
-        solver = FlowSolver(geometry, comm, mat_type, 1.0 / re, lid)
+    try:
+        with option_defaults("", defaults):
+            solver = FlowSolver(geometry, comm, mat_type, 1.0 / re, lid)
+    except BoundaryError as exc:
+        raise SystemExit(f"cavity: {exc}") from None
     done = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
     reading = ", ".join(f"mesh {name} {seconds:.2f}" for name, seconds in parts.seconds.items())

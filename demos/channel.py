@@ -46,7 +46,7 @@ import plugin  # noqa: E402,F401  (registers gpusell, ainv, cacg)
 from petsc_ext.device import gpu_available  # noqa: E402
 from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
 from plugin.flow import output  # noqa: E402
-from plugin.flow.boundary import Inflow, Outflow, Wall  # noqa: E402
+from plugin.flow.boundary import BoundaryError, Inflow, Outflow, Wall  # noqa: E402
 from plugin.flow.box import box_geometry, dmda_partition  # noqa: E402
 from plugin.flow.mesh import PARTITIONERS, MeshError, distribute  # noqa: E402
 from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver  # noqa: E402
@@ -152,9 +152,9 @@ def _run_level(case, path, h, nu, kovasznay, mat_type, partitioner, comm, direct
         else:
             try:
                 parts = distribute(path, mpi, partitioner)
-            except MeshError as exc:
+                solver = FlowSolver(parts.geometry, comm, mat_type, nu, conditions(case, False, kovasznay))
+            except (MeshError, BoundaryError) as exc:
                 raise SystemExit(f"channel: {exc}") from None
-            solver = FlowSolver(parts.geometry, comm, mat_type, nu, conditions(case, False, kovasznay))
     g = solver.geometry
     PETSc.Sys.Print(f"channel: {case}, level {level}: {g.num_global_cells} cells ({'DMDA box' if box else path}) on "
                     f"{mpi.size} ranks; {solver.describe_conditions()}")

@@ -1,5 +1,6 @@
 """The README's demo at small sizes, with its own validation: second-order error."""
 
+import json
 import os
 import re
 import subprocess
@@ -142,3 +143,51 @@ def test_cavity_demo_names_a_mesh_it_cannot_read(tmp_path):
                             capture_output=True, text=True)
     assert result.returncode != 0
     assert f"cannot read the mesh {missing}" in result.stderr
+
+
+def test_channel_demo_recovers_poiseuille_flow_on_triangles_and_writes_its_outputs(tmp_path):
+    """The parabola flows in, develops and leaves through the outflow: on gmsh
+    triangles of size 0.1 (about 1,000 cells) the profile at x = 3 is within
+    2.5% of 4 y (1 - y) and the pressure gradient within 4% of -8 nu
+    (BENCHMARKS.md: within 1% from 3,700 triangles)."""
+    out = run_script("channel.py", "-channel_cells", "triangles", "-channel_size", "0.1", "-flow_output_dir",
+                     str(tmp_path))
+    error, gradient, exact = map(float, re.search(
+        r"profile at x = 3 within (\S+) of 4 y \(1 - y\) \(U = 1\); dp/dx (\S+), exact (\S+)", out).groups())
+    assert error < 0.025 and abs(gradient / exact - 1) < 0.04
+    assert (tmp_path / "profile.csv").read_text().splitlines()[0] == "y,u,exact"
+    assert json.loads((tmp_path / "summary.json").read_text())["levels"][0]["profile_error"] == pytest.approx(error,
+                                                                                                             abs=1e-4)
+    assert (tmp_path / "poiseuille.png").exists() and (tmp_path / "poiseuille-level0.xdmf").exists()
+
+
+def test_channel_demo_on_a_box_uses_the_same_conditions_on_the_dmda_sides():
+    """16 cells across: the profile within 1% (the scheme's and the linear sampling's errors, each about h^2)."""
+    out = run_script("channel.py", "-channel_cells", "box", "-channel_size", "0.0625")
+    assert "xmin: inflow, xmax: outflow at pressure 0, ymin: wall, ymax: wall" in out
+    error = float(re.search(r"profile at x = 3 within (\S+)", out).group(1))
+    assert error < 0.01
+
+
+def test_kovasznay_flow_converges_at_second_order_on_quadrilaterals(tmp_path):
+    """Two gmsh quadrilateral meshes (sizes 0.2 and 0.1): the L2 error of the
+    velocity falls by at least 2^1.5 (BENCHMARKS.md has three levels of
+    quadrilaterals and of triangles)."""
+    out = run_script("channel.py", "-channel_case", "kovasznay", "-channel_cells", "quads", "-channel_size", "0.2",
+                     "-channel_levels", "2", "-flow_output_dir", str(tmp_path))
+    rows = re.findall(r"channel:\s+(\d)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)", out)
+    assert len(rows) == 2
+    assert float(rows[1][4]) >= 1.5
+    errors = (tmp_path / "errors.csv").read_text().splitlines()
+    assert errors[0] == "level,cells,h,l2_error,order" and len(errors) == 3
+
+
+def test_channel_demo_names_a_group_the_mesh_lacks(tmp_path):
+    mesh = str(tmp_path / "square.msh")
+    run_script("meshes.py", "--kind", "triangles", "--size", "0.3", "--out", mesh)
+    result = subprocess.run([sys.executable, "demos/channel.py", "-flow_mesh", mesh], cwd=ROOT, capture_output=True,
+                            text=True)
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1] == (
+        "channel: boundary condition for 'inlet': the mesh has no such boundary group (groups: lid (tag 2), "
+        "wall (tag 3))")

@@ -247,8 +247,9 @@ def test_cuda_explicit_update_matches_numpy():
     numpy.testing.assert_allclose(got.get(), expected, rtol=1e-15, atol=1e-15)
 
 
-def _cavity_steps(backend, diffusion, **extra_options):
-    """Twenty steps of a 2D cavity on 24 x 20 cells, on the given backend."""
+def _cavity_steps(backend, diffusion, conditions=None, **extra_options):
+    """Twenty steps of a 2D cavity on 24 x 20 cells (or of the box with
+    ``conditions`` by side), on the given backend."""
     from petsc4py import PETSc
 
     import plugin  # noqa: F401
@@ -263,7 +264,7 @@ def _cavity_steps(backend, diffusion, **extra_options):
     options = {"gpu_backend": backend, "flow_diffusion": diffusion, "flow_max_steps": 20,
                "pressure_ksp_rtol": 1e-12, "momentum_ksp_rtol": 1e-12, **extra_options}
     with option_defaults("", options):
-        solver = FlowSolver.from_dmda(da, (1.0, 1.0), 0.01, {"ymax": Wall((1.0, 0.0))})
+        solver = FlowSolver.from_dmda(da, (1.0, 1.0), 0.01, conditions or {"ymax": Wall((1.0, 0.0))})
     state = solver.run(solver.initial_state())
     return solver, state, {name: to_host(solver.xp, getattr(state, name)) for name in ("u", "u_s", "p")}
 
@@ -299,6 +300,31 @@ def test_flow_steps_on_the_gpu_match_numpy_and_stay_on_the_device(diffusion):
     for name, value in on_host.items():
         scale = abs(value).max()
         assert abs(on_gpu[name] - value).max() <= 1e-9 * scale, name
+
+
+def _open_box():
+    """A pulsing inflow at xmin, an outflow at pressure 0.5 at xmax, slip at ymin, a moving wall at ymax."""
+    from plugin.flow.boundary import Inflow, Outflow, Slip, Wall
+
+    def pulse(x, t):
+        return numpy.column_stack([(1 + numpy.sin(20 * t)) * x[:, 1] * (1.2 - x[:, 1]), 0.1 * x[:, 1]])
+
+    return {"xmin": Inflow(pulse, steady=False), "xmax": Outflow(0.5), "ymin": Slip(), "ymax": Wall((0.5, 0.0))}
+
+
+@pytest.mark.parametrize("diffusion", ["explicit", "implicit"])
+def test_open_boundaries_on_the_gpu_match_numpy(diffusion):
+    """Inflow (time-dependent), outflow with a pressure, slip and a moving wall:
+    the boundary sources summed on the device (cupyx), the backflow clipping
+    and the slip matrix give the NumPy backend's steps."""
+    import cupy
+
+    solver, state, on_gpu = _cavity_steps("cupy", diffusion, _open_box())
+    assert solver.xp is cupy and isinstance(state.u_s, cupy.ndarray)
+    assert solver.matrices.mats["slip"].getType() == "seqaijgpusell"
+    _, _, on_host = _cavity_steps("numpy", diffusion, _open_box())
+    for name, value in on_host.items():
+        assert abs(on_gpu[name] - value).max() <= 1e-9 * abs(value).max(), name
 
 
 @pytest.mark.parametrize("system", ["7-point", "unstructured"])

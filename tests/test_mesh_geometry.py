@@ -67,6 +67,20 @@ def test_a_boundary_face_in_no_group_is_named():
         mesh_geometry(mesh)
 
 
+def test_a_hanging_face_is_named():
+    """A quadrilateral beside two half its height: their faces do not match,
+    the mesh is not conforming, and the error names the big face and its cell."""
+    points = numpy.array([[0, 0], [0.5, 0], [1, 0], [0, 1], [0.5, 1], [1, 1], [0.5, 0.5], [1, 0.5]], dtype=float)
+    quads = numpy.array([[0, 1, 4, 3], [1, 2, 7, 6], [6, 7, 5, 4]])
+    lines = numpy.array([[0, 1], [1, 2], [2, 7], [7, 5], [5, 4], [4, 3], [3, 0]])
+    mesh = meshio.Mesh(points, [("quad", quads), ("line", lines)],
+                       cell_data={"gmsh:physical": [numpy.zeros(3, dtype=int), numpy.full(7, 2)]},
+                       field_data={"wall": numpy.array([2, 1])})
+    with pytest.raises(MeshError, match=r"not conforming: the face with vertices \[1, 4\] of cell 0 meets the smaller "
+                                        r"face with vertices \[(1, 6|4, 6)\]"):
+        mesh_geometry(mesh)
+
+
 def test_an_unsupported_cell_type_is_named():
     mesh = unit_mesh("triangle", n=2)
     mesh.cells[0].type = "quad8"

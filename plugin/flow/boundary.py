@@ -96,6 +96,10 @@ class Slip:
         return "slip"
 
 
+class BoundaryError(ValueError):
+    """Conditions that do not fit the mesh's boundary groups."""
+
+
 KINDS = {"wall": Wall, "inflow": Inflow, "outflow": Outflow, "slip": Slip}
 
 
@@ -109,12 +113,12 @@ def conditions_by_tag(geometry, conditions):
     for key, condition in conditions.items():
         tag = names.get(key, key)
         if tag not in tag_names:
-            raise ValueError(f"boundary condition for {key!r}: the mesh has no such boundary group "
+            raise BoundaryError(f"boundary condition for {key!r}: the mesh has no such boundary group "
                              f"(groups: {_listed(names)})")
         by_tag[tag] = condition
     missing = [f"{tag_names[tag]} (tag {tag})" for tag in sorted(tag_names) if tag not in by_tag]
     if missing:
-        raise ValueError(f"no boundary condition for the boundary groups {', '.join(missing)}")
+        raise BoundaryError(f"no boundary condition for the boundary groups {', '.join(missing)}")
     return by_tag
 
 

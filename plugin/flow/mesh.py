@@ -170,6 +170,9 @@ def mesh_geometry(mesh, ungrouped=None):
     # Boundary faces, with their groups.
     lone = order[~paired]
     tags, names = _boundary_groups(mesh, tdim, keys[lone], points, ungrouped)
+    if (tags < 0).any():
+        _refuse_untagged(keys[lone], face_centres[lone], vectors[lone] / areas[lone, None], areas[lone], owners[lone],
+                         tags < 0, points)
     boundary_normals = vectors[lone] / areas[lone, None]
     to_face = face_centres[lone] - centroids[owners[lone]]
     m, f = len(volumes), len(pairs)
@@ -235,14 +238,35 @@ def _boundary_groups(mesh, tdim, lone_keys, points, ungrouped):
     if ungrouped is not None and (tags < 0).any():
         tags[tags < 0] = 0
         names = {ungrouped: 0, **{name: tag for name, tag in names.items() if tag != 0}}
-    if (tags < 0).any():
-        key = lone_keys[numpy.flatnonzero(tags < 0)[0]]
-        corners = points[key[key >= 0]].tolist()
-        raise MeshError(f"the boundary face with vertices {key[key >= 0].tolist()} (at {corners}) is in no "
-                        "boundary group: every boundary face needs one (or the mesh has a hanging face there)")
     unnamed = sorted(set(tags.tolist()) - set(names.values()))
     names.update({f"group{tag}": tag for tag in unnamed})
     return tags, names
+
+
+def _refuse_untagged(keys, centres, normals, areas, cells, untagged, points):
+    """A MeshError for boundary faces in no group: where another boundary
+    face lies on such a face's plane, inside it, facing it, the mesh is
+    non-conforming (a hanging face); else the face lacks a group."""
+    from scipy.spatial import cKDTree
+
+    tdim = centres.shape[1]
+    size = areas ** (1.0 / (tdim - 1))
+    candidates = numpy.flatnonzero(untagged)
+    tree = cKDTree(centres)
+    for f in candidates:
+        for g in tree.query_ball_point(centres[f], size[f]):
+            facing = normals[f] @ normals[g] < -0.99
+            on_plane = abs(normals[f] @ (centres[g] - centres[f])) < 1e-9 * size[f]
+            if g != f and facing and on_plane and areas[g] < areas[f] * (1 - 1e-9):
+                key = keys[f]
+                raise MeshError(f"the mesh is not conforming: the face with vertices {key[key >= 0].tolist()} of "
+                                f"cell {cells[f]} meets the smaller face with vertices "
+                                f"{keys[g][keys[g] >= 0].tolist()} of cell {cells[g]} (a hanging node); the flow "
+                                "driver needs faces shared whole by their two cells")
+    key = keys[candidates[0]]
+    corners = points[key[key >= 0]].tolist()
+    raise MeshError(f"the boundary face with vertices {key[key >= 0].tolist()} (at {corners}) is in no "
+                    "boundary group: every boundary face needs one")
 
 
 def graph_partition(whole, parts):
