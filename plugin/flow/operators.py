@@ -143,6 +143,35 @@ class _BoundaryFaces:
                    g.boundary_distances[index])
 
 
+class _CellPattern:
+    """The sparsity shared by the cell-to-cell operators (L, D, each block of G,
+    C): each owned cell's row holds its diagonal and its neighbours across
+    interior faces, CSR with sorted columns. ``off`` is the entry of each
+    half-face (i, j), ``diagonal`` that of each row's (i, i): values are
+    summed into them, so no operator sorts its own triplets."""
+
+    def __init__(self, g, h):
+        n, cells = g.num_cells, g.num_global_cells
+        own = numpy.arange(n, dtype=numpy.int64)
+        pattern = _csr(numpy.ones(len(h.row) + n), numpy.concatenate((h.row, own)),
+                       numpy.concatenate((h.other, own + g.cell_start)), (n, cells))
+        self.indptr, self.indices, self.shape = pattern.indptr, pattern.indices, pattern.shape
+        keys = numpy.repeat(own, numpy.diff(self.indptr)) * cells + self.indices  # ascending
+        self.off = numpy.searchsorted(keys, h.row * cells + h.other)
+        self.diagonal = numpy.searchsorted(keys, own * (cells + 1) + g.cell_start)
+
+    @property
+    def nnz(self):
+        return len(self.indices)
+
+    def matrix(self, off, diagonal):
+        """The matrix with ``off`` summed into the half-faces' entries and
+        ``diagonal`` (one per row) into the diagonal."""
+        data = numpy.bincount(self.off, off, self.nnz)
+        data[self.diagonal] += diagonal
+        return scipy.sparse.csr_matrix((data, self.indices, self.indptr), shape=self.shape)
+
+
 class FlowOperators:
     """The rank's rows of the operators of one geometry, viscosity and set of boundary conditions."""
 
@@ -166,14 +195,16 @@ class FlowOperators:
         both = numpy.concatenate
         self.Ms = _csr(both((h.sign * h.area, out.area)), both((h.row, out.row)), both((h.face, f.open_ids)),
                        (n, f.total))
-        interior = compact_laplacian(g, h)
-        self.L = _plus_diagonal(interior, g, out.row, -out.area / out.distance)
-        self.G = self._gradient(h, out, n, cells)
+        pattern = _CellPattern(g, h)
+        conductance = h.area / h.distance
+        exchange = -numpy.bincount(h.row, conductance, n)  # the diagonal of the interior faces' L
+        self.L = pattern.matrix(conductance, exchange - numpy.bincount(out.row, out.area / out.distance, n))
+        self.G = self._gradient(pattern, h, out)
         self.Gamma, self.Gs = self._face_operators(g, f, out)
         self.held = held = faces_of(tags_of(Wall, Inflow))  # the faces that hold the velocity
-        self.D = _plus_diagonal(-nu * interior, g, held.row, nu * held.area / held.distance)
+        self.D = pattern.matrix(-nu * conductance, nu * (numpy.bincount(held.row, held.area / held.distance, n) - exchange))
         self.slip = self._slip(g, faces_of(tags_of(Slip))) if tags_of(Slip) else None  # the same on every rank
-        self.E_C = self._convection_map(h, out, n, cells, f.total)
+        self.E_C = self._convection_map(pattern, h, out, f.total)
         self.flux_rate = _csr(both((h.area, out.area)) / (2 * g.volumes[both((h.row, out.row))]),
                               both((h.row, out.row)), both((h.face, f.open_ids)), (n, f.total))
         self._inflow = numpy.isin(g.boundary_tags[held.index], tags_of(Inflow))
@@ -187,18 +218,20 @@ class FlowOperators:
         """Flux faces this rank owns (the length of its part of u_s)."""
         return self.faces.count
 
-    def _gradient(self, h, out, n, cells):
+    def _gradient(self, pattern, h, out):
         """G = -Omega^-1 M^T, row (d, i) from the half-faces of cell i:
         [G_d p]_i = sum_f A_f n_f,d (p_j - p_i) / (2 Omega_i) - sum_b A_b n_b,d p_i / Omega_i,
-        n out of i, f over interior faces, b over outflow faces."""
-        rows, cols, values = [], [], []
+        n out of i, f over interior faces, b over outflow faces. Each block
+        G_d is on L's pattern, its zeros (a box's faces along other axes) dropped."""
+        n = self.geometry.num_cells
+        blocks = []
         for d in range(self.dim):
-            on = h.outward[:, d] != 0
-            weight = h.area[on] * h.outward[on, d] / (2 * self.volumes[h.row[on]])
-            rows += [d * n + h.row[on]] * 2 + [d * n + out.row]
-            cols += [h.other[on], h.cell[on], out.cell]
-            values += [weight, -weight, -out.area * out.normal[:, d] / self.volumes[out.row]]
-        return _csr(numpy.concatenate(values), numpy.concatenate(rows), numpy.concatenate(cols), (self.dim * n, cells))
+            weight = h.area * h.outward[:, d] / (2 * self.volumes[h.row])
+            diagonal = -numpy.bincount(h.row, weight, n) - numpy.bincount(out.row, out.area * out.normal[:, d], n) / self.volumes
+            blocks.append(pattern.matrix(weight, diagonal))
+        G = scipy.sparse.vstack(blocks, format="csr")
+        G.eliminate_zeros()
+        return G
 
     def _face_operators(self, g, f, out):
         """Gamma and Gs on the flux faces this rank owns; Gamma's column (d, cell) in the stacked numbering."""
@@ -232,19 +265,12 @@ class FlowOperators:
         return _csr(numpy.concatenate(values), numpy.concatenate(rows), numpy.concatenate(cols),
                     (self.dim * g.num_cells, self.dim * g.num_global_cells))
 
-    def _convection_map(self, h, out, n, cells, faces):
+    def _convection_map(self, pattern, h, out, faces):
         """E_C: face velocities -> values of C in the CSR order of L's pattern (eq. 2.13:
         each half-face puts A_f / 2 on the entries (i, j) and (i, i) of its cell's row,
         an outflow face A_f on (i, i))."""
-        pattern = self.L
-        rows = numpy.repeat(numpy.arange(n, dtype=numpy.int64), numpy.diff(pattern.indptr))
-        keys = rows * cells + pattern.indices  # ascending: CSR with sorted columns
-
-        def entry(row, col):
-            return numpy.searchsorted(keys, row * cells + col)
-
         half = h.sign * h.area / 2
-        entries = numpy.concatenate((entry(h.row, h.other), entry(h.row, h.cell), entry(out.row, out.cell)))
+        entries = numpy.concatenate((pattern.off, pattern.diagonal[h.row], pattern.diagonal[out.row]))
         return _csr(numpy.concatenate((half, half, out.area)), entries,
                     numpy.concatenate((h.face, h.face, self.faces.open_ids)), (pattern.nnz, faces))
 
@@ -298,28 +324,17 @@ class FlowOperators:
         return float((diagonal / self.volumes).max(initial=0.0))
 
 
-def _plus_diagonal(matrix, g, rows, values):
-    """``matrix`` (the rank's rows, global columns) with ``values`` summed into the diagonal at ``rows``."""
-    n = g.num_cells
-    diagonal = scipy.sparse.csr_matrix((numpy.bincount(rows, values, n), (numpy.arange(n), numpy.arange(n) + g.cell_start)),
-                                       shape=(n, g.num_global_cells))
-    total = (matrix + diagonal).tocsr()
-    total.sort_indices()
-    return total
-
-
-def compact_laplacian(geometry, half_faces=None, open_tags=()):
+def compact_laplacian(geometry, open_tags=()):
     """L = Ms Gs, the rank's rows: [L p]_i = sum_f (A_f / delta_f) (p_j - p_i)
     (Oyarzún 2015, eq. 1.7), with global column numbers; the boundary faces
     of ``open_tags`` (outflows) hold p = 0: -A_b / delta_b on the diagonal."""
-    g, h = geometry, half_faces or _HalfFaces.of(geometry)
-    conductance = h.area / h.distance
-    interior = _csr(numpy.concatenate((conductance, -conductance)), numpy.concatenate((h.row, h.row)),
-                    numpy.concatenate((h.other, h.cell)), (g.num_cells, g.num_global_cells))
-    if not len(open_tags):
-        return interior
+    g = geometry
+    h = _HalfFaces.of(g)
     out = _BoundaryFaces.of(g, numpy.flatnonzero(numpy.isin(g.boundary_tags, list(open_tags))))
-    return _plus_diagonal(interior, g, out.row, -out.area / out.distance)
+    conductance = h.area / h.distance
+    diagonal = -numpy.bincount(h.row, conductance, g.num_cells) - numpy.bincount(out.row, out.area / out.distance,
+                                                                                 g.num_cells)
+    return _CellPattern(g, h).matrix(conductance, diagonal)
 
 
 def stacked_index(cell_ranges, component, dim, cells):
