@@ -408,3 +408,34 @@ def test_wbilu_on_cuda_vectors_equals_petsc_ilu(schedule, capfd):
         solver.solve(rhs, rhs.duplicate())
         counts.append(solver.getIterationNumber())
     assert counts[0] == counts[1]
+
+
+@pytest.mark.parametrize("name", ["triangles-and-quads", "prisms", "box"])
+def test_operators_assembled_on_the_gpu_equal_the_hosts(name):
+    """-flow_assembly device: every operator built with CuPy and cupyx (inflow,
+    outflow, slip and walls on a mesh; a box periodic along one axis) is the
+    host's to rounding."""
+    import cupy
+
+    from meshes import MESHES, unit_mesh
+    from plugin.flow.box import box_geometry
+    from plugin.flow.mesh import mesh_geometry
+    from plugin.flow.operators import FlowOperators, host_matrix
+    from test_boundary_conditions import channel
+
+    if name == "box":
+        g = box_geometry((6, 5, 4), (1.0, 2.0, 0.5), (False, False, True))
+        from plugin.flow.boundary import Inflow, Outflow, Slip, Wall
+        conditions = {0: Inflow((1.0, 0.0, 0.0)), 1: Outflow(0.5), 2: Slip(), 3: Wall((1.0, 0.0, 0.0))}
+    else:
+        kinds, jitter = MESHES[name]
+        g, named = channel(mesh_geometry(unit_mesh(kinds, n=3, jitter=jitter)))
+        conditions = {g.boundary_names[key]: c for key, c in named.items()}
+    host = FlowOperators(g, 0.01, conditions)
+    device = FlowOperators(g, 0.01, conditions, xp=cupy)
+    for matrix in ("L", "D", "G", "Gamma", "Gs", "Ms", "E_C", "flux_rate", "slip"):
+        if getattr(host, matrix) is None:
+            continue
+        expected, got = getattr(host, matrix).toarray(), host_matrix(getattr(device, matrix)).toarray()
+        numpy.testing.assert_allclose(got, expected, rtol=0, atol=1e-14 * abs(expected).max(), err_msg=matrix)
+    assert device.diffusion_rate() == pytest.approx(host.diffusion_rate(), rel=1e-14)

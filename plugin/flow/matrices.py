@@ -28,6 +28,8 @@ from petsc_ext.arrays import ArrayVecs, matrix_array_module
 from petsc_ext.matrices import aij_from_rows
 from petsc_ext.matrix_values import value_target
 
+from .operators import host_matrix
+
 
 class FlowMatrices:
     """The matrices of one FlowOperators on ``comm``, and their array products:
@@ -39,6 +41,8 @@ class FlowMatrices:
         g = ops.geometry
         self.ops, self.comm, self.mat_type = ops, comm, mat_type
         n, faces, dim = g.num_cells, ops.num_faces, g.dim
+        names = ("L", "Ms", "Gamma", "Gs", "G", "D", "E_C", "flux_rate") + (("slip",) if ops.slip is not None else ())
+        host = self._host = {name: host_matrix(getattr(ops, name)) for name in names}  # PETSc takes host CSR
 
         def build(csr, local_columns, name, prefix=None):
             mat = aij_from_rows(csr.indptr, csr.indices, csr.data, local_columns, comm, mat_type, prefix)
@@ -46,28 +50,28 @@ class FlowMatrices:
             return mat
 
         if pressure_laplacian == "wide":
-            laplacian, face_gradient = self._wide_laplacian(ops, comm)
+            laplacian, face_gradient = self._wide_laplacian(host, g, comm)
         else:
-            laplacian, face_gradient = ops.L, ops.Gs
+            laplacian, face_gradient = host["L"], host["Gs"]
         self.poisson = build(-laplacian, n, "-L (pressure)", prefix="pressure_")
         self.xp = matrix_array_module(self.poisson)
         self.vecs = ArrayVecs(comm)
+        L, D = host["L"], host["D"]
         self.mats = {
-            "Ms": build(ops.Ms, faces, "Ms"),
-            "Gamma": build(ops.Gamma, dim * n, "Gamma"),
+            "Ms": build(host["Ms"], faces, "Ms"),
+            "Gamma": build(host["Gamma"], dim * n, "Gamma"),
             "Gs": build(face_gradient, n, "Gs"),
-            "G": build(ops.G, n, "G"),
-            "K": build(ops.D * 0.5 if implicit_diffusion else ops.D, n, "D/2" if implicit_diffusion else "D"),
-            "flux_rate": build(ops.flux_rate, faces, "flux rate"),
-            "C": build(scipy.sparse.csr_matrix((0.0 * ops.L.data, ops.L.indices, ops.L.indptr), shape=ops.L.shape),
-                       n, "C(u_s)"),
+            "G": build(host["G"], n, "G"),
+            "K": build(D * 0.5 if implicit_diffusion else D, n, "D/2" if implicit_diffusion else "D"),
+            "flux_rate": build(host["flux_rate"], faces, "flux rate"),
+            "C": build(scipy.sparse.csr_matrix((0.0 * L.data, L.indices, L.indptr), shape=L.shape), n, "C(u_s)"),
         }
-        if ops.slip is not None:
-            self.mats["slip"] = build(ops.slip, dim * n, "slip (nu A / delta n n^T)")
+        if "slip" in host:
+            self.mats["slip"] = build(host["slip"], dim * n, "slip (nu A / delta n n^T)")
         self._values = value_target(self.mats["C"])
-        entries = ops.E_C.tocoo()
+        entries = host["E_C"].tocoo()
         E = scipy.sparse.csr_matrix((entries.data, (self._values.slots[entries.row], entries.col)),
-                                    shape=(self._values.buffer.size, ops.E_C.shape[1]))
+                                    shape=(self._values.buffer.size, entries.shape[1]))
         E.sort_indices()
         self.mats["E"] = build(E, faces, "E_C (in C's storage order)")
         for name, mat in self.mats.items():
@@ -78,15 +82,15 @@ class FlowMatrices:
         self.outflow_pressure = self._outflow_pressure(pressure_laplacian)
 
     @staticmethod
-    def _wide_laplacian(ops, comm):
+    def _wide_laplacian(host, g, comm):
         """Ms Gamma G and Gamma G (the rank's rows, scipy CSR with global
         columns), multiplied by PETSc: their rows need other ranks' rows."""
-        g, dim = ops.geometry, ops.dim
 
         def aij(csr, local_columns):
             return aij_from_rows(csr.indptr, csr.indices, csr.data, local_columns, comm)
 
-        Ms, Gamma, G = aij(ops.Ms, ops.num_faces), aij(ops.Gamma, dim * g.num_cells), aij(ops.G, g.num_cells)
+        Ms, Gamma, G = (aij(host["Ms"], host["Gamma"].shape[0]), aij(host["Gamma"], g.dim * g.num_cells),
+                        aij(host["G"], g.num_cells))
         face_gradient = Gamma.matMult(G)
         laplacian = Ms.matMult(face_gradient)
         products = []
@@ -129,7 +133,7 @@ class FlowMatrices:
         """I + (dt / 2) Omega^-1 D (options prefix momentum_), assembled once:
         its values are linear in dt, so a new dt only rewrites them."""
         ops = self.ops
-        rate = (scipy.sparse.diags(0.5 / ops.volumes) @ ops.D).tocsr()
+        rate = (scipy.sparse.diags(0.5 / ops.volumes) @ self._host["D"]).tocsr()
         rate.sort_indices()
         rows = numpy.repeat(numpy.arange(rate.shape[0]), numpy.diff(rate.indptr))
         identity = (rate.indices == rows + ops.geometry.cell_start).astype(float)  # D has every diagonal entry

@@ -39,7 +39,10 @@ normal velocity; inflow faces carry a given one, a source.
           convective CFL number per unit time step
 
 Every matrix is assembled from the rank's half-faces (a face seen from one of
-its cells that the rank owns), so no rank needs another's geometry.
+its cells that the rank owns), so no rank needs another's geometry. The
+assembly runs on the arrays of ``xp``: NumPy and scipy.sparse on the host,
+or CuPy and cupyx.scipy.sparse on the GPU (the same calls); the matrices
+come out in that module. The few boundary faces stay on the host.
 """
 
 from dataclasses import dataclass
@@ -47,14 +50,22 @@ from dataclasses import dataclass
 import numpy
 import scipy.sparse
 
+from gpu_mats.backend import array_module, sparse_module, to_host
+
 from .boundary import Inflow, Outflow, Slip, Wall
 
 
 def _csr(values, rows, cols, shape):
-    matrix = scipy.sparse.csr_matrix((values, (rows, cols)), shape=shape)
+    """CSR from triplets (duplicates summed, columns sorted) in the module of ``values``."""
+    matrix = sparse_module(array_module(values)).coo_matrix((values, (rows, cols)), shape=shape).tocsr()
     matrix.sum_duplicates()
     matrix.sort_indices()
     return matrix
+
+
+def host_matrix(matrix):
+    """A scipy CSR matrix of ``matrix`` (scipy or cupyx)."""
+    return matrix if isinstance(matrix, scipy.sparse.spmatrix) else matrix.get()
 
 
 @dataclass(eq=False)
@@ -112,17 +123,18 @@ class _HalfFaces:
     distance: numpy.ndarray
 
     @classmethod
-    def of(cls, g, face_ids=None):
-        """``face_ids``: the faces' numbers (default the geometry's)."""
-        face_ids = g.face_ids if face_ids is None else face_ids
-        first, second = g.face_cells[:, 0], g.face_cells[:, 1]
+    def of(cls, g, face_ids=None, xp=numpy):
+        """``face_ids``: the faces' numbers (default the geometry's); arrays of ``xp``."""
+        face_ids = xp.asarray(g.face_ids if face_ids is None else face_ids)
+        face_cells = xp.asarray(g.face_cells)
+        areas, normals, distances = (xp.asarray(a) for a in (g.face_areas, g.face_normals, g.face_distances))
+        first, second = face_cells[:, 0], face_cells[:, 1]
         parts = []
         for cell, other, sign in ((first, second, 1.0), (second, first, -1.0)):
             mine = (cell >= g.cell_start) & (cell < g.cell_start + g.num_cells)
             parts.append((cell[mine] - g.cell_start, cell[mine], other[mine], face_ids[mine],
-                          numpy.full(int(mine.sum()), sign), g.face_areas[mine], sign * g.face_normals[mine],
-                          g.face_distances[mine]))
-        return cls(*(numpy.concatenate(columns) for columns in zip(*parts, strict=True)))
+                          xp.full(int(mine.sum()), sign), areas[mine], sign * normals[mine], distances[mine]))
+        return cls(*(xp.concatenate(columns) for columns in zip(*parts, strict=True)))
 
 
 @dataclass(eq=False)
@@ -142,6 +154,11 @@ class _BoundaryFaces:
         return cls(index, cell - g.cell_start, cell, g.boundary_areas[index], g.boundary_normals[index],
                    g.boundary_distances[index])
 
+    def on(self, xp):
+        """The same faces with arrays of ``xp``."""
+        return _BoundaryFaces(*(xp.asarray(a) for a in (self.index, self.row, self.cell, self.area, self.normal,
+                                                        self.distance)))
+
 
 class _CellPattern:
     """The sparsity shared by the cell-to-cell operators (L, D, each block of G,
@@ -151,35 +168,51 @@ class _CellPattern:
     summed into them, so no operator sorts its own triplets."""
 
     def __init__(self, g, h):
+        xp = self.xp = array_module(h.row)
         n, cells = g.num_cells, g.num_global_cells
-        own = numpy.arange(n, dtype=numpy.int64)
-        pattern = _csr(numpy.ones(len(h.row) + n), numpy.concatenate((h.row, own)),
-                       numpy.concatenate((h.other, own + g.cell_start)), (n, cells))
+        own = xp.arange(n, dtype=xp.int64)
+        pattern = _csr(xp.ones(len(h.row) + n), xp.concatenate((h.row, own)),
+                       xp.concatenate((h.other, own + g.cell_start)), (n, cells))
         self.indptr, self.indices, self.shape = pattern.indptr, pattern.indices, pattern.shape
-        keys = numpy.repeat(own, numpy.diff(self.indptr)) * cells + self.indices  # ascending
-        self.off = numpy.searchsorted(keys, h.row * cells + h.other)
-        self.diagonal = numpy.searchsorted(keys, own * (cells + 1) + g.cell_start)
+        keys = xp.repeat(own, xp.diff(self.indptr).astype(xp.int64)) * cells + self.indices  # ascending
+        self.off = xp.searchsorted(keys, h.row * cells + h.other)
+        self.diagonal = xp.searchsorted(keys, own * (cells + 1) + g.cell_start)
 
     @property
     def nnz(self):
         return len(self.indices)
 
-    def matrix(self, off, diagonal):
-        """The matrix with ``off`` summed into the half-faces' entries and
+    def values(self, off, diagonal):
+        """The values with ``off`` summed into the half-faces' entries and
         ``diagonal`` (one per row) into the diagonal."""
-        data = numpy.bincount(self.off, off, self.nnz)
+        data = self.xp.bincount(self.off, off, self.nnz)
         data[self.diagonal] += diagonal
-        return scipy.sparse.csr_matrix((data, self.indices, self.indptr), shape=self.shape)
+        return data
+
+    def matrix(self, off, diagonal):
+        """The matrix of ``values(off, diagonal)``."""
+        return sparse_module(self.xp).csr_matrix((self.values(off, diagonal), self.indices, self.indptr),
+                                                 shape=self.shape)
+
+    def stacked(self, blocks):
+        """The matrices on this pattern with values ``blocks`` (a list), one under the other."""
+        xp, nnz = self.xp, self.nnz
+        indptr = xp.concatenate([self.indptr[:-1] + k * nnz for k in range(len(blocks))]
+                                + [xp.asarray([len(blocks) * nnz], dtype=self.indptr.dtype)])
+        return sparse_module(xp).csr_matrix((xp.concatenate(blocks), xp.tile(self.indices, len(blocks)), indptr),
+                                            shape=(len(blocks) * self.shape[0], self.shape[1]))
 
 
 class FlowOperators:
     """The rank's rows of the operators of one geometry, viscosity and set of boundary conditions."""
 
-    def __init__(self, geometry, nu, boundary_conditions):
-        """``boundary_conditions``: {tag: condition} for every boundary tag (plugin.flow.boundary)."""
+    def __init__(self, geometry, nu, boundary_conditions, xp=numpy):
+        """``boundary_conditions``: {tag: condition} for every boundary tag
+        (plugin.flow.boundary); ``xp``: where to assemble (numpy or cupy)."""
         g = geometry
         n, dim, cells = g.num_cells, g.dim, g.num_global_cells
-        self.geometry, self.nu, self.dim, self.volumes = g, nu, dim, g.volumes
+        self.geometry, self.nu, self.dim, self.volumes, self.xp = g, nu, dim, g.volumes, xp
+        self._volumes = xp.asarray(g.volumes)
         self.conditions = boundary_conditions
 
         def tags_of(*kinds):
@@ -190,28 +223,31 @@ class FlowOperators:
 
         self.faces = f = FluxFaces.of(g, tags_of(Outflow))
         self.has_outflow = bool(f.ranges[-1] > g.num_global_faces)
-        h, out = _HalfFaces.of(g, f.ids), faces_of(tags_of(Outflow))
+        h = _HalfFaces.of(g, f.ids, xp)
+        out_host = faces_of(tags_of(Outflow))
+        out, open_ids = out_host.on(xp), xp.asarray(f.open_ids)
         self.open_faces = f.open_ids - f.start  # the outflow faces among the rank's faces
-        both = numpy.concatenate
-        self.Ms = _csr(both((h.sign * h.area, out.area)), both((h.row, out.row)), both((h.face, f.open_ids)),
+        both = xp.concatenate
+        self.Ms = _csr(both((h.sign * h.area, out.area)), both((h.row, out.row)), both((h.face, open_ids)),
                        (n, f.total))
         pattern = _CellPattern(g, h)
         conductance = h.area / h.distance
-        exchange = -numpy.bincount(h.row, conductance, n)  # the diagonal of the interior faces' L
-        self.L = pattern.matrix(conductance, exchange - numpy.bincount(out.row, out.area / out.distance, n))
+        exchange = -xp.bincount(h.row, conductance, n)  # the diagonal of the interior faces' L
+        self.L = pattern.matrix(conductance, exchange - xp.bincount(out.row, out.area / out.distance, n))
         self.G = self._gradient(pattern, h, out)
         self.Gamma, self.Gs = self._face_operators(g, f, out)
         self.held = held = faces_of(tags_of(Wall, Inflow))  # the faces that hold the velocity
-        self.D = pattern.matrix(-nu * conductance, nu * (numpy.bincount(held.row, held.area / held.distance, n) - exchange))
-        self.slip = self._slip(g, faces_of(tags_of(Slip))) if tags_of(Slip) else None  # the same on every rank
+        walls = xp.asarray(numpy.bincount(held.row, held.area / held.distance, n))
+        self.D = pattern.matrix(-nu * conductance, nu * (walls - exchange))
+        self.slip = self._slip(g, faces_of(tags_of(Slip)).on(xp)) if tags_of(Slip) else None  # the same on every rank
         self.E_C = self._convection_map(pattern, h, out, f.total)
-        self.flux_rate = _csr(both((h.area, out.area)) / (2 * g.volumes[both((h.row, out.row))]),
-                              both((h.row, out.row)), both((h.face, f.open_ids)), (n, f.total))
+        self.flux_rate = _csr(both((h.area, out.area)) / (2 * self._volumes[both((h.row, out.row))]),
+                              both((h.row, out.row)), both((h.face, open_ids)), (n, f.total))
         self._inflow = numpy.isin(g.boundary_tags[held.index], tags_of(Inflow))
         self.boundary_steady = all(getattr(c, "steady", True) for c in boundary_conditions.values())
         self.boundary_to_cells = _csr(numpy.ones(len(held.row)), held.row, numpy.arange(len(held.row)),
                                       (n, len(held.row)))
-        self.outflow_pressure = self._outflow_pressure(g, f, out)
+        self.outflow_pressure = self._outflow_pressure(g, f, out_host)
 
     @property
     def num_faces(self):
@@ -223,35 +259,38 @@ class FlowOperators:
         [G_d p]_i = sum_f A_f n_f,d (p_j - p_i) / (2 Omega_i) - sum_b A_b n_b,d p_i / Omega_i,
         n out of i, f over interior faces, b over outflow faces. Each block
         G_d is on L's pattern, its zeros (a box's faces along other axes) dropped."""
-        n = self.geometry.num_cells
+        n, xp = self.geometry.num_cells, self.xp
         blocks = []
         for d in range(self.dim):
-            weight = h.area * h.outward[:, d] / (2 * self.volumes[h.row])
-            diagonal = -numpy.bincount(h.row, weight, n) - numpy.bincount(out.row, out.area * out.normal[:, d], n) / self.volumes
-            blocks.append(pattern.matrix(weight, diagonal))
-        G = scipy.sparse.vstack(blocks, format="csr")
+            weight = h.area * h.outward[:, d] / (2 * self._volumes[h.row])
+            diagonal = (-xp.bincount(h.row, weight, n)
+                        - xp.bincount(out.row, out.area * out.normal[:, d], n) / self._volumes)
+            blocks.append(pattern.values(weight, diagonal))
+        G = pattern.stacked(blocks)
         G.eliminate_zeros()
         return G
 
     def _face_operators(self, g, f, out):
         """Gamma and Gs on the flux faces this rank owns; Gamma's column (d, cell) in the stacked numbering."""
-        own = (g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces)
-        rows = f.ids[own] - f.start
-        first, second = g.face_cells[own, 0], g.face_cells[own, 1]
-        out_rows = f.open_ids - f.start
+        xp = self.xp
+        own = xp.asarray((g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces))
+        rows = xp.asarray(f.ids)[own] - f.start
+        face_cells, normals = xp.asarray(g.face_cells), xp.asarray(g.face_normals)
+        first, second = face_cells[own, 0], face_cells[own, 1]
+        out_rows = xp.asarray(f.open_ids) - f.start
         gamma_rows, gamma_cols, gamma_values = [], [], []
         for d in range(self.dim):
-            for r, c, v in ((rows, first, g.face_normals[own, d] / 2), (rows, second, g.face_normals[own, d] / 2),
+            for r, c, v in ((rows, first, normals[own, d] / 2), (rows, second, normals[own, d] / 2),
                             (out_rows, out.cell, out.normal[:, d])):
                 on = v != 0
                 gamma_rows.append(r[on])
                 gamma_cols.append(stacked_index(g.cell_ranges, d, self.dim, c[on]))
                 gamma_values.append(v[on])
-        Gamma = _csr(numpy.concatenate(gamma_values), numpy.concatenate(gamma_rows), numpy.concatenate(gamma_cols),
+        Gamma = _csr(xp.concatenate(gamma_values), xp.concatenate(gamma_rows), xp.concatenate(gamma_cols),
                      (f.count, self.dim * g.num_global_cells))
-        inverse = 1.0 / g.face_distances[own]
-        Gs = _csr(numpy.concatenate((inverse, -inverse, -1.0 / out.distance)), numpy.concatenate((rows, rows, out_rows)),
-                  numpy.concatenate((second, first, out.cell)), (f.count, g.num_global_cells))
+        inverse = 1.0 / xp.asarray(g.face_distances)[own]
+        Gs = _csr(xp.concatenate((inverse, -inverse, -1.0 / out.distance)), xp.concatenate((rows, rows, out_rows)),
+                  xp.concatenate((second, first, out.cell)), (f.count, g.num_global_cells))
         return Gamma, Gs
 
     def _slip(self, g, slip):
@@ -262,17 +301,19 @@ class FlowOperators:
                 rows.append(stacked_index(g.cell_ranges, d, self.dim, slip.cell) - self.dim * g.cell_start)
                 cols.append(stacked_index(g.cell_ranges, e, self.dim, slip.cell))
                 values.append(self.nu * slip.area / slip.distance * slip.normal[:, d] * slip.normal[:, e])
-        return _csr(numpy.concatenate(values), numpy.concatenate(rows), numpy.concatenate(cols),
+        xp = self.xp
+        return _csr(xp.concatenate(values), xp.concatenate(rows), xp.concatenate(cols),
                     (self.dim * g.num_cells, self.dim * g.num_global_cells))
 
     def _convection_map(self, pattern, h, out, faces):
         """E_C: face velocities -> values of C in the CSR order of L's pattern (eq. 2.13:
         each half-face puts A_f / 2 on the entries (i, j) and (i, i) of its cell's row,
         an outflow face A_f on (i, i))."""
+        xp = self.xp
         half = h.sign * h.area / 2
-        entries = numpy.concatenate((pattern.off, pattern.diagonal[h.row], pattern.diagonal[out.row]))
-        return _csr(numpy.concatenate((half, half, out.area)), entries,
-                    numpy.concatenate((h.face, h.face, self.faces.open_ids)), (pattern.nnz, faces))
+        entries = xp.concatenate((pattern.off, pattern.diagonal[h.row], pattern.diagonal[out.row]))
+        return _csr(xp.concatenate((half, half, out.area)), entries,
+                    xp.concatenate((h.face, h.face, xp.asarray(self.faces.open_ids))), (pattern.nnz, faces))
 
     def _outflow_pressure(self, g, f, out):
         """The parts of Gs and G that the outflow pressures p_b give, for p_b = 1 x the
@@ -311,16 +352,18 @@ class FlowOperators:
         return self.boundary_to_cells @ self.boundary_values(t)[self.dim]
 
     def convection(self, u_s):
-        """C(u_s) on L's pattern (scipy CSR of the rank's rows), from the face velocities
-        this rank's rows need, indexed by global face number (serial: all of them)."""
-        return scipy.sparse.csr_matrix((self.E_C @ u_s, self.L.indices, self.L.indptr), shape=self.L.shape)
+        """C(u_s) on L's pattern (CSR of the rank's rows, in the assembly's module), from
+        the face velocities this rank's rows need, indexed by global face number
+        (serial: all of them)."""
+        return sparse_module(self.xp).csr_matrix((self.E_C @ u_s, self.L.indices, self.L.indptr), shape=self.L.shape)
 
     def diffusion_rate(self):
         """max_i (D_ii + slip_ii) / Omega_i over the rank's cells: the explicit diffusion step limit is about 1 / this."""
-        g = self.geometry
-        diagonal = self.D.diagonal(g.cell_start)
+        g, xp = self.geometry, self.xp
+        diagonal = to_host(xp, self.D.diagonal(g.cell_start))
         if self.slip is not None:
-            diagonal = diagonal + self.slip.diagonal(self.dim * g.cell_start).reshape(self.dim, -1).max(axis=0)
+            slip = to_host(xp, self.slip.diagonal(self.dim * g.cell_start))
+            diagonal = diagonal + slip.reshape(self.dim, -1).max(axis=0)
         return float((diagonal / self.volumes).max(initial=0.0))
 
 
@@ -340,6 +383,7 @@ def compact_laplacian(geometry, open_tags=()):
 def stacked_index(cell_ranges, component, dim, cells):
     """Global index of (component, cell) in a stacked vector field: each rank
     holds its cells' x components, then y, then z."""
-    rank = numpy.searchsorted(cell_ranges, cells, side="right") - 1
+    cell_ranges = array_module(cells).asarray(cell_ranges)
+    rank = cell_ranges.searchsorted(cells, side="right") - 1
     start = cell_ranges[rank]
     return dim * start + component * (cell_ranges[rank + 1] - start) + (cells - start)

@@ -20,9 +20,12 @@ import math
 import os
 import time
 
+import numpy
 from mpi4py import MPI
 from petsc4py import PETSc
 
+from gpu_mats.backend import cupy_status
+from petsc_ext.device import gpu_available
 from petsc_ext.matrices import dm_mat_type
 from petsc_ext.options import Option, OptionError, option_defaults, read_options
 
@@ -38,6 +41,7 @@ from .pressure_multigrid import PressureMultigrid
 DIFFUSION = ("explicit", "implicit")
 PRESSURE_GUESS = ("extrapolated", "previous")
 PRESSURE_LAPLACIAN = ("compact", "wide")
+ASSEMBLY = ("auto", "host", "device")
 # Largest growth of dt per step. With implicit diffusion dt (and with it the
 # momentum matrix) is held until the CFL limit leaves [dt, 1.25 dt).
 _GROWTH = {"explicit": 1.1, "implicit": 1.25}
@@ -56,6 +60,9 @@ OPTIONS = (
            "with the face velocities of eq. 2.9, which dissipates O(dt h^2) of the kinetic energy; wide: "
            "M Omega^-1 M^T, an exact projection that conserves it to O(dt^2), but blind to checkerboard "
            "pressures", choices=PRESSURE_LAPLACIAN),
+    Option("flow_assembly", "assembly", "auto", "where the operators are assembled: on the host (NumPy, "
+           "scipy), on the GPU (CuPy, cupyx), or auto: on the GPU for GPU matrices where one is usable",
+           choices=ASSEMBLY),
     Option("flow_t_end", "t_end", 1.0, "final time", low=0.0),
     Option("flow_max_steps", "max_steps", 10**9, "most steps to run", low=0, high=10**9),
     Option("flow_steady_tol", "steady_tol", 0.0, "stop at max |u^{n+1} - u^n| / dt below this (0: never)",
@@ -81,6 +88,20 @@ CPU_NOTICE = ("no usable GPU: PETSc's own types on the CPU (AIJ matrices, cg + g
               "-pressure_pc_type ainv -momentum_pc_type ainv -momentum_pc_ainv_type spai runs the project's types")
 
 
+def assembly_module(choice, mat_type):
+    """numpy or cupy: where -flow_assembly ``choice`` assembles the operators of
+    matrices of ``mat_type``; ``device`` where no GPU is usable is an error."""
+    if choice == "host":
+        return numpy
+    cupy, reason = cupy_status()
+    if choice == "device":
+        if cupy is None or not gpu_available():
+            raise OptionError(f"-flow_assembly device needs a usable GPU: {reason or 'this PETSc has no CUDA'}")
+        return cupy
+    on_gpu = "gpusell" in mat_type or "cusparse" in mat_type
+    return cupy if on_gpu and cupy is not None and gpu_available() else numpy
+
+
 class FlowBlowUp(RuntimeError):
     """The run stopped: NaN, a CFL number above -flow_cfl_max, or a failed solve."""
 
@@ -103,7 +124,8 @@ class FlowSolver:
         self.setup_seconds = {}  # stage -> seconds of this constructor (set_up_stage); from_dmda adds its own
         with self.set_up_stage("operators"):
             self.boundary_conditions = self._conditions(boundary_conditions, prefix)
-            self.operators = FlowOperators(geometry, nu, self.boundary_conditions)
+            self.operators = FlowOperators(geometry, nu, self.boundary_conditions,
+                                           assembly_module(self.assembly, mat_type))
         implicit = self.diffusion == "implicit"
         with self.set_up_stage("matrices"):
             self.matrices = FlowMatrices(self.operators, comm, mat_type, implicit_diffusion=implicit,
