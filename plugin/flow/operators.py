@@ -195,12 +195,16 @@ class _CellPattern:
                                                  shape=self.shape)
 
     def stacked(self, blocks):
-        """The matrices on this pattern with values ``blocks`` (a list), one under the other."""
-        xp, nnz = self.xp, self.nnz
-        indptr = xp.concatenate([self.indptr[:-1] + k * nnz for k in range(len(blocks))]
-                                + [xp.asarray([len(blocks) * nnz], dtype=self.indptr.dtype)])
-        return sparse_module(xp).csr_matrix((xp.concatenate(blocks), xp.tile(self.indices, len(blocks)), indptr),
-                                            shape=(len(blocks) * self.shape[0], self.shape[1]))
+        """The matrices on this pattern with values ``blocks`` (a list), one under
+        the other, their zero entries left out (a box's faces along other axes)."""
+        xp, k = self.xp, len(blocks)
+        data = xp.concatenate(blocks)
+        keep = data != 0
+        rows = xp.repeat(xp.arange(k * self.shape[0], dtype=xp.int64), xp.tile(xp.diff(self.indptr), k).astype(xp.int64))
+        indptr = xp.zeros(k * self.shape[0] + 1, dtype=self.indices.dtype)
+        xp.cumsum(xp.bincount(rows[keep], minlength=k * self.shape[0]), out=indptr[1:])
+        return sparse_module(xp).csr_matrix((data[keep], xp.tile(self.indices, k)[keep], indptr),
+                                            shape=(k * self.shape[0], self.shape[1]))
 
 
 class FlowOperators:
@@ -266,9 +270,7 @@ class FlowOperators:
             diagonal = (-xp.bincount(h.row, weight, n)
                         - xp.bincount(out.row, out.area * out.normal[:, d], n) / self._volumes)
             blocks.append(pattern.values(weight, diagonal))
-        G = pattern.stacked(blocks)
-        G.eliminate_zeros()
-        return G
+        return pattern.stacked(blocks)
 
     def _face_operators(self, g, f, out):
         """Gamma and Gs on the flux faces this rank owns; Gamma's column (d, cell) in the stacked numbering."""
