@@ -123,6 +123,23 @@ class GpuSellMat:
         finally:
             _EVENTS["Build"].end()
 
+    def adopt(self, indptr, indices, data):
+        """The SELL copy built from CSR arrays equal to the AIJ matrix's own,
+        held where the backend computes (the GPU, where they were assembled),
+        instead of reading them back from PETSc and copying them over. One
+        rank only; in parallel it is update()."""
+        if self.parallel:
+            self.update()
+            return
+        _EVENTS["Build"].begin()
+        try:
+            self._transposes = None
+            self.local = self._sell((indptr, indices, data), lp.mat_from_handle(self.handle).getLocalSize())
+            self._state, self._nonzero_state = self.states(), self._nonzero_states()
+            self._flops = 2.0 * self.nnz
+        finally:
+            _EVENTS["Build"].end()
+
     def _sell(self, csr, shape):
         return SellMatrix.from_csr(*csr, shape, slice_height=self.slice_height, sigma=self.sigma,
                                    value_dtype=VALUE_DTYPES[self.value_type], xp=self.xp)

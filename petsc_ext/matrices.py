@@ -22,16 +22,30 @@ def aij_from_rows(indptr, indices, data, local_columns, comm=PETSc.COMM_WORLD, m
     this rank's share of the columns (the local size of the vectors it
     multiplies). ``mat_type`` may be any AIJ type (aij, aijcusparse, gpusell,
     ...); with an options ``prefix`` the matrix also reads its options
-    (``-<prefix>mat_gpusell_value_type``, ...)."""
+    (``-<prefix>mat_gpusell_value_type``, ``-<prefix>mat_type``, ...).
+
+    On one rank and without a prefix the matrix is a copy (MatDuplicate,
+    memory PETSc owns and may grow) of one over the arrays
+    (MatCreateSeqAIJWithArrays), not filled row by row, then becomes
+    ``mat_type`` in place."""
+    first = int(indptr[0])
+    csr = (numpy.asarray(indptr, dtype=PETSc.IntType) - first, numpy.asarray(indices, dtype=PETSc.IntType),
+           numpy.asarray(data, dtype=PETSc.ScalarType))
+    rows = len(csr[0]) - 1
+    if prefix is None and comm.getSize() == 1:
+        over = PETSc.Mat().createAIJWithArrays(((rows, rows), (local_columns, local_columns)), csr, comm=comm)
+        mat = over.duplicate(copy=True)
+        over.destroy()
+        if mat_type not in (PETSc.Mat.Type.AIJ, mat.getType()):
+            mat.convert(mat_type, mat)
+        return mat
     mat = PETSc.Mat().create(comm=comm)
-    mat.setSizes(((len(indptr) - 1, PETSc.DECIDE), (local_columns, PETSc.DECIDE)))
+    mat.setSizes(((rows, PETSc.DECIDE), (local_columns, PETSc.DECIDE)))
     mat.setType(mat_type)
     if prefix is not None:
         mat.setOptionsPrefix(prefix)
         mat.setFromOptions()
-    first = int(indptr[0])
-    mat.setPreallocationCSR((numpy.asarray(indptr, dtype=PETSc.IntType) - first,
-                             numpy.asarray(indices, dtype=PETSc.IntType), numpy.asarray(data, dtype=PETSc.ScalarType)))
+    mat.setPreallocationCSR(csr)
     mat.assemble()
     return mat
 

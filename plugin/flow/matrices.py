@@ -23,6 +23,7 @@ with one SpMV written straight into C's storage (petsc_ext.matrix_values).
 import numpy
 import scipy.sparse
 
+from petsc_ext import gpusell
 from petsc_ext.array_operators import matrix_product
 from petsc_ext.arrays import ArrayVecs, matrix_array_module
 from petsc_ext.matrices import aij_from_rows
@@ -44,30 +45,39 @@ class FlowMatrices:
         names = ("L", "Ms", "Gamma", "Gs", "G", "D", "E_C", "flux_rate") + (("slip",) if ops.slip is not None else ())
         host = self._host = {name: host_matrix(getattr(ops, name)) for name in names}  # PETSc takes host CSR
 
-        def build(csr, local_columns, name, prefix=None):
+        def build(csr, local_columns, name, prefix=None, device=None):
+            """The Mat of a host CSR; a gpusell one takes its SELL copy from
+            ``device``, the same matrix where the operators were assembled on the GPU."""
             mat = aij_from_rows(csr.indptr, csr.indices, csr.data, local_columns, comm, mat_type, prefix)
             mat.setName(name)
+            if device is not None and mat.getType() == gpusell.SEQ_TYPE and gpusell.context(mat).xp is ops.xp:
+                gpusell.context(mat).adopt(device.indptr, device.indices, device.data)
             return mat
+
+        on_device = (lambda name: getattr(ops, name)) if ops.xp is not numpy else (lambda name: None)
 
         if pressure_laplacian == "wide":
             laplacian, face_gradient = self._wide_laplacian(host, g, comm)
         else:
             laplacian, face_gradient = host["L"], host["Gs"]
-        self.poisson = build(-laplacian, n, "-L (pressure)", prefix="pressure_")
+        device_laplacian = None if pressure_laplacian == "wide" or on_device("L") is None else -ops.L
+        self.poisson = build(-laplacian, n, "-L (pressure)", prefix="pressure_", device=device_laplacian)
         self.xp = matrix_array_module(self.poisson)
         self.vecs = ArrayVecs(comm)
-        L, D = host["L"], host["D"]
+        L, D, half = host["L"], host["D"], 0.5 if implicit_diffusion else 1.0
         self.mats = {
-            "Ms": build(host["Ms"], faces, "Ms"),
-            "Gamma": build(host["Gamma"], dim * n, "Gamma"),
-            "Gs": build(face_gradient, n, "Gs"),
-            "G": build(host["G"], n, "G"),
-            "K": build(D * 0.5 if implicit_diffusion else D, n, "D/2" if implicit_diffusion else "D"),
-            "flux_rate": build(host["flux_rate"], faces, "flux rate"),
-            "C": build(scipy.sparse.csr_matrix((0.0 * L.data, L.indices, L.indptr), shape=L.shape), n, "C(u_s)"),
+            "Ms": build(host["Ms"], faces, "Ms", device=on_device("Ms")),
+            "Gamma": build(host["Gamma"], dim * n, "Gamma", device=on_device("Gamma")),
+            "Gs": build(face_gradient, n, "Gs", device=None if pressure_laplacian == "wide" else on_device("Gs")),
+            "G": build(host["G"], n, "G", device=on_device("G")),
+            "K": build(D * half, n, "D/2" if implicit_diffusion else "D",
+                       device=None if on_device("D") is None else ops.D * half),
+            "flux_rate": build(host["flux_rate"], faces, "flux rate", device=on_device("flux_rate")),
+            "C": build(scipy.sparse.csr_matrix((0.0 * L.data, L.indices, L.indptr), shape=L.shape), n, "C(u_s)",
+                       device=None if on_device("L") is None else ops.L * 0.0),
         }
         if "slip" in host:
-            self.mats["slip"] = build(host["slip"], dim * n, "slip (nu A / delta n n^T)")
+            self.mats["slip"] = build(host["slip"], dim * n, "slip (nu A / delta n n^T)", device=on_device("slip"))
         self._values = value_target(self.mats["C"])
         entries = host["E_C"].tocoo()
         E = scipy.sparse.csr_matrix((entries.data, (self._values.slots[entries.row], entries.col)),
