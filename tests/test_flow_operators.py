@@ -122,6 +122,26 @@ def test_gradient_and_divergence_are_exact_for_linear_fields_inside():
     numpy.testing.assert_allclose(divergence[inside], slope.sum(), rtol=1e-12)
 
 
+def test_the_tangential_flux_completes_the_two_point_gradient_of_a_linear_field(ops):
+    """For u = a . x the two-point fluxes A (a . d) / delta miss A t . a on each
+    non-orthogonal face; with the tangential term the fluxes of a cell that
+    touches no boundary sum to A n . a over its faces, which is 0. A box's
+    faces are orthogonal: its term is 0 (and a linear field is not periodic)."""
+    g, rng = ops.geometry, numpy.random.default_rng(11)
+    along = abs(numpy.einsum("ij,ij->i", g.face_offsets, g.face_normals)) / numpy.linalg.norm(g.face_offsets, axis=1)
+    if numpy.allclose(along, 1.0, rtol=0, atol=1e-14):
+        assert abs(ops.tangential).max() < 1e-14
+        return
+    a = rng.standard_normal(g.dim)
+    inside = numpy.setdiff1d(numpy.arange(g.num_cells), g.boundary_cells)
+    gradient = numpy.repeat(a, g.num_cells)  # stacked: every cell's x components, then y, ...
+    two_point = ops.L @ (g.centroids @ a)
+    corrected = two_point + ops.tangential @ gradient
+    scale = abs(ops.L).max() * abs(g.centroids).max()
+    numpy.testing.assert_allclose(corrected[inside], 0, atol=1e-12 * scale)
+    assert abs(two_point[inside]).max() > 1e-3 * scale  # the mesh is skewed: the correction does something
+
+
 def test_wall_velocity_enters_diffusion_as_a_source():
     g = box_geometry((4, 4), (1.0, 1.0), (False, False))
     ops = operators(g, nu=0.1, walls=LID)

@@ -104,11 +104,12 @@ def test_a_cavity_runs_on_an_unstructured_mesh(name):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("partitioner", ["bisection", "metis"])
-def test_ranks_agree_with_one_rank_on_an_unstructured_mesh(partitioner):
+@pytest.mark.parametrize("partitioner, nonorthogonal", [("bisection", False), ("metis", False), ("metis", True)])
+def test_ranks_agree_with_one_rank_on_an_unstructured_mesh(partitioner, nonorthogonal):
     """A cavity on a mesh of quadrilaterals and triangles, cut among the ranks
     of COMM_WORLD (coordinate bisection, or METIS with the cells of each rank
-    in reverse Cuthill-McKee order), against the same run on one rank."""
+    in reverse Cuthill-McKee order), against the same run on one rank; also
+    with the non-orthogonal correction, whose product T G needs other ranks' rows."""
     whole = mesh_geometry(unit_mesh(("quad", "triangle"), n=6, jitter=0.3))
     comm = PETSc.COMM_WORLD
     if partitioner == "metis":
@@ -116,7 +117,8 @@ def test_ranks_agree_with_one_rank_on_an_unstructured_mesh(partitioner):
         mine = rank_geometry(whole, owner, comm.getRank(), locality_order(whole, owner))
     else:
         mine = rank_geometry(whole, coordinate_bisection(whole.centroids, comm.getSize()), comm.getRank())
-    options = {"flow_max_steps": 6, "pressure_ksp_rtol": 1e-12, "pressure_ksp_type": "cg", "pressure_pc_type": "ainv"}
+    options = {"flow_max_steps": 6, "pressure_ksp_rtol": 1e-12, "pressure_ksp_type": "cg", "pressure_pc_type": "ainv",
+               "flow_nonorthogonal": nonorthogonal}
     fields = []
     for geometry, on in ((mine, comm), (whole, PETSc.COMM_SELF)):
         with option_defaults("", options):

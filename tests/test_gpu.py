@@ -433,7 +433,7 @@ def test_operators_assembled_on_the_gpu_equal_the_hosts(name):
         conditions = {g.boundary_names[key]: c for key, c in named.items()}
     host = FlowOperators(g, 0.01, conditions)
     device = FlowOperators(g, 0.01, conditions, xp=cupy)
-    for matrix in ("L", "D", "G", "Gamma", "Gs", "Ms", "E_C", "flux_rate", "slip"):
+    for matrix in ("L", "D", "G", "Gamma", "Gs", "Ms", "E_C", "flux_rate", "slip", "tangential"):
         if getattr(host, matrix) is None:
             continue
         expected, got = getattr(host, matrix).toarray(), host_matrix(getattr(device, matrix)).toarray()

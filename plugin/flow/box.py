@@ -120,6 +120,7 @@ def partition_geometry(partition, lengths, rank, origin=None):
         cell_numbers=numpy.ravel_multi_index(tuple(own[::-1]), p.shape[::-1]),
         face_ids=_join(faces["ids"], numpy.int64), face_cells=_join(faces["cells"], numpy.int64, (0, 2)),
         face_areas=volume / h[axis], face_normals=numpy.eye(dim)[axis], face_distances=h[axis],
+        face_offsets=numpy.eye(dim)[axis] * h[axis][:, None],
         boundary_cells=wall_cells, boundary_areas=volume / h[wall_axis], boundary_normals=wall_normals,
         boundary_distances=h[wall_axis] / 2,
         boundary_centroids=centroids[wall_cells - p.cell_ranges[rank]] + wall_normals * (h[wall_axis] / 2)[:, None],

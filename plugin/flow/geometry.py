@@ -14,6 +14,8 @@ plugin.flow.mesh for an unstructured mesh):
   the two cells of each face; face_areas (F,); face_normals (F, d) unit,
   pointing from face_cells[:, 0] to face_cells[:, 1]; face_distances (F,):
   |n . (x_1 - x_0)| between the two centroids (across a periodic side too);
+  face_offsets (F, d): x_1 - x_0 itself (along the normal on a box; its
+  part across the normal is what makes a mesh non-orthogonal there);
   boundary_cells (B,) global; boundary_areas (B,); boundary_normals (B, d) unit
   and outward; boundary_distances (B,) from the centroid to the face along
   its normal; boundary_centroids (B, d) of the faces;
@@ -46,6 +48,7 @@ class FiniteVolumeGeometry:
     face_areas: numpy.ndarray
     face_normals: numpy.ndarray
     face_distances: numpy.ndarray
+    face_offsets: numpy.ndarray
     boundary_cells: numpy.ndarray
     boundary_areas: numpy.ndarray
     boundary_normals: numpy.ndarray

@@ -2,9 +2,11 @@
 
 One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step dt:
   u*   = (1 + r/2) u^n - (r/2) u^{n-1},  r = dt / dt_{n-1} (one-leg extrapolation)
-  u^   = u^n + dt Omega^-1 (s - C(u_s) u* - K v - S v)
+  u^   = u^n + dt Omega^-1 (s - C(u_s) u* - K v - S v - N u*)
                                      K v = D u* (explicit diffusion), or D u^n / 2
                                      (Crank-Nicolson); S the slip faces' term, explicit;
+                                     N = -nu T G the non-orthogonal correction
+                                     (-flow_nonorthogonal), explicit;
                                      s the boundary's source at t + dt/2
   u^p  = u^, or with Crank-Nicolson the solution of (KSP prefix momentum_)
          (I + dt/2 Omega^-1 D) (u^p + G q*) = u^ + G q*, q* = -dt p* the pressure
@@ -140,6 +142,7 @@ class FractionalStep:
         self.cell_scratch, self.face_scratch, self.q_guess = xp.empty(n), xp.empty(faces), xp.empty(n)
         self.boundary = BoundarySources(ops, xp)
         self.slip = getattr(m, "slip", None)
+        self.nonorthogonal = getattr(m, "nonorthogonal", None)
         self.volumes = xp.asarray(ops.volumes)
         self.inverse_volume = 1.0 / self.volumes
         self.weight = xp.empty(n)
@@ -175,6 +178,8 @@ class FractionalStep:
             m.K(diffused, self.rate, self.rate)
             if self.slip is not None:
                 self.slip(diffused.ravel(), self.rate.ravel(), self.rate.ravel())
+            if self.nonorthogonal is not None:  # explicit, on the extrapolated velocity
+                self.nonorthogonal(self.u_star, self.rate, self.rate)
             xp.multiply(self.inverse_volume, dt, out=self.weight)
             source, _ = self.boundary(state.t + dt / 2)
             self.flow_kernels.explicit_update(self.u_hat if implicit else u_p, state.u, source, self.rate, self.weight)

@@ -38,11 +38,13 @@ class FlowMatrices:
     diffusion: D, or D/2 with Crank-Nicolson), ``flux_rate`` and ``E``, each
     called as ``product(x, y)`` for y = A x or ``product(x, y, z)`` for A x + z."""
 
-    def __init__(self, ops, comm, mat_type, implicit_diffusion=False, pressure_laplacian="compact"):
+    def __init__(self, ops, comm, mat_type, implicit_diffusion=False, pressure_laplacian="compact",
+                 nonorthogonal=False):
         g = ops.geometry
         self.ops, self.comm, self.mat_type = ops, comm, mat_type
         n, faces, dim = g.num_cells, ops.num_faces, g.dim
-        names = ("L", "Ms", "Gamma", "Gs", "G", "D", "E_C", "flux_rate") + (("slip",) if ops.slip is not None else ())
+        names = (("L", "Ms", "Gamma", "Gs", "G", "D", "E_C", "flux_rate") + (("slip",) if ops.slip is not None else ())
+                 + (("tangential",) if nonorthogonal else ()))
         host = self._host = {name: host_matrix(getattr(ops, name)) for name in names}  # PETSc takes host CSR
 
         def build(csr, local_columns, name, prefix=None, device=None):
@@ -78,6 +80,9 @@ class FlowMatrices:
         }
         if "slip" in host:
             self.mats["slip"] = build(host["slip"], dim * n, "slip (nu A / delta n n^T)", device=on_device("slip"))
+        if nonorthogonal:
+            self.mats["nonorthogonal"] = build(self._product(host["tangential"], host["G"], g, comm) * -ops.nu, n,
+                                               "-nu T G (non-orthogonal correction)")
         self._values = value_target(self.mats["C"])
         entries = host["E_C"].tocoo()
         E = scipy.sparse.csr_matrix((entries.data, (self._values.slots[entries.row], entries.col)),
@@ -111,6 +116,20 @@ class FlowMatrices:
         for mat in (Ms, Gamma, G, face_gradient, laplacian):
             mat.destroy()
         return products
+
+    @staticmethod
+    def _product(A, B, g, comm):
+        """A B of two operators (the rank's rows, scipy CSR with global columns; A's
+        columns are B's rows, stacked cell vectors), multiplied by PETSc: the
+        rows of B that A needs may be other ranks'."""
+        left = aij_from_rows(A.indptr, A.indices, A.data, B.shape[0], comm)
+        right = aij_from_rows(B.indptr, B.indices, B.data, g.num_cells, comm)
+        product = left.matMult(right)
+        indptr, indices, data = product.getValuesCSR()
+        result = scipy.sparse.csr_matrix((data, indices, indptr), shape=(product.getLocalSize()[0], product.getSize()[1]))
+        for mat in (left, right, product):
+            mat.destroy()
+        return result
 
     def refresh_convection(self, u_s):
         """C's values from the face velocities: Val(C) = E_C u_s (eq. 2.10), with

@@ -37,6 +37,11 @@ normal velocity; inflow faces carry a given one, a source.
           open boundaries, never enters)
   flux_rate  faces -> cells  sum_f A_f |u_s,f| / (2 Omega_i) for |u_s|: the
           convective CFL number per unit time step
+  tangential  cells^d -> cells  sum_f A_f t_f . (v_i + v_j) / 2, t_f = n_f - d_f / delta_f
+          the part of the normal across the line d_f between the two
+          centroids: with v the cell gradient of a velocity component, the
+          flux that the two-point gradient (u_j - u_i) / delta_f misses on a
+          non-orthogonal face (the deferred correction of Jasak 1996)
 
 Every matrix is assembled from the rank's half-faces (a face seen from one of
 its cells that the rank owns), so no rank needs another's geometry. The
@@ -121,19 +126,22 @@ class _HalfFaces:
     area: numpy.ndarray
     outward: numpy.ndarray  # (k, d) unit normal pointing out of the owned cell
     distance: numpy.ndarray
+    across: numpy.ndarray   # (k, d) from the owned cell's centroid to the other's
 
     @classmethod
     def of(cls, g, face_ids=None, xp=numpy):
         """``face_ids``: the faces' numbers (default the geometry's); arrays of ``xp``."""
         face_ids = xp.asarray(g.face_ids if face_ids is None else face_ids)
         face_cells = xp.asarray(g.face_cells)
-        areas, normals, distances = (xp.asarray(a) for a in (g.face_areas, g.face_normals, g.face_distances))
+        areas, normals, distances, offsets = (xp.asarray(a) for a in (g.face_areas, g.face_normals, g.face_distances,
+                                                                      g.face_offsets))
         first, second = face_cells[:, 0], face_cells[:, 1]
         parts = []
         for cell, other, sign in ((first, second, 1.0), (second, first, -1.0)):
             mine = (cell >= g.cell_start) & (cell < g.cell_start + g.num_cells)
             parts.append((cell[mine] - g.cell_start, cell[mine], other[mine], face_ids[mine],
-                          xp.full(int(mine.sum()), sign), areas[mine], sign * normals[mine], distances[mine]))
+                          xp.full(int(mine.sum()), sign), areas[mine], sign * normals[mine], distances[mine],
+                          sign * offsets[mine]))
         return cls(*(xp.concatenate(columns) for columns in zip(*parts, strict=True)))
 
 
@@ -252,6 +260,7 @@ class FlowOperators:
         self.boundary_to_cells = _csr(numpy.ones(len(held.row)), held.row, numpy.arange(len(held.row)),
                                       (n, len(held.row)))
         self.outflow_pressure = self._outflow_pressure(g, f, out_host)
+        self.tangential = self._tangential(g, h)
 
     @property
     def num_faces(self):
@@ -294,6 +303,18 @@ class FlowOperators:
         Gs = _csr(xp.concatenate((inverse, -inverse, -1.0 / out.distance)), xp.concatenate((rows, rows, out_rows)),
                   xp.concatenate((second, first, out.cell)), (f.count, g.num_global_cells))
         return Gamma, Gs
+
+    def _tangential(self, g, h):
+        """The rank's rows of ``tangential`` (global stacked columns), over interior faces."""
+        xp, dim = self.xp, self.dim
+        t = h.outward - h.across / h.distance[:, None]
+        rows, cols, values = [], [], []
+        for d in range(dim):
+            for cell in (h.cell, h.other):
+                rows.append(h.row)
+                cols.append(stacked_index(g.cell_ranges, d, dim, cell))
+                values.append(h.area * t[:, d] / 2)
+        return _csr(xp.concatenate(values), xp.concatenate(rows), xp.concatenate(cols), (g.num_cells, dim * g.num_global_cells))
 
     def _slip(self, g, slip):
         """nu A / delta n n^T on each slip face's cell, stacked numbering."""
