@@ -62,6 +62,23 @@ class BoxPartition:
         rank = self.owner(ijk)
         return self.cell_ranges[rank] + self._offset_in_block(ijk, rank, self.count[rank])
 
+    def own_index(self, rank, ijk):
+        """Numbers of cells ijk of ``rank``'s own block (no owner lookup)."""
+        low, count = self.low[rank], self.count[rank]
+        index = numpy.zeros(ijk.shape[1], dtype=numpy.int64)
+        for d in reversed(range(self.dim)):
+            index = index * count[d] + (ijk[d] - low[d])
+        return self.cell_ranges[rank] + index
+
+    def up_index(self, rank, ijk, axis):
+        """Numbers of the neighbours one cell up ``axis`` of cells ijk of
+        ``rank``'s block: in the block by a stride, past it by cell_index."""
+        index = self.own_index(rank, ijk) + int(numpy.prod(self.count[rank][:axis]))
+        past = ijk[axis] == self.low[rank, axis] + self.count[rank, axis] - 1
+        if past.any():
+            index[past] = self.cell_index(self.neighbour(ijk[:, past], axis, 1))
+        return index
+
     def face_index(self, axis, ijk):
         """Number of the face on the high side along ``axis`` of cells ijk (which must have one)."""
         rank = self.owner(ijk)
@@ -93,7 +110,7 @@ def partition_geometry(partition, lengths, rank, origin=None):
         # Owned faces: the high side of every cell of the trimmed block.
         first = p.block(rank, p.face_count[rank, d])
         faces["ids"].append(p.axis_offset[rank, d] + numpy.arange(first.shape[1]))
-        faces["cells"].append(numpy.stack([p.cell_index(first), p.cell_index(p.neighbour(first, d, 1))], axis=1))
+        faces["cells"].append(numpy.stack([p.own_index(rank, first), p.up_index(rank, first, d)], axis=1))
         faces["axis"].append(numpy.full(first.shape[1], d))
         # Faces another rank owns: the low side of the block's first layer, where a neighbour is.
         layer = own[:, own[d] == p.low[rank, d]]
@@ -105,7 +122,7 @@ def partition_geometry(partition, lengths, rank, origin=None):
         faces["axis"].append(numpy.full(layer.shape[1], d))
         if not p.periodic[d]:
             for side, at in ((2 * d, own[d] == 0), (2 * d + 1, own[d] == p.shape[d] - 1)):
-                walls["cells"].append(p.cell_index(own[:, at]))
+                walls["cells"].append(p.own_index(rank, own[:, at]))
                 walls["side"].append(numpy.full(int(at.sum()), side))
     axis = _join(faces["axis"], numpy.int64)
     sides = _join(walls["side"], numpy.int64)
