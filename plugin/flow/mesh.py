@@ -11,8 +11,11 @@ operators for any polyhedral cells; this module gives them such cells.
 
 ``mesh_geometry`` gives the whole mesh on one rank (``cell_numbers`` is the
 mesh's cell order); ``rank_geometry`` cuts it into the parts of ranks, each
-rank's cells numbered together as PETSc numbers rows. Cells must be
-positively oriented (gmsh's convention).
+rank's cells numbered together as PETSc numbers rows; ``distribute`` reads a
+mesh file once on rank 0, partitions it (METIS or coordinate bisection),
+orders each part for locality and sends each rank its part. Cells must be
+positively oriented (gmsh's convention); faces must be shared whole by their
+two cells (a hanging face is an error naming it).
 """
 
 from dataclasses import dataclass
