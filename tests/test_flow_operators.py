@@ -22,7 +22,7 @@ LID = {"ymax": Wall((1.0, 0.0))}
 
 def operators(g, nu, walls=None):
     """The operators of geometry g: walls at rest, but those named in ``walls``."""
-    return FlowOperators(g, nu, conditions_by_tag(g, {**walls_at_rest(g), **(walls or {})}))
+    return FlowOperators(g, nu, conditions_by_tag(g, {**walls_at_rest(g), **(walls or {})}), nonorthogonal=True)
 
 
 def moving_walls(g, velocity):

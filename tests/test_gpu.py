@@ -431,8 +431,8 @@ def test_operators_assembled_on_the_gpu_equal_the_hosts(name):
         kinds, jitter = MESHES[name]
         g, named = channel(mesh_geometry(unit_mesh(kinds, n=3, jitter=jitter)))
         conditions = {g.boundary_names[key]: c for key, c in named.items()}
-    host = FlowOperators(g, 0.01, conditions)
-    device = FlowOperators(g, 0.01, conditions, xp=cupy)
+    host = FlowOperators(g, 0.01, conditions, nonorthogonal=True)
+    device = FlowOperators(g, 0.01, conditions, xp=cupy, nonorthogonal=True)
     for matrix in ("L", "D", "G", "Gamma", "Gs", "Ms", "E_C", "flux_rate", "slip", "tangential"):
         if getattr(host, matrix) is None:
             continue

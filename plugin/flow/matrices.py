@@ -43,6 +43,8 @@ class FlowMatrices:
         g = ops.geometry
         self.ops, self.comm, self.mat_type = ops, comm, mat_type
         n, faces, dim = g.num_cells, ops.num_faces, g.dim
+        if nonorthogonal and ops.tangential is None:
+            raise ValueError("the non-orthogonal correction needs operators built with nonorthogonal=True")
         names = (("L", "Ms", "Gamma", "Gs", "G", "D", "E_C", "flux_rate") + (("slip",) if ops.slip is not None else ())
                  + (("tangential",) if nonorthogonal else ()))
         host = self._host = {name: host_matrix(getattr(ops, name)) for name in names}  # PETSc takes host CSR

@@ -218,9 +218,10 @@ class _CellPattern:
 class FlowOperators:
     """The rank's rows of the operators of one geometry, viscosity and set of boundary conditions."""
 
-    def __init__(self, geometry, nu, boundary_conditions, xp=numpy):
+    def __init__(self, geometry, nu, boundary_conditions, xp=numpy, nonorthogonal=False):
         """``boundary_conditions``: {tag: condition} for every boundary tag
-        (plugin.flow.boundary); ``xp``: where to assemble (numpy or cupy)."""
+        (plugin.flow.boundary); ``xp``: where to assemble (numpy or cupy);
+        ``nonorthogonal``: also ``tangential`` (else None)."""
         g = geometry
         n, dim, cells = g.num_cells, g.dim, g.num_global_cells
         self.geometry, self.nu, self.dim, self.volumes, self.xp = g, nu, dim, g.volumes, xp
@@ -260,7 +261,7 @@ class FlowOperators:
         self.boundary_to_cells = _csr(numpy.ones(len(held.row)), held.row, numpy.arange(len(held.row)),
                                       (n, len(held.row)))
         self.outflow_pressure = self._outflow_pressure(g, f, out_host)
-        self.tangential = self._tangential(g, h)
+        self.tangential = self._tangential(g, h) if nonorthogonal else None
 
     @property
     def num_faces(self):

@@ -128,7 +128,7 @@ class FlowSolver:
         with self.set_up_stage("operators"):
             self.boundary_conditions = self._conditions(boundary_conditions, prefix)
             self.operators = FlowOperators(geometry, nu, self.boundary_conditions,
-                                           assembly_module(self.assembly, mat_type))
+                                           assembly_module(self.assembly, mat_type), self.nonorthogonal)
         implicit = self.diffusion == "implicit"
         with self.set_up_stage("matrices"):
             self.matrices = FlowMatrices(self.operators, comm, mat_type, implicit_diffusion=implicit,
