@@ -23,6 +23,7 @@ with one SpMV written straight into C's storage (petsc_ext.matrix_values).
 import numpy
 import scipy.sparse
 
+from gpu_mats.backend import array_module, sparse_module
 from petsc_ext import gpusell
 from petsc_ext.array_operators import matrix_product
 from petsc_ext.arrays import ArrayVecs, matrix_array_module
@@ -45,7 +46,8 @@ class FlowMatrices:
         n, faces, dim = g.num_cells, ops.num_faces, g.dim
         if nonorthogonal and ops.tangential is None:
             raise ValueError("the non-orthogonal correction needs operators built with nonorthogonal=True")
-        names = (("L", "Ms", "Gamma", "Gs", "G", "D", "E_C", "flux_rate") + (("slip",) if ops.slip is not None else ())
+        names = (("L", "Ms", "Gamma", "Gs", "G", "D", "flux_rate") + (("slip",) if ops.slip is not None else ())
+                 + (("E_C",) if ops.xp is numpy else ())
                  + (("tangential",) if nonorthogonal else ()))
         host = self._host = {name: host_matrix(getattr(ops, name)) for name in names}  # PETSc takes host CSR
 
@@ -86,11 +88,9 @@ class FlowMatrices:
             self.mats["nonorthogonal"] = build(self._product(host["tangential"], host["G"], g, comm) * -ops.nu, n,
                                                "-nu T G (non-orthogonal correction)")
         self._values = value_target(self.mats["C"])
-        entries = host["E_C"].tocoo()
-        E = scipy.sparse.csr_matrix((entries.data, (self._values.slots[entries.row], entries.col)),
-                                    shape=(self._values.buffer.size, entries.shape[1]))
-        E.sort_indices()
-        self.mats["E"] = build(E, faces, "E_C (in C's storage order)")
+        E = self._storage_order(host["E_C"] if ops.xp is numpy else ops.E_C)
+        self.mats["E"] = build(host_matrix(E), faces, "E_C (in C's storage order)",
+                               device=None if ops.xp is numpy else E)
         for name, mat in self.mats.items():
             setattr(self, name, matrix_product(mat, self.xp, self.vecs))
         self.momentum = self._momentum() if implicit_diffusion else None
@@ -118,6 +118,16 @@ class FlowMatrices:
         for mat in (Ms, Gamma, G, face_gradient, laplacian):
             mat.destroy()
         return products
+
+    def _storage_order(self, E_C):
+        """E: E_C (host or device) with each row moved to the slot where C stores that value, in E_C's module."""
+        xp = array_module(E_C.data)
+        entries = E_C.tocoo()
+        slots = xp.asarray(self._values.slots)
+        E = sparse_module(xp).coo_matrix((entries.data, (slots[entries.row], entries.col)),
+                                         shape=(self._values.buffer.size, E_C.shape[1])).tocsr()
+        E.sort_indices()
+        return E
 
     @staticmethod
     def _product(A, B, g, comm):
