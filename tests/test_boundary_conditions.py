@@ -223,15 +223,6 @@ def test_backflow_through_an_outflow_brings_no_momentum():
     assert numpy.linalg.eigvalsh(C + C.T).min() > -1e-12
 
 
-def flux_face_keys(ops):
-    """The natural key of each of the rank's flux faces (checkpoint.face_pairs in the natural cell numbering)."""
-    pairs = face_pairs(ops)
-    g = ops.geometry
-    numbers = numpy.empty(g.num_global_cells, dtype=numpy.int64)  # only this rank's entries are filled
-    numbers[g.cell_start:g.cell_start + g.num_cells] = g.cell_numbers
-    return pairs, numbers
-
-
 def _renumbering(serial, ranks):
     """(cells, faces, stacked): where each serial cell, flux face and velocity entry sits among the ranks'."""
     g0 = ranks[0].geometry

@@ -114,7 +114,7 @@ def conditions_by_tag(geometry, conditions):
         tag = names.get(key, key)
         if tag not in tag_names:
             raise BoundaryError(f"boundary condition for {key!r}: the mesh has no such boundary group "
-                             f"(groups: {_listed(names)})")
+                                f"(groups: {_listed(names)})")
         by_tag[tag] = condition
     missing = [f"{tag_names[tag]} (tag {tag})" for tag in sorted(tag_names) if tag not in by_tag]
     if missing:

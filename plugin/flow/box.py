@@ -53,9 +53,10 @@ class BoxPartition:
                    for d in range(self.dim))
 
     def _offset_in_block(self, ijk, rank, extent):
+        """Place of cells ijk in their block (x fastest); ``rank`` and ``extent`` per cell, or one for all."""
         index = numpy.zeros(ijk.shape[1], dtype=numpy.int64)
         for d in reversed(range(self.dim)):
-            index = index * extent[:, d] + (ijk[d] - self.low[rank, d])
+            index = index * extent[..., d] + (ijk[d] - self.low[rank, d])
         return index
 
     def cell_index(self, ijk):
@@ -63,12 +64,8 @@ class BoxPartition:
         return self.cell_ranges[rank] + self._offset_in_block(ijk, rank, self.count[rank])
 
     def own_index(self, rank, ijk):
-        """Numbers of cells ijk of ``rank``'s own block (no owner lookup)."""
-        low, count = self.low[rank], self.count[rank]
-        index = numpy.zeros(ijk.shape[1], dtype=numpy.int64)
-        for d in reversed(range(self.dim)):
-            index = index * count[d] + (ijk[d] - low[d])
-        return self.cell_ranges[rank] + index
+        """Numbers of cells ijk of ``rank``'s own block (cell_index without the owner lookup)."""
+        return self.cell_ranges[rank] + self._offset_in_block(ijk, rank, self.count[rank])
 
     def up_index(self, rank, ijk, axis):
         """Numbers of the neighbours one cell up ``axis`` of cells ijk of

@@ -228,7 +228,7 @@ class FractionalStep:
         correction), starting from what ``start`` writes into q's array; returns
         that array, which stays taken until the caller restores it. dt = 0:
         a projection, the outflow pressures play no part."""
-        n, xp = self.cell_scratch.size, self.xp
+        n = self.cell_scratch.size
         self.matrices.Gamma(u_p.ravel(), self.w)
         b = get_array(self.b, "w", n)
         _, inflow = self.boundary(t)

@@ -46,51 +46,41 @@ class FlowMatrices:
         n, faces, dim = g.num_cells, ops.num_faces, g.dim
         if nonorthogonal and ops.tangential is None:
             raise ValueError("the non-orthogonal correction needs operators built with nonorthogonal=True")
-        names = (("L", "Ms", "Gamma", "Gs", "G", "D", "flux_rate") + (("slip",) if ops.slip is not None else ())
-                 + (("E_C",) if ops.xp is numpy else ())
-                 + (("tangential",) if nonorthogonal else ()))
-        host = self._host = {name: host_matrix(getattr(ops, name)) for name in names}  # PETSc takes host CSR
 
-        def build(csr, local_columns, name, prefix=None, device=None):
-            """The Mat of a host CSR; a gpusell one takes its SELL copy from
-            ``device``, the same matrix where the operators were assembled on the GPU."""
+        def build(matrix, local_columns, name, prefix=None):
+            """The Mat of an operator (scipy, or cupyx where the operators were
+            assembled on the GPU: PETSc takes a host copy, and a gpusell matrix on
+            that GPU its SELL copy from the device arrays)."""
+            csr = host_matrix(matrix)
             mat = aij_from_rows(csr.indptr, csr.indices, csr.data, local_columns, comm, mat_type, prefix)
             mat.setName(name)
-            if device is not None and mat.getType() == gpusell.SEQ_TYPE and gpusell.context(mat).xp is ops.xp:
-                gpusell.context(mat).adopt(device.indptr, device.indices, device.data)
+            if csr is not matrix and mat.getType() == gpusell.SEQ_TYPE and gpusell.context(mat).xp is ops.xp:
+                gpusell.context(mat).adopt(matrix.indptr, matrix.indices, matrix.data)
             return mat
 
-        on_device = (lambda name: getattr(ops, name)) if ops.xp is not numpy else (lambda name: None)
-
         if pressure_laplacian == "wide":
-            laplacian, face_gradient = self._wide_laplacian(host, g, comm)
+            laplacian, face_gradient = self._wide_laplacian(ops, comm)
         else:
-            laplacian, face_gradient = host["L"], host["Gs"]
-        device_laplacian = None if pressure_laplacian == "wide" or on_device("L") is None else -ops.L
-        self.poisson = build(-laplacian, n, "-L (pressure)", prefix="pressure_", device=device_laplacian)
+            laplacian, face_gradient = ops.L, ops.Gs
+        self.poisson = build(-laplacian, n, "-L (pressure)", prefix="pressure_")
         self.xp = matrix_array_module(self.poisson)
         self.vecs = ArrayVecs(comm)
-        L, D, half = host["L"], host["D"], 0.5 if implicit_diffusion else 1.0
         self.mats = {
-            "Ms": build(host["Ms"], faces, "Ms", device=on_device("Ms")),
-            "Gamma": build(host["Gamma"], dim * n, "Gamma", device=on_device("Gamma")),
-            "Gs": build(face_gradient, n, "Gs", device=None if pressure_laplacian == "wide" else on_device("Gs")),
-            "G": build(host["G"], n, "G", device=on_device("G")),
-            "K": build(D * half, n, "D/2" if implicit_diffusion else "D",
-                       device=None if on_device("D") is None else ops.D * half),
-            "flux_rate": build(host["flux_rate"], faces, "flux rate", device=on_device("flux_rate")),
-            "C": build(scipy.sparse.csr_matrix((0.0 * L.data, L.indices, L.indptr), shape=L.shape), n, "C(u_s)",
-                       device=None if on_device("L") is None else ops.L * 0.0),
+            "Ms": build(ops.Ms, faces, "Ms"),
+            "Gamma": build(ops.Gamma, dim * n, "Gamma"),
+            "Gs": build(face_gradient, n, "Gs"),
+            "G": build(ops.G, n, "G"),
+            "K": build(ops.D * 0.5 if implicit_diffusion else ops.D, n, "D/2" if implicit_diffusion else "D"),
+            "flux_rate": build(ops.flux_rate, faces, "flux rate"),
+            "C": build(ops.L * 0.0, n, "C(u_s)"),  # L's pattern, explicit zeros kept
         }
-        if "slip" in host:
-            self.mats["slip"] = build(host["slip"], dim * n, "slip (nu A / delta n n^T)", device=on_device("slip"))
+        if ops.slip is not None:
+            self.mats["slip"] = build(ops.slip, dim * n, "slip (nu A / delta n n^T)")
         if nonorthogonal:
-            self.mats["nonorthogonal"] = build(self._product(host["tangential"], host["G"], g, comm) * -ops.nu, n,
+            self.mats["nonorthogonal"] = build(self._multiplied(ops.tangential, ops.G, n, comm) * -ops.nu, n,
                                                "-nu T G (non-orthogonal correction)")
         self._values = value_target(self.mats["C"])
-        E = self._storage_order(host["E_C"] if ops.xp is numpy else ops.E_C)
-        self.mats["E"] = build(host_matrix(E), faces, "E_C (in C's storage order)",
-                               device=None if ops.xp is numpy else E)
+        self.mats["E"] = build(self._storage_order(ops.E_C), faces, "E_C (in C's storage order)")
         for name, mat in self.mats.items():
             setattr(self, name, matrix_product(mat, self.xp, self.vecs))
         self.momentum = self._momentum() if implicit_diffusion else None
@@ -98,26 +88,11 @@ class FlowMatrices:
         self._convected = self.xp.empty(faces) if len(ops.open_faces) else None
         self.outflow_pressure = self._outflow_pressure(pressure_laplacian)
 
-    @staticmethod
-    def _wide_laplacian(host, g, comm):
-        """Ms Gamma G and Gamma G (the rank's rows, scipy CSR with global
-        columns), multiplied by PETSc: their rows need other ranks' rows."""
-
-        def aij(csr, local_columns):
-            return aij_from_rows(csr.indptr, csr.indices, csr.data, local_columns, comm)
-
-        Ms, Gamma, G = (aij(host["Ms"], host["Gamma"].shape[0]), aij(host["Gamma"], g.dim * g.num_cells),
-                        aij(host["G"], g.num_cells))
-        face_gradient = Gamma.matMult(G)
-        laplacian = Ms.matMult(face_gradient)
-        products = []
-        for mat in (laplacian, face_gradient):
-            indptr, indices, data = mat.getValuesCSR()
-            products.append(scipy.sparse.csr_matrix((data, indices, indptr), shape=(mat.getLocalSize()[0],
-                                                                                      mat.getSize()[1])))
-        for mat in (Ms, Gamma, G, face_gradient, laplacian):
-            mat.destroy()
-        return products
+    @classmethod
+    def _wide_laplacian(cls, ops, comm):
+        """Ms Gamma G and Gamma G (the rank's rows, scipy CSR with global columns)."""
+        face_gradient = cls._multiplied(ops.Gamma, ops.G, ops.geometry.num_cells, comm)
+        return cls._multiplied(ops.Ms, face_gradient, ops.geometry.num_cells, comm), face_gradient
 
     def _storage_order(self, E_C):
         """E: E_C (host or device) with each row moved to the slot where C stores that value, in E_C's module."""
@@ -130,12 +105,13 @@ class FlowMatrices:
         return E
 
     @staticmethod
-    def _product(A, B, g, comm):
-        """A B of two operators (the rank's rows, scipy CSR with global columns; A's
-        columns are B's rows, stacked cell vectors), multiplied by PETSc: the
-        rows of B that A needs may be other ranks'."""
+    def _multiplied(A, B, columns, comm):
+        """A B of two operators (the rank's rows, global columns; A's columns are
+        B's rows; ``columns``: the rank's share of B's), multiplied by PETSc: the
+        rows of B that A needs may be other ranks'. scipy CSR."""
+        A, B = host_matrix(A), host_matrix(B)
         left = aij_from_rows(A.indptr, A.indices, A.data, B.shape[0], comm)
-        right = aij_from_rows(B.indptr, B.indices, B.data, g.num_cells, comm)
+        right = aij_from_rows(B.indptr, B.indices, B.data, columns, comm)
         product = left.matMult(right)
         indptr, indices, data = product.getValuesCSR()
         result = scipy.sparse.csr_matrix((data, indices, indptr), shape=(product.getLocalSize()[0], product.getSize()[1]))
@@ -174,7 +150,7 @@ class FlowMatrices:
         """I + (dt / 2) Omega^-1 D (options prefix momentum_), assembled once:
         its values are linear in dt, so a new dt only rewrites them."""
         ops = self.ops
-        rate = (scipy.sparse.diags(0.5 / ops.volumes) @ self._host["D"]).tocsr()
+        rate = (scipy.sparse.diags(0.5 / ops.volumes) @ host_matrix(ops.D)).tocsr()
         rate.sort_indices()
         rows = numpy.repeat(numpy.arange(rate.shape[0]), numpy.diff(rate.indptr))
         identity = (rate.indices == rows + ops.geometry.cell_start).astype(float)  # D has every diagonal entry

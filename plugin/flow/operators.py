@@ -223,7 +223,7 @@ class FlowOperators:
         (plugin.flow.boundary); ``xp``: where to assemble (numpy or cupy);
         ``nonorthogonal``: also ``tangential`` (else None)."""
         g = geometry
-        n, dim, cells = g.num_cells, g.dim, g.num_global_cells
+        n, dim = g.num_cells, g.dim
         self.geometry, self.nu, self.dim, self.volumes, self.xp = g, nu, dim, g.volumes, xp
         self._volumes = xp.asarray(g.volumes)
         self.conditions = boundary_conditions
@@ -234,10 +234,11 @@ class FlowOperators:
         def faces_of(tags):
             return _BoundaryFaces.of(g, numpy.flatnonzero(numpy.isin(g.boundary_tags, tags)))
 
-        self.faces = f = FluxFaces.of(g, tags_of(Outflow))
+        self.open_tags = tags_of(Outflow)  # the groups where an outflow holds the pressure
+        self.faces = f = FluxFaces.of(g, self.open_tags)
         self.has_outflow = bool(f.ranges[-1] > g.num_global_faces)
         h = _HalfFaces.of(g, f.ids, xp)
-        out_host = faces_of(tags_of(Outflow))
+        out_host = faces_of(self.open_tags)
         out, open_ids = out_host.on(xp), xp.asarray(f.open_ids)
         self.open_faces = f.open_ids - f.start  # the outflow faces among the rank's faces
         both = xp.concatenate

@@ -18,10 +18,9 @@ Here instead, as in cell-centred geometric multigrid codes:
   in 3D), not a Galerkin product, and has the pressure matrix's type.
 
 The coarsest level (a few cells, singular like every level unless an
-outflow holds the pressure) is AIJ on the
-host, solved by PCSVD. Keeping more small levels on the host did not pay on
-the GPU (BENCHMARKS.md). Each rank's part of the grid halves with it, so no
-level moves cells between ranks.
+outflow holds the pressure) is AIJ on the host, solved by PCSVD. Keeping
+more small levels on the host did not pay on the GPU (BENCHMARKS.md). Each
+rank's part of the grid halves with it, so no level moves cells between ranks.
 """
 
 import numpy

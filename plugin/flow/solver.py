@@ -31,7 +31,7 @@ from petsc_ext.options import Option, OptionError, option_defaults, read_options
 
 from . import checkpoint
 from .boundary import OPTION as BOUNDARY_OPTION
-from .boundary import Outflow, conditions_by_tag, conditions_from_options, walls_at_rest
+from .boundary import conditions_by_tag, conditions_from_options, walls_at_rest
 from .box import dmda_partition, partition_geometry
 from .integrator import FractionalStep, StepFailure
 from .matrices import FlowMatrices
@@ -219,8 +219,7 @@ class FlowSolver:
                                   f"on this geometry use an algebraic multigrid such as -{prefix}pc_type gamg")
             with option_defaults(prefix, {"pc_mg_levels": self.multigrid.depth}):
                 pc.setFromOptions()  # the level count first: -pc_mg_cycle_type and the like act on the levels
-            open_tags = [tag for tag, c in self.boundary_conditions.items() if isinstance(c, Outflow)]
-            self.multigrid.attach(pc, self.matrices.poisson.getType(), open_tags)
+            self.multigrid.attach(pc, self.matrices.poisson.getType(), self.operators.open_tags)
         return ksp
 
     def _petsc_defaults(self):
