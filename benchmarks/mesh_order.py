@@ -1,5 +1,5 @@
 """SpMV of an unstructured mesh's pressure Laplacian in three cell orders:
-the mesh file's, reverse Cuthill-McKee's (plugin.flow.mesh.locality_order) and
+the mesh file's, reverse Cuthill-McKee's (plugin.flow.partition.locality_order) and
 a random one, as gpusell and aijcusparse, against the copy bandwidth.
 
     python benchmarks/mesh_order.py --mesh cube-tets.msh --json mesh-order.json
@@ -21,14 +21,15 @@ import harness  # noqa: E402
 import plugin  # noqa: E402,F401
 from petsc_ext import gpusell  # noqa: E402
 from petsc_ext.matrices import aij_from_csr  # noqa: E402
-from plugin.flow.mesh import locality_order, mesh_geometry  # noqa: E402
+from plugin.flow.mesh import mesh_geometry  # noqa: E402
+from plugin.flow.partition import locality_order  # noqa: E402
 from plugin.flow.operators import compact_laplacian  # noqa: E402
 
 
 def orders(whole, seed=0):
     """Cell numberings: {name: new number of each mesh cell}."""
     n = whole.num_cells
-    return {"mesh file": numpy.arange(n), "reverse Cuthill-McKee": locality_order(whole, numpy.zeros(n, int)),
+    return {"mesh file": numpy.arange(n), "reverse Cuthill-McKee": locality_order(whole.face_cells, numpy.zeros(n, int)),
             "random": numpy.random.default_rng(seed).permutation(n)}
 
 

@@ -42,7 +42,9 @@ from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
 from plugin.flow import ghia, output  # noqa: E402
 from plugin.flow.boundary import BoundaryError, Wall  # noqa: E402
 from plugin.flow.box import dmda_partition  # noqa: E402
-from plugin.flow.mesh import PARTITIONERS, MeshError, distribute  # noqa: E402
+from plugin.flow.distribution import distribute  # noqa: E402
+from plugin.flow.mesh import MeshError  # noqa: E402
+from plugin.flow.partition import PARTITIONERS  # noqa: E402
 from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver  # noqa: E402
 
 LID = {2: {"ymax": Wall((1.0, 0.0))}, 3: {"xmax": Wall((0.0, 1.0, 0.0))}}  # the moving side

@@ -48,7 +48,9 @@ from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
 from plugin.flow import output  # noqa: E402
 from plugin.flow.boundary import BoundaryError, Inflow, Outflow, Wall  # noqa: E402
 from plugin.flow.box import box_geometry, dmda_partition  # noqa: E402
-from plugin.flow.mesh import PARTITIONERS, MeshError, distribute  # noqa: E402
+from plugin.flow.distribution import distribute  # noqa: E402
+from plugin.flow.mesh import MeshError  # noqa: E402
+from plugin.flow.partition import PARTITIONERS  # noqa: E402
 from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver  # noqa: E402
 
 CELLS = ("triangles", "quads", "mixed", "box")

@@ -1,7 +1,7 @@
 """The PETSc library through ctypes, for the C calls petsc4py does not expose:
 type registration, a Mat's function table, object ids and states, containers,
-arrays with their memory type, PETSc's current CUDA stream, and raising a
-PETSc error from a callback.
+arrays with their memory type, PETSc's current CUDA stream, a DMPlex of mixed
+cell types, and raising a PETSc error from a callback.
 
 It binds the very ``libpetsc`` that petsc4py loaded (found in the process's
 memory map), so both talk to one PETSc.
@@ -96,6 +96,11 @@ VecGetArrayAndMemType = _proto("VecGetArrayAndMemType", c_ptr, *_ARRAY)
 VecRestoreArrayAndMemType = _proto("VecRestoreArrayAndMemType", c_ptr, ctypes.POINTER(c_ptr))
 PetscDeviceContextGetCurrentContext = _proto("PetscDeviceContextGetCurrentContext", ctypes.POINTER(c_ptr))
 PetscDeviceContextGetStreamHandle = _proto("PetscDeviceContextGetStreamHandle", c_ptr, ctypes.POINTER(c_ptr))
+DMPlexBuildFromCellSectionParallel = _proto("DMPlexBuildFromCellSectionParallel", c_ptr, c_petscint, c_petscint,
+                                            c_petscint, c_ptr, c_ptr, ctypes.POINTER(c_ptr), c_ptr)
+DMPlexBuildCoordinatesFromCellListParallel = _proto("DMPlexBuildCoordinatesFromCellListParallel", c_ptr, c_petscint,
+                                                    c_ptr, c_ptr)
+PetscSFDestroy = _proto("PetscSFDestroy", ctypes.POINTER(c_ptr))
 # Variadic: the fixed arguments are typed, the message goes through "%s".
 PetscError = _proto("PetscError", c_comm, c_int, c_str, c_str, c_int, c_int, c_str)
 

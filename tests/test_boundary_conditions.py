@@ -16,7 +16,8 @@ from petsc_ext.options import OptionError, option_defaults
 from plugin.flow.boundary import Inflow, Outflow, Slip, Wall, parse_condition
 from plugin.flow.box import BoxPartition, box_geometry, partition_geometry
 from plugin.flow.checkpoint import face_pairs
-from plugin.flow.mesh import coordinate_bisection, mesh_geometry, rank_geometry
+from plugin.flow.mesh import mesh_geometry, rank_geometry
+from plugin.flow.partition import coordinate_bisection
 from plugin.flow.operators import FlowOperators, stacked_index
 from plugin.flow.solver import FlowSolver
 from test_flow_operators import GEOMETRIES

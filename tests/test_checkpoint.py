@@ -21,7 +21,8 @@ from meshes import channel_groups, regrouped, unit_mesh
 from petsc_ext.options import option_defaults
 from plugin.flow.boundary import Inflow, Outflow, Slip, Wall
 from plugin.flow.box import dmda_partition
-from plugin.flow.mesh import coordinate_bisection, mesh_geometry, rank_geometry
+from plugin.flow.mesh import mesh_geometry, rank_geometry
+from plugin.flow.partition import coordinate_bisection
 from plugin.flow.output import natural_field
 from plugin.flow.solver import FlowSolver
 from test_flow_solver import LID, make_solver

@@ -10,7 +10,8 @@ import scipy.sparse.linalg
 from meshes import MESHES, gmsh_mesh, unit_mesh
 from plugin.flow.boundary import Wall, conditions_by_tag, walls_at_rest
 from plugin.flow.box import BoxPartition, box_geometry, partition_geometry
-from plugin.flow.mesh import coordinate_bisection, mesh_geometry, rank_geometry
+from plugin.flow.mesh import mesh_geometry, rank_geometry
+from plugin.flow.partition import coordinate_bisection
 from plugin.flow.operators import FlowOperators, stacked_index
 
 BOXES = [((6, 5), (1.0, 2.0), (False, False)), ((8, 8), (2 * numpy.pi,) * 2, (True, True)),

@@ -17,7 +17,9 @@ from petsc_ext.options import option_defaults
 from plugin.flow import checkpoint
 from plugin.flow.boundary import Inflow, Outflow, Slip, Wall
 from plugin.flow.box import SIDE_NAMES, dmda_partition
-from plugin.flow.mesh import coordinate_bisection, graph_partition, locality_order, mesh_geometry, rank_geometry
+from plugin.flow.distribution import distribute
+from plugin.flow.mesh import mesh_geometry, rank_geometry
+from plugin.flow.partition import coordinate_bisection, graph_partition, locality_order
 from plugin.flow.operators import host_matrix
 from plugin.flow.output import mesh_field, natural_field
 from plugin.flow.solver import FlowBlowUp, FlowSolver
@@ -105,17 +107,26 @@ def test_a_cavity_runs_on_an_unstructured_mesh(name):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("partitioner, nonorthogonal", [("bisection", False), ("metis", False), ("metis", True)])
-def test_ranks_agree_with_one_rank_on_an_unstructured_mesh(partitioner, nonorthogonal):
+@pytest.mark.parametrize("partitioner, nonorthogonal", [("bisection", False), ("metis", False), ("metis", True),
+                                                        ("dmplex", False)])
+def test_ranks_agree_with_one_rank_on_an_unstructured_mesh(tmp_path, partitioner, nonorthogonal):
     """A cavity on a mesh of quadrilaterals and triangles, cut among the ranks
     of COMM_WORLD (coordinate bisection, or METIS with the cells of each rank
-    in reverse Cuthill-McKee order), against the same run on one rank; also
-    with the non-orthogonal correction, whose product T G needs other ranks' rows."""
-    whole = mesh_geometry(unit_mesh(("quad", "triangle"), n=6, jitter=0.3))
+    in reverse Cuthill-McKee order; or read from a file on rank 0 and
+    distributed through DMPlex), against the same run on one rank; also with
+    the non-orthogonal correction, whose product T G needs other ranks' rows."""
+    mesh = unit_mesh(("quad", "triangle"), n=6, jitter=0.3)
+    whole = mesh_geometry(mesh)
     comm = PETSc.COMM_WORLD
-    if partitioner == "metis":
-        owner = comm.tompi4py().bcast(graph_partition(whole, comm.getSize()) if comm.getRank() == 0 else None)
-        mine = rank_geometry(whole, owner, comm.getRank(), locality_order(whole, owner))
+    if partitioner == "dmplex":
+        path = comm.tompi4py().bcast(str(tmp_path / "cavity.msh") if comm.getRank() == 0 else None)
+        if comm.getRank() == 0:
+            mesh.write(path, file_format="gmsh22", binary=False)
+        comm.tompi4py().Barrier()
+        mine = distribute(path, comm.tompi4py()).geometry
+    elif partitioner == "metis":
+        owner = comm.tompi4py().bcast(graph_partition(whole.face_cells, whole.num_cells, comm.getSize()) if comm.getRank() == 0 else None)
+        mine = rank_geometry(whole, owner, comm.getRank(), locality_order(whole.face_cells, owner))
     else:
         mine = rank_geometry(whole, coordinate_bisection(whole.centroids, comm.getSize()), comm.getRank())
     options = {"flow_max_steps": 6, "pressure_ksp_rtol": 1e-12, "pressure_ksp_type": "cg", "pressure_pc_type": "ainv",

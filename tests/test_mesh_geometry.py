@@ -6,8 +6,8 @@ import numpy
 import pytest
 
 from meshes import MESHES, gmsh_mesh, unit_mesh
-from plugin.flow.mesh import (MeshError, coordinate_bisection, graph_partition, locality_order, mesh_geometry,
-                              partition_quality, rank_geometry)
+from plugin.flow.mesh import MeshError, mesh_geometry, rank_geometry
+from plugin.flow.partition import coordinate_bisection, graph_partition, locality_order, partition_quality
 
 
 @pytest.fixture(params=MESHES, scope="module")
@@ -137,10 +137,10 @@ def test_second_order_cells_follow_a_curved_wall(tmp_path):
 @pytest.mark.parametrize("parts", [2, 3, 4])
 def test_metis_parts_are_balanced_and_their_cut_and_halos_counted(parts):
     whole = mesh_geometry(unit_mesh("tetra", n=4, jitter=0.2))
-    owner = graph_partition(whole, parts)
+    owner = graph_partition(whole.face_cells, whole.num_cells, parts)
     sizes = numpy.bincount(owner, minlength=parts)
     assert sizes.min() > 0 and sizes.max() <= 1.05 * whole.num_cells / parts + 1
-    cut, halo = partition_quality(whole, owner)
+    cut, halo = partition_quality(whole.face_cells, owner)
     crossing = owner[whole.face_cells[:, 0]] != owner[whole.face_cells[:, 1]]
     assert cut == crossing.sum() > 0
     for part in range(parts):
@@ -155,8 +155,8 @@ def test_reverse_cuthill_mckee_brings_each_rows_columns_near_it():
     mesh = unit_mesh("tetra", n=5, jitter=0.2)
     mesh.cells[0].data = mesh.cells[0].data[rng.permutation(len(mesh.cells[0].data))]
     whole = mesh_geometry(mesh)
-    owner = graph_partition(whole, 2)
-    position = locality_order(whole, owner)
+    owner = graph_partition(whole.face_cells, whole.num_cells, 2)
+    position = locality_order(whole.face_cells, owner)
 
     def bandwidth(number):
         i, j = number[whole.face_cells[:, 0]], number[whole.face_cells[:, 1]]

@@ -9,13 +9,15 @@ gives the reference geometry, the sub-entities, the geometry's basis
 functions and the quadrature. Oyarzún 2015 (chapter 1) writes the
 operators for any polyhedral cells; this module gives them such cells.
 
-``mesh_geometry`` gives the whole mesh on one rank (``cell_numbers`` is the
-mesh's cell order); ``rank_geometry`` cuts it into the parts of ranks, each
-rank's cells numbered together as PETSc numbers rows; ``distribute`` reads a
-mesh file once on rank 0, partitions it (METIS or coordinate bisection),
-orders each part for locality and sends each rank its part. Cells must be
-positively oriented (gmsh's convention); faces must be shared whole by their
-two cells (a hanging face is an error naming it).
+``mesh_topology`` finds a mesh's faces and boundary groups without any
+geometry; ``cell_geometry`` measures cells of any type; ``mesh_geometry``
+gives the whole mesh on one rank (``cell_numbers`` is the mesh's cell
+order); ``rank_geometry`` cuts a one-rank geometry into the parts of ranks,
+each rank's cells numbered together as PETSc numbers rows (for tests and
+small meshes: plugin.flow.distribution reads a file once and distributes it
+through DMPlex). Cells must be positively oriented (gmsh's convention);
+faces must be shared whole by their two cells (a hanging face is an error
+naming it).
 """
 
 from dataclasses import dataclass
@@ -96,14 +98,15 @@ def _jacobians(table, X):
     return both[:, :, 0], both[:, :, 1:].transpose(0, 1, 3, 2)
 
 
-def _block_geometry(maps, X, first):
-    """Volumes, centroids and, per local facet, (vector areas, areas, centroids) of cells X (c, v, d)."""
+def _block_geometry(maps, X, numbers):
+    """Volumes, centroids and, per local facet, (vector areas, areas, centroids)
+    of cells X (c, v, d), whose numbers in the mesh (for errors) are ``numbers``."""
     x, J = _jacobians(maps.table, X)
     det = numpy.linalg.det(J)
     bad = (det <= 0).any(axis=1)
     if bad.any():
         cell = int(numpy.flatnonzero(bad)[0])
-        raise MeshError(f"cell {first + cell} ({maps.cell.name}, vertices {X[cell].tolist()}) is inverted or "
+        raise MeshError(f"cell {numbers[cell]} ({maps.cell.name}, vertices {X[cell].tolist()}) is inverted or "
                         f"degenerate: its volume map's Jacobian determinant reaches {det[cell].min():.3g} "
                         f"(cells must be positively oriented, as gmsh makes them)")
     dv = det * maps.weights
@@ -122,6 +125,148 @@ def _block_geometry(maps, X, first):
     return volumes, centroids, facets
 
 
+def mesh_cells(mesh):
+    """(tdim, points (N, d), blocks): the cells of the mesh's highest dimension
+    as blocks (meshio type, node numbers (c, n) in basix's node order), in the
+    mesh's order; a 2D mesh's points in the plane."""
+    tdim = max(_dimension(block.type) for block in mesh.cells)
+    points = numpy.asarray(mesh.points, dtype=float)
+    if tdim == 2 and points.shape[1] == 3:
+        if not numpy.allclose(points[:, 2], 0.0):
+            raise MeshError("a surface mesh in 3D space: 2D meshes must lie in the plane z = 0")
+        points = points[:, :2]
+    blocks = []
+    for block in mesh.cells:
+        if _dimension(block.type) != tdim:
+            continue
+        if block.type not in CELLS:
+            raise MeshError(f"cells of type {block.type} are not supported (supported: {', '.join(CELLS)})")
+        blocks.append((block.type, numpy.asarray(block.data)[:, CELLS[block.type][2]]))
+    return tdim, points, blocks
+
+
+def facet_records(blocks):
+    """Every local facet of every cell of ``blocks`` [(meshio type, nodes in
+    basix's order)]: keys (R, 4) (its sorted corner numbers), its cell (R,)
+    (numbered through the blocks) and its local facet number (R,) (basix's)."""
+    keys, cells, slots = [], [], []
+    first = 0
+    for kind, nodes in blocks:
+        cell, _, _ = CELLS[kind]
+        for slot, local in enumerate(basix.topology(cell)[-2]):
+            keys.append(_facet_keys(nodes[:, local]))
+            cells.append(first + numpy.arange(len(nodes)))
+            slots.append(numpy.full(len(nodes), slot))
+        first += len(nodes)
+    return numpy.concatenate(keys), numpy.concatenate(cells), numpy.concatenate(slots)
+
+
+def match_facets(keys):
+    """(pairs (F, 2), lone (B,)): the records of ``keys`` two cells share (an
+    interior face) and those of one cell (a boundary face). A face of more
+    than two cells is a MeshError naming it."""
+    inverse, counts, firsts = _group_rows(keys)
+    if (counts > 2).any():
+        key = keys[firsts[numpy.flatnonzero(counts > 2)[0]]]
+        raise MeshError(f"the face with vertices {key[key >= 0].tolist()} belongs to more than two cells")
+    order = numpy.argsort(inverse, kind="stable")
+    paired = counts[inverse[order]] == 2
+    return order[paired].reshape(-1, 2), order[~paired]
+
+
+def cell_geometry(blocks, numbers=None):
+    """Volumes and centroids of the cells of ``blocks`` [(meshio type, node
+    coordinates (c, n, d) in basix's order)], and of each facet record (in
+    facet_records' order) its outward vector area, area and centroid. An
+    inverted cell is a MeshError naming it by ``numbers`` (the cells' numbers
+    in the mesh file; by default their position in the blocks)."""
+    volumes, centroids, vectors, areas, centres = [], [], [], [], []
+    first = 0
+    for kind, X in blocks:
+        cell, degree, _ = CELLS[kind]
+        v, c, facets = _block_geometry(_CellMaps(cell, degree), X,
+                                       numpy.arange(first, first + len(X)) if numbers is None else numbers[first:])
+        volumes.append(v)
+        centroids.append(c)
+        for vector, area, centre in facets:
+            vectors.append(vector)
+            areas.append(area)
+            centres.append(centre)
+        first += len(X)
+    return tuple(numpy.concatenate(a) for a in (volumes, centroids, vectors, areas, centres))
+
+
+def oriented(pairs, cells, number):
+    """``pairs`` of facet records with the record of the cell of lower
+    ``number`` first: that cell is the face's cell 0, its normal leaves it."""
+    swap = number[cells[pairs[:, 0]]] > number[cells[pairs[:, 1]]]
+    return numpy.where(swap[:, None], pairs[:, ::-1], pairs)
+
+
+def face_arrays(pairs, cells, centroids, vectors, areas):
+    """(areas, unit normals, offsets x_1 - x_0, distances |n . offset|) of the
+    interior faces ``pairs`` (oriented), from the facet records of cell 0."""
+    normals = vectors[pairs[:, 0]] / areas[pairs[:, 0], None]
+    between = centroids[cells[pairs[:, 1]]] - centroids[cells[pairs[:, 0]]]
+    return areas[pairs[:, 0]], normals, between, numpy.abs(numpy.einsum("ij,ij->i", normals, between))
+
+
+def boundary_arrays(lone, cells, centroids, vectors, areas, centres):
+    """(areas, unit outward normals, distances from the cell centroid along
+    the normal, face centroids) of the boundary facet records ``lone``."""
+    normals = vectors[lone] / areas[lone, None]
+    to_face = centres[lone] - centroids[cells[lone]]
+    return areas[lone], normals, numpy.abs(numpy.einsum("ij,ij->i", normals, to_face)), centres[lone]
+
+
+@dataclass(eq=False)
+class MeshTopology:
+    """What a mesh's cells and groups say before any geometry: ``tdim``,
+    ``points``, ``blocks`` (mesh_cells); every facet record (facet_records:
+    ``keys``, ``cells``, ``slots``); the interior faces ``pairs`` (records,
+    cell 0 of lower number first) and boundary faces ``lone`` (records) with
+    their group ``tags``; ``names`` {group name: tag}."""
+
+    tdim: int
+    points: numpy.ndarray
+    blocks: list
+    keys: numpy.ndarray
+    cells: numpy.ndarray
+    slots: numpy.ndarray
+    pairs: numpy.ndarray
+    lone: numpy.ndarray
+    tags: numpy.ndarray
+    names: dict
+
+    @property
+    def num_cells(self):
+        return sum(len(nodes) for _, nodes in self.blocks)
+
+    @property
+    def face_cells(self):
+        return self.cells[self.pairs]
+
+    def node_coordinates(self):
+        """The blocks as cell_geometry takes them: (meshio type, node coordinates)."""
+        return [(kind, self.points[nodes]) for kind, nodes in self.blocks]
+
+
+def mesh_topology(mesh, ungrouped=None):
+    """The MeshTopology of a meshio mesh. A boundary face in no group is a
+    MeshError naming it (a hanging face, where the mesh is not conforming),
+    unless ``ungrouped`` names the group (tag 0) of those in none."""
+    tdim, points, blocks = mesh_cells(mesh)
+    keys, cells, slots = facet_records(blocks)
+    pairs, lone = match_facets(keys)
+    pairs = oriented(pairs, cells, numpy.arange(int(cells.max(initial=-1)) + 1))
+    tags, names = _boundary_groups(mesh, tdim, keys[lone], points, ungrouped)
+    if (tags < 0).any():
+        _, _, vectors, areas, centres = cell_geometry([(kind, points[nodes]) for kind, nodes in blocks])
+        _refuse_untagged(keys[lone], centres[lone], vectors[lone] / areas[lone, None], areas[lone], cells[lone],
+                         tags < 0, points)
+    return MeshTopology(tdim, points, blocks, keys, cells, slots, pairs, lone, tags, names)
+
+
 def mesh_geometry(mesh, ungrouped=None):
     """The FiniteVolumeGeometry of a meshio mesh on one rank.
 
@@ -130,64 +275,20 @@ def mesh_geometry(mesh, ungrouped=None):
     "gmsh:physical", named by the mesh's field_data. Every boundary face
     must lie in a group, unless ``ungrouped`` names the group (tag 0) of
     those in none (for a matrix of the mesh, whose boundary plays no part).
+    A face's cell 0 is its cell of lower number.
     """
-    tdim = max(_dimension(block.type) for block in mesh.cells)
-    blocks = [block for block in mesh.cells if _dimension(block.type) == tdim]
-    points = numpy.asarray(mesh.points, dtype=float)
-    if tdim == 2 and points.shape[1] == 3:
-        if not numpy.allclose(points[:, 2], 0.0):
-            raise MeshError("a surface mesh in 3D space: 2D meshes must lie in the plane z = 0")
-        points = points[:, :2]
-    volumes, centroids, keys, owners, vectors, areas, face_centres = [], [], [], [], [], [], []
-    first = 0
-    for block in blocks:
-        if block.type not in CELLS:
-            raise MeshError(f"cells of type {block.type} are not supported (supported: {', '.join(CELLS)})")
-        cell, degree, order = CELLS[block.type]
-        vertices = numpy.asarray(block.data)[:, order]
-        maps = _CellMaps(cell, degree)
-        v, c, facets = _block_geometry(maps, points[vertices], first)
-        volumes.append(v)
-        centroids.append(c)
-        for local, (vector, area, centre) in zip(maps.facets, facets, strict=True):
-            keys.append(_facet_keys(vertices[:, local]))
-            owners.append(first + numpy.arange(len(vertices)))
-            vectors.append(vector)
-            areas.append(area)
-            face_centres.append(centre)
-        first += len(vertices)
-    volumes, centroids = numpy.concatenate(volumes), numpy.concatenate(centroids)
-    keys, owners = numpy.concatenate(keys), numpy.concatenate(owners)
-    vectors, areas, face_centres = numpy.concatenate(vectors), numpy.concatenate(areas), numpy.concatenate(face_centres)
-    inverse, counts, firsts = _group_rows(keys)
-    if (counts > 2).any():
-        key = keys[firsts[numpy.flatnonzero(counts > 2)[0]]]
-        raise MeshError(f"the face with vertices {key[key >= 0].tolist()} belongs to more than two cells")
-    # Interior faces: the first cell to list the face is its cell 0 (the normal leaves it).
-    order = numpy.argsort(inverse, kind="stable")
-    paired = counts[inverse[order]] == 2
-    pairs = order[paired].reshape(-1, 2)
-    normals = vectors[pairs[:, 0]] / areas[pairs[:, 0], None]
-    face_cells = owners[pairs]
-    between = centroids[face_cells[:, 1]] - centroids[face_cells[:, 0]]
-    # Boundary faces, with their groups.
-    lone = order[~paired]
-    tags, names = _boundary_groups(mesh, tdim, keys[lone], points, ungrouped)
-    if (tags < 0).any():
-        _refuse_untagged(keys[lone], face_centres[lone], vectors[lone] / areas[lone, None], areas[lone], owners[lone],
-                         tags < 0, points)
-    boundary_normals = vectors[lone] / areas[lone, None]
-    to_face = face_centres[lone] - centroids[owners[lone]]
-    m, f = len(volumes), len(pairs)
+    t = mesh_topology(mesh, ungrouped)
+    volumes, centroids, vectors, areas, centres = cell_geometry(t.node_coordinates())
+    face_areas, normals, offsets, distances = face_arrays(t.pairs, t.cells, centroids, vectors, areas)
+    b_areas, b_normals, b_distances, b_centres = boundary_arrays(t.lone, t.cells, centroids, vectors, areas, centres)
+    m, f = len(volumes), len(t.pairs)
     return FiniteVolumeGeometry(
         cell_ranges=numpy.array([0, m]), face_ranges=numpy.array([0, f]), rank=0, volumes=volumes,
-        centroids=centroids, cell_numbers=numpy.arange(m), face_ids=numpy.arange(f), face_cells=face_cells,
-        face_areas=areas[pairs[:, 0]], face_normals=normals,
-        face_distances=numpy.abs(numpy.einsum("ij,ij->i", normals, between)), face_offsets=between,
-        boundary_cells=owners[lone], boundary_areas=areas[lone], boundary_normals=boundary_normals,
-        boundary_distances=numpy.abs(numpy.einsum("ij,ij->i", boundary_normals, to_face)),
-        boundary_centroids=face_centres[lone], boundary_tags=tags, boundary_names=names,
-        boundary_counts=_tag_counts(numpy.zeros(len(tags), dtype=numpy.int64), tags, 1, names))
+        centroids=centroids, cell_numbers=numpy.arange(m), face_ids=numpy.arange(f), face_cells=t.face_cells,
+        face_areas=face_areas, face_normals=normals, face_distances=distances, face_offsets=offsets,
+        boundary_cells=t.cells[t.lone], boundary_areas=b_areas, boundary_normals=b_normals,
+        boundary_distances=b_distances, boundary_centroids=b_centres, boundary_tags=t.tags, boundary_names=t.names,
+        boundary_counts=tag_counts(numpy.zeros(len(t.tags), dtype=numpy.int64), t.tags, 1, t.names))
 
 
 def _dimension(cell_type):
@@ -272,78 +373,6 @@ def _refuse_untagged(keys, centres, normals, areas, cells, untagged, points):
                     "boundary group: every boundary face needs one")
 
 
-def graph_partition(whole, parts):
-    """A part (0 .. parts-1) for each cell of the one-rank geometry ``whole``:
-    METIS (Karypis and Kumar, "A fast and high quality multilevel scheme for
-    partitioning irregular graphs", 1998, through pymetis) on the graph of
-    cells joined by faces, fewest faces cut for parts of equal size."""
-    if parts == 1:
-        return numpy.zeros(whole.num_cells, dtype=numpy.int64)
-    import pymetis
-
-    graph = _cell_graph(whole)
-    _, membership = pymetis.part_graph(parts, adjacency=pymetis.CSRAdjacency(graph.indptr, graph.indices))
-    return numpy.asarray(membership, dtype=numpy.int64)
-
-
-def coordinate_bisection(centroids, parts):
-    """A part (0 .. parts-1) for each cell: recursive bisection of the cell
-    centroids across the longest side of their box, in proportion to the parts
-    on each side (a geometric partition; METIS cuts fewer faces)."""
-    owner = numpy.zeros(len(centroids), dtype=numpy.int64)
-
-    def split(cells, first, count):
-        if count == 1:
-            owner[cells] = first
-            return
-        points = centroids[cells]
-        axis = int(numpy.argmax(points.max(axis=0) - points.min(axis=0))) if len(cells) else 0
-        ordered = cells[numpy.argsort(points[:, axis], kind="stable")]
-        low = count // 2
-        cut = len(ordered) * low // count
-        split(ordered[:cut], first, low)
-        split(ordered[cut:], first + low, count - low)
-
-    split(numpy.arange(len(centroids)), 0, parts)
-    return owner
-
-
-def partition_quality(whole, owner):
-    """(faces cut, halo cells per part): the faces whose cells lie on two
-    parts, and for each part the cells of other parts next to its own."""
-    a, b = owner[whole.face_cells[:, 0]], owner[whole.face_cells[:, 1]]
-    cut = a != b
-    parts = int(owner.max(initial=0)) + 1
-    halo = [numpy.unique(numpy.concatenate((whole.face_cells[cut & (a == p), 1], whole.face_cells[cut & (b == p), 0]))).size
-            for p in range(parts)]
-    return int(cut.sum()), halo
-
-
-def locality_order(whole, owner):
-    """A position for each cell inside its part: reverse Cuthill-McKee on the
-    part's cell graph (Cuthill and McKee 1969), so that a row's columns lie
-    near it and a SpMV reads its vector in nearby blocks."""
-    import scipy.sparse.csgraph
-
-    graph = _cell_graph(whole)
-    position = numpy.empty(whole.num_cells, dtype=numpy.int64)
-    for part in range(int(owner.max(initial=0)) + 1):
-        cells = numpy.flatnonzero(owner == part)
-        order = scipy.sparse.csgraph.reverse_cuthill_mckee(graph[cells][:, cells].tocsr(), symmetric_mode=True)
-        position[cells[order]] = numpy.arange(len(cells))
-    return position
-
-
-def _cell_graph(whole):
-    """The cells joined by faces, as a symmetric scipy CSR adjacency matrix."""
-    import scipy.sparse
-
-    i, j = whole.face_cells[:, 0], whole.face_cells[:, 1]
-    n = whole.num_cells
-    return scipy.sparse.csr_matrix((numpy.ones(2 * len(i)), (numpy.concatenate((i, j)), numpy.concatenate((j, i)))),
-                                   shape=(n, n))
-
-
 def rank_geometry(whole, owner, rank, position=None):
     """The part of the one-rank geometry ``whole`` that ``rank`` holds, for
     cells split by ``owner`` (a rank per cell): its cells (numbered after those
@@ -374,19 +403,15 @@ def rank_geometry(whole, owner, rank, position=None):
         boundary_normals=whole.boundary_normals[walls], boundary_distances=whole.boundary_distances[walls],
         boundary_centroids=whole.boundary_centroids[walls], boundary_tags=whole.boundary_tags[walls],
         boundary_names=whole.boundary_names,
-        boundary_counts=_tag_counts(owner[whole.boundary_cells], whole.boundary_tags, ranks, whole.boundary_names))
+        boundary_counts=tag_counts(owner[whole.boundary_cells], whole.boundary_tags, ranks, whole.boundary_names))
 
 
-def _tag_counts(ranks_of_faces, tags, ranks, names):
+def tag_counts(ranks_of_faces, tags, ranks, names):
     """(ranks, T): the boundary faces of each tag on each rank."""
     width = max(max(names.values(), default=-1), int(tags.max(initial=-1))) + 1
     counts = numpy.zeros((ranks, width), dtype=numpy.int64)
     numpy.add.at(counts, (ranks_of_faces, tags), 1)
     return counts
-
-
-PARTITIONERS = {"metis": graph_partition,
-                "bisection": lambda whole, parts: coordinate_bisection(whole.centroids, parts)}
 
 
 def read_mesh(path):
@@ -399,53 +424,3 @@ def read_mesh(path):
         return meshio.read(path)
     except Exception as exc:  # noqa: BLE001 (meshio raises many kinds)
         raise MeshError(f"cannot read the mesh {os.path.abspath(path)}: {type(exc).__name__}: {exc}") from exc
-
-
-@dataclass(eq=False)
-class DistributedMesh:
-    """A mesh read once and cut among the ranks of a communicator: ``geometry``
-    is this rank's part; ``mesh`` (meshio) and ``whole`` (its one-rank
-    geometry) are on rank 0 only (None elsewhere), for output; ``faces_cut``
-    and ``halo`` (halo cells per rank) say what the partition costs;
-    ``seconds``: {"read": ..., "geometry": ..., "partition": ...} on rank 0."""
-
-    geometry: FiniteVolumeGeometry
-    mesh: object
-    whole: FiniteVolumeGeometry
-    faces_cut: int
-    halo: list
-    seconds: dict
-
-
-def distribute(path, comm, partitioner="metis"):
-    """Rank 0 reads the mesh at ``path`` (meshio), works out its geometry, cuts
-    its cells among the ranks of ``comm`` (an mpi4py communicator) with
-    ``partitioner`` (PARTITIONERS), numbers each part's cells by
-    locality_order and sends each rank its part. A mesh that cannot be read
-    or used is a MeshError on every rank. Collective."""
-    import time
-
-    parts, report, problem = None, None, ""
-    if comm.rank == 0:
-        try:
-            start = time.perf_counter()
-            mesh = read_mesh(path)
-            read = time.perf_counter()
-            whole = mesh_geometry(mesh)
-            measured = time.perf_counter()
-            owner = PARTITIONERS[partitioner](whole, comm.size)
-            position = locality_order(whole, owner)
-            parts = [rank_geometry(whole, owner, rank, position) for rank in range(comm.size)]
-            cut, halo = partition_quality(whole, owner)
-            seconds = {"read": read - start, "geometry": measured - read, "partition": time.perf_counter() - measured}
-            report = (cut, halo, seconds)
-        except MeshError as exc:
-            problem = str(exc)
-    problem = comm.bcast(problem, root=0)
-    if problem:
-        raise MeshError(problem)
-    geometry = comm.scatter(parts, root=0)
-    cut, halo, seconds = comm.bcast(report, root=0)
-    if comm.rank == 0:
-        return DistributedMesh(geometry, mesh, whole, cut, halo, seconds)
-    return DistributedMesh(geometry, None, None, cut, halo, seconds)
