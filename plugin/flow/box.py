@@ -96,49 +96,96 @@ class BoxPartition:
 
 def partition_geometry(partition, lengths, rank, origin=None):
     """The geometry of ``rank``'s part of a box of side ``lengths`` cut into
-    equal cells, its low corner at ``origin`` (default 0)."""
-    p, dim = partition, partition.dim
+    equal cells, its low corner at ``origin`` (default 0). Built axis by axis
+    from strided index arithmetic over the rank's block, coordinates only for
+    its boundary layers: at 256^3 it is some 50M faces."""
+    p, dim, count, low = partition, partition.dim, partition.count[rank], partition.low[rank]
     h = numpy.asarray(lengths, dtype=float) / numpy.asarray(p.shape)
     volume = float(numpy.prod(h))
-    own = p.block(rank)
-    faces = {key: [] for key in ("ids", "cells", "axis")}
-    walls = {key: [] for key in ("cells", "side")}
+    stride = numpy.cumprod([1, *count[:-1]])  # of the rank's block, x fastest
+    first = p.cell_ranges[rank]
+    # Faces axis by axis: those the rank owns (the high side of every cell of its block trimmed where the
+    # box ends), then those a lower neighbour owns (the low side of the block's first layer, where one is).
+    below, layers = [], []
     for d in range(dim):
-        # Owned faces: the high side of every cell of the trimmed block.
-        first = p.block(rank, p.face_count[rank, d])
-        faces["ids"].append(p.axis_offset[rank, d] + numpy.arange(first.shape[1]))
-        faces["cells"].append(numpy.stack([p.own_index(rank, first), p.up_index(rank, first, d)], axis=1))
-        faces["axis"].append(numpy.full(first.shape[1], d))
-        # Faces another rank owns: the low side of the block's first layer, where a neighbour is.
-        layer = own[:, own[d] == p.low[rank, d]]
-        below = p.neighbour(layer, d, -1)
-        ghost = (p.owner(below) != rank) & (p.periodic[d] | (layer[d] > 0))
-        layer, below = layer[:, ghost], below[:, ghost]
-        faces["ids"].append(p.face_index(d, below))
-        faces["cells"].append(numpy.stack([p.cell_index(below), p.cell_index(layer)], axis=1))
-        faces["axis"].append(numpy.full(layer.shape[1], d))
+        layer = _layer(p, rank, d, 0, count)
+        neighbour = p.neighbour(layer, d, -1)
+        ghost = (p.owner(neighbour) != rank) & (p.periodic[d] | (layer[d] > 0))
+        layers.append(layer[:, ghost])
+        below.append(neighbour[:, ghost])
+    sizes = [int(numpy.prod(p.face_count[rank, d])) + layers[d].shape[1] for d in range(dim)]
+    total = sum(sizes)
+    ids = numpy.empty(total, dtype=numpy.int64)
+    cells = numpy.empty((total, 2), dtype=numpy.int64)
+    normals, offsets = numpy.zeros((total, dim)), numpy.zeros((total, dim))
+    walls = {"cells": [], "side": []}
+    at = 0
+    for d in range(dim):
+        extent = p.face_count[rank, d]
+        owned = slice(at, at + int(numpy.prod(extent)))
+        ids[owned] = p.axis_offset[rank, d] + numpy.arange(owned.stop - owned.start)
+        own, up = cells[owned, 0], cells[owned, 1]
+        own[:] = first + _strided(extent, stride)
+        numpy.add(own, stride[d], out=up)
+        if extent[d] == count[d]:  # the block's last layer: neighbours in the next block (or across the period)
+            slab = up.reshape(*extent[::-1])[_layer_index(d, dim, -1)]
+            last = _layer(p, rank, d, count[d] - 1, extent)
+            slab[...] = p.cell_index(p.neighbour(last, d, 1)).reshape(slab.shape)
+        theirs = slice(owned.stop, at + sizes[d])
+        ids[theirs] = p.face_index(d, below[d])
+        cells[theirs, 0], cells[theirs, 1] = p.cell_index(below[d]), p.own_index(rank, layers[d])
+        normals[at:at + sizes[d], d], offsets[at:at + sizes[d], d] = 1.0, h[d]
+        at += sizes[d]
         if not p.periodic[d]:
-            for side, at in ((2 * d, own[d] == 0), (2 * d + 1, own[d] == p.shape[d] - 1)):
-                walls["cells"].append(p.own_index(rank, own[:, at]))
-                walls["side"].append(numpy.full(int(at.sum()), side))
-    axis = _join(faces["axis"], numpy.int64)
+            for side, layer, wall in ((2 * d, 0, low[d] == 0), (2 * d + 1, count[d] - 1, low[d] + count[d] == p.shape[d])):
+                if wall:
+                    walls["cells"].append(p.own_index(rank, _layer(p, rank, d, layer, count)))
+                    walls["side"].append(numpy.full(walls["cells"][-1].size, side))
+    spacing = numpy.repeat(h, sizes)
     sides = _join(walls["side"], numpy.int64)
     wall_axis = sides // 2
-    wall_sign = numpy.where(sides % 2 == 1, 1.0, -1.0)
+    wall_normals = numpy.zeros((sides.size, dim))
+    wall_normals[numpy.arange(sides.size), wall_axis] = numpy.where(sides % 2 == 1, 1.0, -1.0)
     wall_cells = _join(walls["cells"], numpy.int64)
-    wall_normals = numpy.eye(dim)[wall_axis] * wall_sign[:, None]
-    centroids = (own.T + 0.5) * h + (0.0 if origin is None else numpy.asarray(origin, dtype=float))
+    centroids = numpy.empty((*count[::-1], dim))
+    natural = numpy.zeros(count[::-1], dtype=numpy.int64)
+    for d in range(dim):
+        along = (low[d] + numpy.arange(count[d])).reshape([-1 if e == dim - 1 - d else 1 for e in range(dim)])
+        centroids[..., d] = (along + 0.5) * h[d] + (0.0 if origin is None else float(origin[d]))
+        natural += along * int(numpy.prod(p.shape[:d]))
+    centroids = centroids.reshape(-1, dim)
     return FiniteVolumeGeometry(
         cell_ranges=p.cell_ranges, face_ranges=p.face_ranges, rank=rank,
-        volumes=numpy.full(own.shape[1], volume), centroids=centroids,
-        cell_numbers=numpy.ravel_multi_index(tuple(own[::-1]), p.shape[::-1]),
-        face_ids=_join(faces["ids"], numpy.int64), face_cells=_join(faces["cells"], numpy.int64, (0, 2)),
-        face_areas=volume / h[axis], face_normals=numpy.eye(dim)[axis], face_distances=h[axis],
-        face_offsets=numpy.eye(dim)[axis] * h[axis][:, None],
+        volumes=numpy.full(centroids.shape[0], volume), centroids=centroids, cell_numbers=natural.ravel(),
+        face_ids=ids, face_cells=cells, face_areas=volume / spacing, face_normals=normals,
+        face_distances=spacing, face_offsets=offsets,
         boundary_cells=wall_cells, boundary_areas=volume / h[wall_axis], boundary_normals=wall_normals,
         boundary_distances=h[wall_axis] / 2,
-        boundary_centroids=centroids[wall_cells - p.cell_ranges[rank]] + wall_normals * (h[wall_axis] / 2)[:, None],
+        boundary_centroids=centroids[wall_cells - first] + wall_normals * (h[wall_axis] / 2)[:, None],
         boundary_tags=sides, boundary_names=side_names(p.periodic), boundary_counts=side_counts(p))
+
+
+def _strided(extent, stride):
+    """sum_d i_d stride[d] over the cells i of a block of ``extent``, x fastest (a flat array)."""
+    index = numpy.zeros((), dtype=numpy.int64)
+    for d in reversed(range(len(extent))):
+        index = numpy.add.outer(index, numpy.arange(extent[d], dtype=numpy.int64) * stride[d])
+    return index.ravel()
+
+
+def _layer_index(d, dim, at):
+    """Index of the layer ``at`` along axis d of an array shaped (z, y, x)."""
+    return tuple(at if e == dim - 1 - d else slice(None) for e in range(dim))
+
+
+def _layer(p, rank, d, at, extent):
+    """Natural coordinates (dim, k) of the cells of ``rank``'s block, trimmed to
+    ``extent``, in its layer ``at`` (counted from the block's low side) along axis d."""
+    thin = numpy.array(extent)
+    thin[d] = 1
+    ijk = p.block(rank, thin)
+    ijk[d] += at
+    return ijk
 
 
 def side_names(periodic):
