@@ -59,7 +59,10 @@ class ArrayOperator:
 
 
 def matrix_product(mat, xp, vec_of):
-    """y = mat x (+ z) on arrays; ``vec_of(array)`` is a PETSc Vec over an array."""
+    """y = mat x (+ z) on arrays; ``vec_of(array)`` is a PETSc Vec over an array.
+    ``mat`` may also be a gpusell.SellOperator (no PETSc matrix)."""
+    if isinstance(mat, gpusell.SellOperator):
+        return ArrayOperator(mat.multiply_arrays, graph_key=mat.graph_key(), blocks=True)
     if mat.getType() in (gpusell.SEQ_TYPE, gpusell.MPI_TYPE):
         ctx = gpusell.context(mat)
         if ctx.xp is xp:

@@ -140,6 +140,21 @@ class GpuSellMat:
         finally:
             _EVENTS["Build"].end()
 
+    def adopt_operator(self, operator):
+        """Share the SELL copy of a SellOperator of the same matrix, values
+        written in place by its solver included (the AIJ copy is then behind,
+        as after value_buffer). One rank only."""
+        if self.parallel:
+            raise ValueError("a SellOperator is a one-rank operator: a parallel gpusell matrix cannot share it")
+        for attr, value in operator.settings.items():
+            setattr(self, attr, value)
+        self._transposes = None
+        self.local = operator.sell
+        self._state, self._nonzero_state = self.states(), self._nonzero_states()
+        self._flops = 2.0 * self.nnz
+        self._values_in_place = operator.values_in_place
+        operator.adopters.add(self)
+
     def _sell(self, csr, shape):
         return SellMatrix.from_csr(*csr, shape, slice_height=self.slice_height, sigma=self.sigma,
                                    value_dtype=VALUE_DTYPES[self.value_type], xp=self.xp)
@@ -357,6 +372,56 @@ class GpuSellMat:
             f"slice offsets and row order {(total - val_bytes - col_bytes) * mb:.2f})",
         ] + ([f"  halo exchange: {type(self._exchange).__name__}, overlapped with the owned-column product"]
              if self._exchange is not None else [])
+
+
+class SellOperator:
+    """A SELL matrix multiplied on arrays on one rank, with no PETSc matrix:
+    for operators a solver only multiplies (the flow driver's explicit
+    operators), whose PETSc matrix would hold a host AIJ copy that nothing
+    reads. Products count as gpusell's (GPUSELLMult, flops). ``settings``:
+    {attr: value} of OPTIONS, read once by ``read_settings`` for many
+    operators. A gpusell matrix of the same operator made later can share
+    this SELL copy (GpuSellMat.adopt_operator)."""
+
+    def __init__(self, indptr, indices, data, shape, settings, xp):
+        self.settings, self.xp = settings, xp
+        self.sell = SellMatrix.from_csr(indptr, indices, data, shape, slice_height=settings["slice_height"],
+                                        sigma=settings["sigma"], value_dtype=VALUE_DTYPES[settings["value_type"]],
+                                        xp=xp)
+        self._kernels = family("sell", xp)
+        self._flops = 2.0 * self.sell.nnz
+        self.values_in_place = False
+        self.adopters = weakref.WeakSet()
+
+    def multiply_arrays(self, x, y, z=None):
+        """y = A x (+ z) on arrays in the operator's memory; x, y, z may be (k, n) blocks."""
+        check_product(self.sell, x, y, y if z is None else z)
+        _EVENTS["Mult"].begin()
+        try:
+            self._kernels.spmv(self.sell, x, y, y if z is None else z, 1.0, 0.0 if z is None else 1.0)
+        finally:
+            _EVENTS["Mult"].end()
+        PETSc.Log.logFlops(self._flops)
+
+    def graph_key(self):
+        return (self.sell,) if self.xp is not numpy else None
+
+    def value_buffer(self):
+        """(buffer, slots), as GpuSellMat.value_buffer."""
+        if self.settings["value_type"] != "float64":
+            raise TypeError("values written in place need a gpusell matrix with float64 values")
+        return self.sell.vals, self.sell.val_map
+
+    def values_changed(self):
+        self.values_in_place = True
+        for ctx in self.adopters:
+            ctx.values_changed()
+
+
+def read_settings(comm):
+    """The gpusell options without prefix (-mat_gpusell_*), read once for SellOperators."""
+    defaults = type("Defaults", (), {option.attr: option.default for option in OPTIONS})
+    return read_options(defaults, OPTIONS, None, "Matrix gpusell (SELL-C-sigma)", comm)
 
 
 # --- finding the SELL side of a matrix -------------------------------------------

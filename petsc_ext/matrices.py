@@ -24,20 +24,24 @@ def aij_from_rows(indptr, indices, data, local_columns, comm=PETSc.COMM_WORLD, m
     ...); with an options ``prefix`` the matrix also reads its options
     (``-<prefix>mat_gpusell_value_type``, ``-<prefix>mat_type``, ...).
 
-    On one rank and without a prefix the matrix is a copy (MatDuplicate,
-    memory PETSc owns and may grow) of one over the arrays
-    (MatCreateSeqAIJWithArrays), not filled row by row, then becomes
-    ``mat_type`` in place."""
+    On one rank the matrix is a copy (MatDuplicate, memory PETSc owns and
+    may grow) of one over the arrays (MatCreateSeqAIJWithArrays), not filled
+    row by row, then becomes ``mat_type`` (or ``-<prefix>mat_type``) in place."""
     first = int(indptr[0])
     csr = (numpy.asarray(indptr, dtype=PETSc.IntType) - first, numpy.asarray(indices, dtype=PETSc.IntType),
            numpy.asarray(data, dtype=PETSc.ScalarType))
     rows = len(csr[0]) - 1
-    if prefix is None and comm.getSize() == 1:
+    if comm.getSize() == 1:
         over = PETSc.Mat().createAIJWithArrays(((rows, rows), (local_columns, local_columns)), csr, comm=comm)
         mat = over.duplicate(copy=True)
         over.destroy()
+        if prefix is not None:
+            mat.setOptionsPrefix(prefix)
+            mat_type = PETSc.Options(prefix).getString("mat_type", mat_type)
         if mat_type not in (PETSc.Mat.Type.AIJ, mat.getType()):
             mat.convert(mat_type, mat)
+        if prefix is not None:
+            mat.setFromOptions()
         return mat
     mat = PETSc.Mat().create(comm=comm)
     mat.setSizes(((rows, PETSc.DECIDE), (local_columns, PETSc.DECIDE)))

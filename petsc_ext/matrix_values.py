@@ -29,7 +29,10 @@ class ValueTarget:
 
 
 def value_target(mat):
-    """Where to write new values of ``mat`` (a gpusell or an AIJ matrix)."""
+    """Where to write new values of ``mat`` (a gpusell or an AIJ matrix, or a gpusell.SellOperator)."""
+    if isinstance(mat, gpusell.SellOperator):
+        buffer, slots = mat.value_buffer()
+        return ValueTarget(buffer, to_host(mat.xp, slots), mat.values_changed)
     kind = mat.getType()
     if kind in (gpusell.SEQ_TYPE, gpusell.MPI_TYPE):
         ctx = gpusell.context(mat)

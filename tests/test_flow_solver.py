@@ -282,6 +282,59 @@ def test_the_cpu_reference_runs_the_same_loop_on_petsc_aij():
         numpy.testing.assert_allclose(gpusell, aij, rtol=0, atol=1e-12)
 
 
+def test_gpusell_loop_operators_make_their_matrices_only_when_asked():
+    """On one rank with gpusell the loop multiplies SellOperators: no PETSc
+    matrix (no host AIJ copy) until one is asked for; the one made then has
+    the operator's entries and products, C's the values the loop wrote."""
+    _, solver = make_solver((10, 12), (False, False), 0.01, {"flow_max_steps": 3}, walls=LID)
+    m = solver.matrices
+    state = solver.run(solver.initial_state())
+    assert m.mats.made() == [] and set(m.mats) >= {"Ms", "Gamma", "Gs", "G", "K", "flux_rate", "C", "E"}
+    rng = numpy.random.default_rng(0)
+    for name in m.mats:
+        operator = m.mats.operator(name)
+        mat = m.mats[name]
+        assert mat.getType() == "seqaijgpusell" and mat in m.mats.made()
+        x = rng.standard_normal(mat.getSize()[1])
+        product = solver.xp.empty(mat.getSize()[0])
+        operator.multiply_arrays(solver.xp.asarray(x), product)
+        by_operator = to_host(solver.xp, product)
+        xv, yv = mat.createVecs()
+        xv.setArray(x)
+        mat.mult(xv, yv)
+        numpy.testing.assert_allclose(yv.getArray(), by_operator, rtol=1e-14, atol=1e-14)
+        if name != "C":  # C's AIJ copy keeps L's pattern with zeros: its values live in the SELL copy
+            numpy.testing.assert_allclose(host_matrix(mat_csr(mat)).toarray() @ x, by_operator, rtol=1e-12,
+                                          atol=1e-12)
+    # The C made above takes the values the loop writes in place from then on (Val(C) = E u_s).
+    solver.max_steps = 2
+    state = solver.run(state)
+    m.refresh_convection(state.u_s)
+    C, E = m.mats["C"], m.mats["E"]
+    values = solver.xp.empty(E.getSize()[0])
+    m.mats.operator("E").multiply_arrays(state.u_s, values)
+    values = to_host(solver.xp, values)
+    x = rng.standard_normal(C.getSize()[1])
+    xv, yv = C.createVecs()
+    xv.setArray(x)
+    C.mult(xv, yv)
+    indptr, indices, _ = C.getValuesCSR()
+    refreshed = scipy_csr(indptr, indices, values[to_host(solver.xp, m._values.slots)], C.getSize())
+    numpy.testing.assert_allclose(yv.getArray(), refreshed @ x, rtol=1e-12, atol=1e-12)
+    solver.destroy()
+
+
+def mat_csr(mat):
+    indptr, indices, values = mat.getValuesCSR()
+    return scipy_csr(indptr, indices, values, mat.getSize())
+
+
+def scipy_csr(indptr, indices, values, shape):
+    import scipy.sparse
+
+    return scipy.sparse.csr_matrix((values, indices, indptr), shape=shape)
+
+
 def test_set_up_stages_are_timed():
     _, box = make_solver((12, 10), (False, False), 0.01, {}, walls=LID)
     assert list(box.setup_seconds) == ["geometry", "multigrid grids", "operators", "matrices", "solvers"]

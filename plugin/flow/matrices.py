@@ -20,6 +20,8 @@ E, the constant matrix E_C with each row moved to where C stores that value
 with one SpMV written straight into C's storage (petsc_ext.matrix_values).
 """
 
+from collections.abc import Mapping
+
 import numpy
 import scipy.sparse
 
@@ -46,47 +48,57 @@ class FlowMatrices:
         n, faces, dim = g.num_cells, ops.num_faces, g.dim
         if nonorthogonal and ops.tangential is None:
             raise ValueError("the non-orthogonal correction needs operators built with nonorthogonal=True")
-
-        def build(matrix, local_columns, name, prefix=None):
-            """The Mat of an operator (scipy, or cupyx where the operators were
-            assembled on the GPU: PETSc takes a host copy, and a gpusell matrix on
-            that GPU its SELL copy from the device arrays)."""
-            csr = host_matrix(matrix)
-            mat = aij_from_rows(csr.indptr, csr.indices, csr.data, local_columns, comm, mat_type, prefix)
-            mat.setName(name)
-            if csr is not matrix and mat.getType() == gpusell.SEQ_TYPE and gpusell.context(mat).xp is ops.xp:
-                gpusell.context(mat).adopt(matrix.indptr, matrix.indices, matrix.data)
-            return mat
-
         if pressure_laplacian == "wide":
             laplacian, face_gradient = self._wide_laplacian(ops, comm)
         else:
             laplacian, face_gradient = ops.L, ops.Gs
-        self.poisson = build(-laplacian, n, "-L (pressure)", prefix="pressure_")
+        self.poisson = self._mat(-laplacian, n, "-L (pressure)", prefix="pressure_")
         self.xp = matrix_array_module(self.poisson)
         self.vecs = ArrayVecs(comm)
-        self.mats = {
-            "Ms": build(ops.Ms, faces, "Ms"),
-            "Gamma": build(ops.Gamma, dim * n, "Gamma"),
-            "Gs": build(face_gradient, n, "Gs"),
-            "G": build(ops.G, n, "G"),
-            "K": build(ops.D * 0.5 if implicit_diffusion else ops.D, n, "D/2" if implicit_diffusion else "D"),
-            "flux_rate": build(ops.flux_rate, faces, "flux rate"),
-            "C": build(ops.L * 0.0, n, "C(u_s)"),  # L's pattern, explicit zeros kept
+        # The operators the time loop only multiplies: {name: (operator, local columns, matrix name)}.
+        loop = {
+            "Ms": (ops.Ms, faces, "Ms"),
+            "Gamma": (ops.Gamma, dim * n, "Gamma"),
+            "Gs": (face_gradient, n, "Gs"),
+            "G": (ops.G, n, "G"),
+            "K": (ops.D * 0.5 if implicit_diffusion else ops.D, n, "D/2" if implicit_diffusion else "D"),
+            "flux_rate": (ops.flux_rate, faces, "flux rate"),
+            "C": (ops.L * 0.0, n, "C(u_s)"),  # L's pattern, explicit zeros kept
         }
         if ops.slip is not None:
-            self.mats["slip"] = build(ops.slip, dim * n, "slip (nu A / delta n n^T)")
+            loop["slip"] = (ops.slip, dim * n, "slip (nu A / delta n n^T)")
         if nonorthogonal:
-            self.mats["nonorthogonal"] = build(self._multiplied(ops.tangential, ops.G, n, comm) * -ops.nu, n,
-                                               "-nu T G (non-orthogonal correction)")
-        self._values = value_target(self.mats["C"])
-        self.mats["E"] = build(self._storage_order(ops.E_C), faces, "E_C (in C's storage order)")
-        for name, mat in self.mats.items():
-            setattr(self, name, matrix_product(mat, self.xp, self.vecs))
+            loop["nonorthogonal"] = (self._multiplied(ops.tangential, ops.G, n, comm) * -ops.nu, n,
+                                     "-nu T G (non-orthogonal correction)")
+        self.mats = _LoopMatrices(self, loop, self._sell_operators_fit())
+        self._values = value_target(self.mats.operator("C"))
+        E = self._storage_order(ops.E_C)
+        self.mats.add("E", (E, faces, "E_C (in C's storage order)"))
+        for name in self.mats:
+            setattr(self, name, matrix_product(self.mats.operator(name), self.xp, self.vecs))
         self.momentum = self._momentum() if implicit_diffusion else None
         self._outflow = self.xp.asarray(ops.open_faces)
         self._convected = self.xp.empty(faces) if len(ops.open_faces) else None
         self.outflow_pressure = self._outflow_pressure(pressure_laplacian)
+
+    def _mat(self, matrix, local_columns, name, prefix=None, operator=None):
+        """The Mat of an operator (scipy, or cupyx where the operators were
+        assembled on the GPU: PETSc takes a host copy, and a gpusell matrix on
+        that GPU its SELL copy from the device arrays, or that of the
+        operator's gpusell.SellOperator ``operator``)."""
+        csr = host_matrix(matrix)
+        mat = aij_from_rows(csr.indptr, csr.indices, csr.data, local_columns, self.comm, self.mat_type, prefix)
+        mat.setName(name)
+        if operator is not None:
+            gpusell.context(mat).adopt_operator(operator)
+        elif csr is not matrix and mat.getType() == gpusell.SEQ_TYPE and gpusell.context(mat).xp is self.ops.xp:
+            gpusell.context(mat).adopt(matrix.indptr, matrix.indices, matrix.data)
+        return mat
+
+    def _sell_operators_fit(self):
+        """Whether the loop's operators can be gpusell.SellOperators: gpusell on one rank, computing where
+        the operators were assembled (then no PETSc matrix, no host copy, unless one is asked for)."""
+        return self.poisson.getType() == gpusell.SEQ_TYPE and gpusell.context(self.poisson).xp is self.ops.xp
 
     @classmethod
     def _wide_laplacian(cls, ops, comm):
@@ -172,6 +184,50 @@ class FlowMatrices:
 
     def destroy(self):
         self.vecs.destroy()
-        for mat in (self.poisson, self.momentum, *self.mats.values()):
+        for mat in (self.poisson, self.momentum, *self.mats.made()):
             if mat is not None:
                 mat.destroy()
+
+
+class _LoopMatrices(Mapping):
+    """The PETSc matrices of the loop's operators, by name (Ms, Gamma, Gs, G,
+    K, flux_rate, C, E, ...). With ``sell_operators`` each operator is a
+    gpusell.SellOperator on the GPU and its Mat is made only when asked for
+    (a host AIJ copy sharing the operator's SELL copy: at 256^3 the loop's
+    matrices hold some 13 GB that nothing on the host reads); otherwise every
+    Mat is made at once and is the operator."""
+
+    def __init__(self, matrices, loop, sell_operators):
+        self._matrices, self._specs, self._made, self._operators = matrices, {}, {}, {}
+        self._settings = gpusell.read_settings(matrices.comm) if sell_operators else None
+        for name, spec in loop.items():
+            self.add(name, spec)
+
+    def add(self, name, spec):
+        self._specs[name] = spec
+        if self._settings is None:
+            self._made[name] = self._operators[name] = self._matrices._mat(*spec)
+        else:
+            matrix, columns, _ = spec
+            self._operators[name] = gpusell.SellOperator(matrix.indptr, matrix.indices, matrix.data,
+                                                         (matrix.shape[0], columns), self._settings,
+                                                         self._matrices.xp)
+
+    def operator(self, name):
+        """What the loop multiplies: the Mat, or the SellOperator."""
+        return self._operators[name]
+
+    def __getitem__(self, name):
+        if name not in self._made:
+            self._made[name] = self._matrices._mat(*self._specs[name], operator=self._operators[name])
+        return self._made[name]
+
+    def __iter__(self):
+        return iter(self._specs)
+
+    def __len__(self):
+        return len(self._specs)
+
+    def made(self):
+        """The Mats made so far."""
+        return list(self._made.values())
