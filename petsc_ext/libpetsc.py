@@ -101,6 +101,8 @@ DMPlexBuildFromCellSectionParallel = _proto("DMPlexBuildFromCellSectionParallel"
 DMPlexBuildCoordinatesFromCellListParallel = _proto("DMPlexBuildCoordinatesFromCellListParallel", c_ptr, c_petscint,
                                                     c_ptr, c_ptr)
 PetscSFDestroy = _proto("PetscSFDestroy", ctypes.POINTER(c_ptr))
+MatSetValuesCOO = _proto("MatSetValuesCOO", c_ptr, c_ptr, c_int)
+INSERT_VALUES = 1
 # Variadic: the fixed arguments are typed, the message goes through "%s".
 PetscError = _proto("PetscError", c_comm, c_int, c_str, c_str, c_int, c_int, c_str)
 

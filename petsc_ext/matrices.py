@@ -54,6 +54,42 @@ def aij_from_rows(indptr, indices, data, local_columns, comm=PETSc.COMM_WORLD, m
     return mat
 
 
+def aij_from_device_csr(matrix, local_columns, comm=PETSc.COMM_WORLD, mat_type="aijcusparse", prefix=None):
+    """An assembled device AIJ matrix (aijcusparse) whose rows on this rank are
+    the cupyx CSR ``matrix`` (global columns): its pattern from COO indices
+    (MatSetPreallocationCOO, copied to the host), its values straight from the
+    GPU (MatSetValuesCOO with the device array), no host copy of the values."""
+    import cupy
+
+    rows = matrix.shape[0]
+    mat = PETSc.Mat().create(comm=comm)
+    mat.setSizes(((rows, PETSc.DECIDE), (local_columns, PETSc.DECIDE)))
+    mat.setType(mat_type)
+    if prefix is not None:
+        mat.setOptionsPrefix(prefix)
+        mat.setFromOptions()
+    start = mat.getOwnershipRange()[0]
+    coo = matrix.tocoo()
+    mat.setPreallocationCOO((coo.row + start).astype(PETSc.IntType).get(), coo.col.astype(PETSc.IntType).get())
+    values = cupy.ascontiguousarray(coo.data, dtype=PETSc.ScalarType)
+    set_coo_values(mat, values)
+    marker = lp.new_container()
+    marker.setAttr("entries", values.size)
+    mat.compose(COO_IN_CSR_ORDER, marker)
+    return mat
+
+
+# Composed on a Mat whose COO entries are the rank's CSR entries in order; its attribute "entries" counts them.
+COO_IN_CSR_ORDER = "petsc_gpu_fv_coo_in_csr_order"
+
+
+def set_coo_values(mat, values):
+    """MatSetValuesCOO(INSERT_VALUES) with a contiguous float64 CuPy array (read on the GPU)."""
+    lp.check(lp.MatSetValuesCOO(mat.handle, values.data.ptr, lp.INSERT_VALUES))
+    if not mat.isAssembled():
+        mat.assemble()
+
+
 def split_range(size, comm):
     """This rank's (start, end) of ``size`` items split as PETSc.DECIDE splits them."""
     local = PETSc.Sys.splitOwnership(size, comm=comm)[0]

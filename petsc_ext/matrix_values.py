@@ -6,7 +6,10 @@ matrix's storage. ``value_target(mat)`` says where that storage is: a buffer
 in the matrix's memory, the position in it of each entry of the rank's rows
 (in MatGetValuesCSR order), and a ``commit`` to call after writing. A gpusell
 matrix lends its SELL values, which its kernels read (the AIJ copy is left
-behind); an AIJ matrix a host buffer that commit copies into its CSR values.
+behind); an AIJ matrix a host buffer that commit copies into its CSR values;
+a device matrix made from COO entries (aijcusparse through
+petsc_ext.matrices.aij_from_device_csr) a device buffer that commit sets
+again with MatSetValuesCOO, on the GPU.
 """
 
 import ctypes
@@ -19,6 +22,7 @@ from gpu_mats.backend import to_host
 
 from . import gpusell
 from . import libpetsc as lp
+from .matrices import COO_IN_CSR_ORDER, set_coo_values
 
 
 @dataclass(eq=False)
@@ -38,6 +42,12 @@ def value_target(mat):
         ctx = gpusell.context(mat)
         buffer, slots = ctx.value_buffer()
         return ValueTarget(buffer, to_host(ctx.xp, slots), ctx.values_changed)
+    marker = mat.query(COO_IN_CSR_ORDER)
+    if marker is not None:  # a device matrix made by aij_from_device_csr: its values go in again by COO
+        import cupy
+
+        buffer = cupy.zeros(marker.getAttr("entries"))
+        return ValueTarget(buffer, numpy.arange(buffer.size), lambda: set_coo_values(mat, buffer))
     if kind == PETSc.Mat.Type.SEQAIJ:
         blocks = [mat.handle]
         nnz = [int(mat.getValuesCSR()[0][-1])]
@@ -50,7 +60,8 @@ def value_target(mat):
         owned = (indices >= start) & (indices < end)
         nnz = [int(owned.sum()), int((~owned).sum())]
     else:
-        raise TypeError(f"the values of a {kind} matrix cannot be written in place: use gpusell or aij")
+        raise TypeError(f"the values of a {kind} matrix cannot be written in place: use gpusell, aij, or a device "
+                    "matrix made by petsc_ext.matrices.aij_from_device_csr")
     buffer = numpy.zeros(sum(nnz))
     if len(blocks) == 1:
         slots = numpy.arange(nnz[0])

@@ -247,9 +247,9 @@ def test_cuda_explicit_update_matches_numpy():
     numpy.testing.assert_allclose(got.get(), expected, rtol=1e-15, atol=1e-15)
 
 
-def _cavity_steps(backend, diffusion, conditions=None, **extra_options):
+def _cavity_steps(backend, diffusion, conditions=None, mat_type="gpusell", **extra_options):
     """Twenty steps of a 2D cavity on 24 x 20 cells (or of the box with
-    ``conditions`` by side), on the given backend."""
+    ``conditions`` by side), on the given backend and matrix type."""
     from petsc4py import PETSc
 
     import plugin  # noqa: F401
@@ -259,7 +259,7 @@ def _cavity_steps(backend, diffusion, conditions=None, **extra_options):
     from plugin.flow.solver import FlowSolver
 
     da = PETSc.DMDA().create(dim=2, sizes=(24, 20), stencil_width=1, comm=PETSc.COMM_SELF, setup=False)
-    da.setMatType("gpusell")
+    da.setMatType(mat_type)
     da.setUp()
     options = {"gpu_backend": backend, "flow_diffusion": diffusion, "flow_max_steps": 20,
                "pressure_ksp_rtol": 1e-12, "momentum_ksp_rtol": 1e-12, **extra_options}
@@ -325,6 +325,24 @@ def test_open_boundaries_on_the_gpu_match_numpy(diffusion):
     _, _, on_host = _cavity_steps("numpy", diffusion, _open_box())
     for name, value in on_host.items():
         assert abs(on_gpu[name] - value).max() <= 1e-9 * abs(value).max(), name
+
+
+@pytest.mark.parametrize("diffusion", ["explicit", "implicit"])
+def test_aijcusparse_matrices_take_their_values_from_the_gpu_and_step_as_gpusell(diffusion):
+    """-dm_mat_type aijcusparse: every matrix is made from the operators the
+    GPU assembled by COO (values by MatSetValuesCOO from device arrays), and so
+    are C's new values each step and the momentum matrix's for a new dt; the
+    open box's steps are gpusell's."""
+    from petsc_ext.matrices import COO_IN_CSR_ORDER
+
+    solver, _, cusparse = _cavity_steps("cupy", diffusion, _open_box(), mat_type="aijcusparse")
+    m = solver.matrices
+    made = [m.poisson, *m.mats.values(), *([m.momentum] if diffusion == "implicit" else [])]
+    assert {mat.getType() for mat in made} == {"seqaijcusparse"}
+    assert all(mat.query(COO_IN_CSR_ORDER) is not None for mat in made)
+    _, _, gpusell = _cavity_steps("cupy", diffusion, _open_box())
+    for name, value in gpusell.items():
+        assert abs(cusparse[name] - value).max() <= 1e-9 * abs(value).max(), name
 
 
 @pytest.mark.parametrize("system", ["7-point", "unstructured"])

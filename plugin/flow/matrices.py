@@ -24,15 +24,19 @@ from collections.abc import Mapping
 
 import numpy
 import scipy.sparse
+from petsc4py import PETSc
 
 from gpu_mats.backend import array_module, sparse_module
 from petsc_ext import gpusell
 from petsc_ext.array_operators import matrix_product
 from petsc_ext.arrays import ArrayVecs, matrix_array_module
-from petsc_ext.matrices import aij_from_rows
+from petsc_ext.matrices import aij_from_device_csr, aij_from_rows
 from petsc_ext.matrix_values import value_target
 
 from .operators import host_matrix
+
+# Mat types that take their values from device arrays (MatSetValuesCOO), without a host copy.
+DEVICE_COO_TYPES = ("aijcusparse", "seqaijcusparse", "mpiaijcusparse")
 
 
 class FlowMatrices:
@@ -86,6 +90,12 @@ class FlowMatrices:
         assembled on the GPU: PETSc takes a host copy, and a gpusell matrix on
         that GPU its SELL copy from the device arrays, or that of the
         operator's gpusell.SellOperator ``operator``)."""
+        on_device = not isinstance(matrix, scipy.sparse.spmatrix)
+        chosen = PETSc.Options(prefix).getString("mat_type", self.mat_type) if prefix else self.mat_type
+        if on_device and chosen in DEVICE_COO_TYPES:
+            mat = aij_from_device_csr(matrix, local_columns, self.comm, self.mat_type, prefix)
+            mat.setName(name)
+            return mat
         csr = host_matrix(matrix)
         mat = aij_from_rows(csr.indptr, csr.indices, csr.data, local_columns, self.comm, self.mat_type, prefix)
         mat.setName(name)
@@ -166,9 +176,10 @@ class FlowMatrices:
         rate.sort_indices()
         rows = numpy.repeat(numpy.arange(rate.shape[0]), numpy.diff(rate.indptr))
         identity = (rate.indices == rows + ops.geometry.cell_start).astype(float)  # D has every diagonal entry
-        mat = aij_from_rows(rate.indptr, rate.indices, identity + rate.data, ops.geometry.num_cells, self.comm,
-                            self.mat_type, prefix="momentum_")
-        mat.setName("I + dt/2 Omega^-1 D (momentum)")
+        matrix = scipy.sparse.csr_matrix((identity + rate.data, rate.indices, rate.indptr), shape=rate.shape)
+        if ops.xp is not numpy:  # as the other operators: a device matrix type takes it from the GPU
+            matrix = sparse_module(ops.xp).csr_matrix(matrix)
+        mat = self._mat(matrix, ops.geometry.num_cells, "I + dt/2 Omega^-1 D (momentum)", prefix="momentum_")
         target = value_target(mat)
         self._momentum_values = [target]
         for values in (identity, rate.data):
