@@ -5,7 +5,10 @@ type (gpusell by default: SELL kernels on the GPU, overlapped halo updates).
 The time loop multiplies arrays, not Vecs (petsc_ext.array_operators): a
 gpusell matrix runs its kernels on them directly, any other type PETSc's
 MatMult on vectors wrapped over them, so ``-dm_mat_type aij`` runs the same
-loop with PETSc's own products (the CPU reference).
+loop with PETSc's own products (the CPU reference). Operators assembled on
+the GPU reach a device Mat type without a host CSR: aijcusparse by COO from
+device arrays; with gpusell on one rank the loop's operators are SELL copies
+only (gpusell.SellOperator), their Mats made when asked for (_LoopMatrices).
 
 The pressure Laplacian is the compact L of Oyarzún 2015 (eq. 1.7), or with
 ``wide`` the literal product M Omega^-1 M^T = -Ms Gamma G of the collocated
