@@ -1,5 +1,5 @@
-"""Poisson solves on the GPU: CG with the ainv preconditioners against PETSc's
-jacobi and gamg, in one run.
+"""Poisson solves on the GPU: CG with the ainv preconditioners and gpuamg
+against PETSc's jacobi and gamg, in one run.
 
     python benchmarks/poisson.py --sizes 128 256 --mesh .bench-data/sphere.xdmf --json poisson.json
 
@@ -41,6 +41,9 @@ METHODS = {
     "spai": ("gpusell", {"pc_type": "ainv", "pc_ainv_type": "spai"}),
     "chebyshev d=4": ("gpusell", {"pc_type": "ainv", "pc_ainv_type": "chebyshev", "pc_ainv_degree": 4}),
     "chebyshev d=8": ("gpusell", {"pc_type": "ainv", "pc_ainv_type": "chebyshev", "pc_ainv_degree": 8}),
+    "gpuamg": ("gpusell", {"pc_type": "gpuamg"}),
+    "gpuamg unsmoothed pairwise": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_smoothed": False,
+                                               "pc_gpuamg_aggregation": "pairwise"}),
 }
 
 

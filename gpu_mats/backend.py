@@ -93,3 +93,23 @@ def array_module(array):
     if cupy is not None and isinstance(array, cupy.ndarray):
         return cupy
     raise TypeError(f"expected a NumPy or CuPy array, got {type(array).__name__}")
+
+
+def scatter_min(xp, out, index, values):
+    """out[index] = min(out[index], values), repeated indices included (numpy.minimum.at, cupyx.scatter_min)."""
+    if xp is numpy:
+        numpy.minimum.at(out, index, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_min(out, index, values)
+
+
+def scatter_max(xp, out, index, values):
+    """out[index] = max(out[index], values), repeated indices included (numpy.maximum.at, cupyx.scatter_max)."""
+    if xp is numpy:
+        numpy.maximum.at(out, index, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_max(out, index, values)

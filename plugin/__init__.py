@@ -12,4 +12,5 @@ from petsc_ext.registry import register_python_type
 gpusell.register()
 register_python_type("PC", "ainv", "petsc_ext.ainv.ApproximateInversePC")
 register_python_type("PC", "wbilu", "petsc_ext.wbilu.WavefrontBlockILU")
+register_python_type("PC", "gpuamg", "petsc_ext.gpuamg.AggregationMultigridPC")
 register_python_type("KSP", "cacg", "petsc_ext.cacg.CommunicationAvoidingCG")

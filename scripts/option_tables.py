@@ -21,11 +21,13 @@ def tables():
     from petsc_ext import gpusell
     from petsc_ext.ainv import ApproximateInversePC
     from petsc_ext.cacg import CommunicationAvoidingCG
+    from petsc_ext.gpuamg import AggregationMultigridPC
     from petsc_ext.wbilu import WavefrontBlockILU
     from plugin.flow import solver
 
     return {"gpusell": gpusell.OPTIONS, "ainv": ApproximateInversePC.OPTIONS, "wbilu": WavefrontBlockILU.OPTIONS,
-            "cacg": CommunicationAvoidingCG.OPTIONS, "flow": solver.OPTIONS}
+            "gpuamg": AggregationMultigridPC.OPTIONS, "cacg": CommunicationAvoidingCG.OPTIONS,
+            "flow": solver.OPTIONS}
 
 
 def block(name, options):

@@ -345,6 +345,32 @@ def test_aijcusparse_matrices_take_their_values_from_the_gpu_and_step_as_gpusell
         assert abs(cusparse[name] - value).max() <= 1e-9 * abs(value).max(), name
 
 
+def test_gpuamg_builds_the_hosts_hierarchy_on_the_gpu_and_needs_its_iterations():
+    """-pc_type gpuamg on gpusell with CUDA vectors: the hierarchy built with
+    CuPy and cupyx (MIS-2 aggregates, smoothed prolongation, Galerkin
+    products) has the host's levels, and CG needs the host's iterations."""
+    import cupy
+    from petsc4py import PETSc
+
+    from conftest import krylov_solve
+    from stencils import laplacian
+
+    n = 24
+    runs = {}
+    for mat_type in ("gpusell", "aij"):
+        ksp, x = krylov_solve(laplacian(n), n**3, {"ksp_type": "cg", "pc_type": "gpuamg",
+                                                   "pc_gpuamg_coarse_size": 200},
+                              comm=PETSc.COMM_SELF, mat_type=mat_type)
+        amg = ksp.getPC().getPythonContext().amg
+        runs[mat_type] = (ksp.getIterationNumber(), [level.A.shape[0] for level in amg.levels],
+                          [level.A.nnz for level in amg.levels], x.getArray().copy(), amg.xp)
+    device, host = runs["gpusell"], runs["aij"]
+    assert device[4] is cupy and host[4] is numpy
+    assert device[1] == host[1] and device[2] == host[2]
+    assert abs(device[0] - host[0]) <= 1
+    numpy.testing.assert_allclose(device[3], host[3], rtol=1e-6)
+
+
 @pytest.mark.parametrize("system", ["7-point", "unstructured"])
 @pytest.mark.parametrize("bs", [1, 3, 6])
 def test_cuda_block_ilu_matches_numpy(system, bs):

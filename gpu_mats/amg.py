@@ -1,0 +1,302 @@
+"""Algebraic multigrid by aggregation, set up and cycled where the matrix
+lives (NumPy on the host, CuPy on the GPU: the same array code for both).
+
+Set-up, level by level, for a symmetric positive (semi)definite matrix:
+strength of connection |a_ij| >= threshold sqrt(a_ii a_jj); aggregates
+around the roots of a distance-2 maximal independent set (``mis2``, the
+default), or from ``passes`` rounds of pairwise matching by handshakes
+(``pairwise``: each free node points at its strongest free neighbour, mutual
+pointers pair up; Notay, "An aggregation-based algebraic multigrid method",
+ETNA 37, 2010, pairs twice for aggregates of about 4), each round on the
+Galerkin matrix of the last; piecewise-constant tentative prolongation (it carries the constant
+null space of an all-Neumann matrix to every level), smoothed by one damped
+Jacobi step where ``smoothed`` (Vanek, Mandel and Brezina, "Algebraic
+multigrid by smoothed aggregation", Computing 56, 1996); Galerkin coarse
+matrices R A P by sparse products (scipy, or cuSPARSE through cupyx); a
+dense pseudo-inverse on the coarsest level.
+
+Cycle: a V-cycle with Chebyshev-Jacobi smoothing (Adams, Brezina, Hu and
+Tuminaro, "Parallel multigrid smoothing: polynomial versus Gauss-Seidel",
+JCP 188, 2003) on the interval [0.1, 1.1] x the largest eigenvalue of
+D^-1 A (Lanczos), the same polynomial before and after the coarse
+correction: the cycle is a symmetric operator, fit for CG. Every level's
+operator and transfer is a SellMatrix.
+"""
+
+
+import numpy
+
+from .approximate_inverse import lanczos_extremes
+from .backend import array_module, scatter_max, scatter_min, sparse_module
+from .ops import diagonal, spmv
+from .sell import SellMatrix, entry_rows
+
+CHEBYSHEV_FRACTION, CHEBYSHEV_SAFETY = 0.1, 1.1  # the lower end 0.1 did best of 0.1, 0.2, 0.3 (BENCHMARKS.md)
+LANCZOS_STEPS = 10
+AGGREGATIONS = ("mis2", "pairwise")
+DENSE_LIMIT = 5000  # rows of the largest coarsest level solved densely
+
+
+class AMGError(ValueError):
+    """A matrix the aggregation multigrid cannot take, with where it failed."""
+
+
+def pairwise_aggregates(matrix, threshold, rounds=8):
+    """(aggregate of each row, number of aggregates) of the scipy/cupyx CSR
+    ``matrix``: up to ``rounds`` handshakes pair free rows along locally
+    dominant edges (each free row points at its strongest free neighbour, ties
+    broken by a hash of the edge, the same from both ends, so that the
+    heaviest edge around is always mutual: Preis's matching, in rounds); a
+    row left alone joins its strongest neighbour's aggregate (rows with no
+    strong neighbour stay alone)."""
+    xp = array_module(matrix.data)
+    n = matrix.shape[0]
+    rows, cols, strength = _strengths(matrix, threshold)
+    low, high = xp.minimum(rows, cols).astype(xp.uint64), xp.maximum(rows, cols).astype(xp.uint64)
+    tie = ((low * xp.uint64(0x9E3779B97F4A7C15)) ^ (high * xp.uint64(0xC2B2AE3D27D4EB4F))) >> xp.uint64(11)
+    order = xp.lexsort(xp.stack([-tie.astype(float), -strength, rows.astype(float)]))
+    rows, cols = rows[order], cols[order]  # by row, strongest first, ties by the edge's hash
+    position = xp.arange(rows.size, dtype=xp.int64)
+    partner = xp.full(n, -1, dtype=xp.int64)
+    for _ in range(rounds):
+        free = partner < 0
+        best = _first(xp, n, rows, cols, position, free[rows] & free[cols])
+        pointing = xp.flatnonzero(best >= 0)
+        mutual = pointing[best[best[pointing]] == pointing]
+        if mutual.size == 0:
+            break
+        partner[mutual] = best[mutual]
+    nodes = xp.arange(n, dtype=xp.int64)
+    leader = xp.where(partner >= 0, xp.minimum(nodes, partner), nodes)
+    alone = partner < 0
+    best = _first(xp, n, rows, cols, position, alone[rows] & ~alone[cols])
+    joining = xp.flatnonzero(best >= 0)
+    leader[joining] = leader[best[joining]]
+    marked = xp.zeros(n, dtype=bool)
+    marked[leader] = True
+    number = xp.cumsum(marked) - 1
+    return number[leader], int(marked.sum())
+
+
+def mis2_aggregates(matrix, threshold, seed=0):
+    """(aggregate of each row, number of aggregates) of the scipy/cupyx CSR
+    ``matrix``: the roots are a maximal independent set of distance 2 in the
+    strength graph (Luby's rounds on keys (state, random, row): Bell, Dalton
+    and Olson, "Exposing fine-grained parallelism in algebraic multigrid
+    methods", SIAM J. Sci. Comput. 34, 2012); each other row joins a
+    neighbouring root's aggregate, and a row two steps from every root the
+    aggregate of a neighbour that joined one: compact aggregates of a root
+    and its neighbours."""
+    xp = array_module(matrix.data)
+    n = matrix.shape[0]
+    rows, cols, _ = _strengths(matrix, threshold)
+    index = xp.arange(n, dtype=xp.int64)
+    random = xp.asarray(numpy.random.default_rng(seed).integers(0, 1 << 24, n), dtype=xp.int64)
+    low = (random << 36) | index  # a key per row, distinct; the state goes on top
+    state = xp.ones(n, dtype=xp.int64)  # 0 out, 1 undecided, 2 in the set
+    while True:
+        undecided = state == 1
+        if not bool(undecided.any()):
+            break
+        own = (state << 60) | low
+        key = own
+        for _ in range(2):  # the largest key within distance 2
+            key = _neighbour_max(xp, key, rows, cols)
+        winner = undecided & (key == own)  # the largest undecided row around, no root near: a root
+        beaten = undecided & (key >> 60 == 2)  # a root within distance 2
+        state[winner], state[beaten] = 2, 0
+    roots = state == 2
+    aggregates = xp.where(roots, xp.cumsum(roots) - 1, -1)
+    count = int(roots.sum())
+    for _ in range(2):  # rows next to a root, then rows next to those
+        joined = _neighbour_max(xp, aggregates, rows, cols, self_first=False)
+        aggregates = xp.where(aggregates >= 0, aggregates, joined)
+    alone = aggregates < 0  # rows with no strong neighbour at all (none when the roots are a MIS-2)
+    aggregates[alone] = count + xp.arange(int(alone.sum()))
+    return aggregates, count + int(alone.sum())
+
+
+def _neighbour_max(xp, values, rows, cols, self_first=True):
+    """Per row, the largest of ``values`` over its neighbours (and itself with ``self_first``)."""
+    out = values.copy() if self_first else xp.full_like(values, -1)
+    scatter_max(xp, out, rows, values[cols])
+    return out
+
+
+def _strengths(matrix, threshold):
+    """Off-diagonal entries (rows, cols, |a_ij| / sqrt(a_ii a_jj)) at or above ``threshold``."""
+    xp = array_module(matrix.data)
+    rows = entry_rows(xp, matrix.indptr)
+    cols, values = matrix.indices.astype(xp.int64), matrix.data
+    d = xp.abs(matrix.diagonal())
+    strength = xp.abs(values) / xp.sqrt(d[rows] * d[cols])
+    keep = (rows != cols) & (strength >= threshold) & (strength > 0)
+    return rows[keep], cols[keep], strength[keep]
+
+
+def _first(xp, n, rows, cols, position, valid):
+    """Per row, the column of its first ``valid`` entry in ``position`` order (-1: none)."""
+    first = xp.full(n, position.size, dtype=xp.int64)
+    scatter_min(xp, first, rows[valid], position[valid])
+    found = first < position.size
+    best = xp.full(n, -1, dtype=xp.int64)
+    best[found] = cols[first[found]]
+    return best
+
+
+def _piecewise_constant(xp, aggregates, count):
+    n = aggregates.size
+    return sparse_module(xp).csr_matrix((xp.ones(n), aggregates, xp.arange(n + 1, dtype=xp.int64)), shape=(n, count))
+
+
+class Level:
+    """One level: ``A`` (SellMatrix), and where it is not the coarsest the
+    transfers ``P`` and ``R`` = P^T (SellMatrices), the Jacobi scaling and the
+    Chebyshev interval; on the coarsest ``inverse``, a dense pseudo-inverse."""
+
+    def __init__(self, A, xp):
+        self.A, self.xp = A, xp
+        self.P = self.R = self.inverse = None
+        n = A.shape[0]
+        self.b, self.x, self.r, self.d = (xp.empty(n) for _ in range(4))
+
+
+class AggregationAMG:
+    """The hierarchy of the CSR matrix (indptr, indices, data) of ``n`` rows in
+    ``xp``'s memory, and its V-cycle ``apply(b, x)``: x = M^-1 b."""
+
+    def __init__(self, indptr, indices, data, n, xp, threshold=0.0, aggregation="mis2", passes=2, smoothed=True,
+                 degree=3, max_levels=25, coarse_size=1000, slice_height=32):
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {aggregation!r}")
+        sparse = sparse_module(xp)
+        self.xp, self.degree, self.smoothed = xp, degree, smoothed
+        self.aggregation, self.passes = aggregation, passes
+        self.seconds = {}
+        matrix = sparse.csr_matrix((xp.asarray(data, dtype=xp.float64), xp.asarray(indices),
+                                    xp.asarray(indptr)), shape=(n, n))
+        self.levels = []
+        while True:
+            level = Level(SellMatrix.from_csr(matrix.indptr, matrix.indices, matrix.data, matrix.shape,
+                                              slice_height=slice_height, xp=xp), xp)
+            self.levels.append(level)
+            _positive_diagonal(matrix, len(self.levels) - 1)
+            rows = matrix.shape[0]
+            if rows <= coarse_size or len(self.levels) == max_levels:
+                break
+            aggregates, count = self._aggregate(matrix, threshold)
+            if count > 0.9 * rows:  # coarsening stalled: this level is the coarsest
+                break
+            P = self._prolongation(matrix, aggregates, count, len(self.levels) - 1)
+            R = P.T.tocsr()
+            coarse = (R @ matrix @ P).tocsr()
+            coarse.sum_duplicates()
+            coarse.sort_indices()
+            self._smoother(level)
+            level.P = SellMatrix.from_csr(P.indptr, P.indices, P.data, P.shape, slice_height=slice_height, xp=xp)
+            level.R = SellMatrix.from_csr(R.indptr, R.indices, R.data, R.shape, slice_height=slice_height, xp=xp)
+            matrix = coarse
+        self._coarsest(self.levels[-1], matrix)
+
+    def _aggregate(self, matrix, threshold):
+        """Aggregates: of a MIS-2 (``mis2``), or of ``passes`` pairwise matchings, each on the Galerkin
+        matrix of the last (``pairwise``)."""
+        xp = self.xp
+        if self.aggregation == "mis2":
+            return mis2_aggregates(matrix, threshold)
+        aggregates = xp.arange(matrix.shape[0], dtype=xp.int64)
+        current = matrix
+        for round_ in range(self.passes):
+            pairs, count = pairwise_aggregates(current, threshold)
+            aggregates = pairs[aggregates]
+            if round_ + 1 < self.passes:
+                T = _piecewise_constant(xp, pairs, count)
+                current = (T.T.tocsr() @ current @ T).tocsr()
+        return aggregates, count
+
+    def _prolongation(self, matrix, aggregates, count, level):
+        """Tentative P (piecewise constant), smoothed by (I - omega D^-1 A) with
+        omega = 4 / (3 rho(D^-1 A)), rho bounded by Gershgorin, where ``smoothed``."""
+        xp = self.xp
+        T = _piecewise_constant(xp, aggregates, count)
+        if not self.smoothed:
+            return T
+        d = _positive_diagonal(matrix, level)
+        scaled = sparse_module(xp).diags(1.0 / d) @ matrix
+        rho = float(abs(scaled).sum(axis=1).max())
+        P = (T - (4.0 / (3.0 * rho)) * (scaled @ T)).tocsr()
+        P.sort_indices()
+        return P
+
+    def _smoother(self, level):
+        A = level.A
+        level.inv_diag = 1.0 / diagonal(A)  # positive: checked when the level was made
+        _, high = lanczos_extremes(A, level.inv_diag, LANCZOS_STEPS)
+        level.interval = (CHEBYSHEV_FRACTION * high, CHEBYSHEV_SAFETY * high)
+
+    def _coarsest(self, level, matrix):
+        rows = matrix.shape[0]
+        if rows > DENSE_LIMIT:
+            raise AMGError(f"the coarsest level has {rows} rows (coarsening stalled): more than the "
+                           f"{DENSE_LIMIT} a dense solve takes; lower the threshold or raise the passes")
+        level.inverse = self.xp.linalg.pinv(matrix.toarray())
+
+    # --- the cycle -------------------------------------------------------------------
+
+    def apply(self, b, x):
+        """x = M^-1 b, one V-cycle from x = 0."""
+        self._cycle(0, b, x)
+
+    def _cycle(self, k, b, x):
+        level = self.levels[k]
+        if level.inverse is not None:
+            x[...] = level.inverse @ b
+            return
+        x[...] = 0.0
+        self._smooth(level, b, x, zero=True)
+        r = level.r
+        spmv(level.A, x, r, alpha=-1.0, beta=1.0, z=b)  # r = b - A x
+        coarse = self.levels[k + 1]
+        spmv(level.R, r, coarse.b)
+        self._cycle(k + 1, coarse.b, coarse.x)
+        spmv(level.P, coarse.x, x, beta=1.0)  # x += P x_c
+        self._smooth(level, b, x)
+
+    def _smooth(self, level, b, x, zero=False):
+        """``degree`` Chebyshev steps on A x = b, preconditioned by D (from x; x = 0 with ``zero``)."""
+        low, high = level.interval
+        theta, delta = (high + low) / 2, (high - low) / 2
+        sigma = theta / delta
+        rho = 1.0 / sigma
+        r, d = level.r, level.d
+        if zero:
+            r[...] = b
+        else:
+            spmv(level.A, x, r, alpha=-1.0, beta=1.0, z=b)
+        d[...] = r * level.inv_diag / theta
+        x += d
+        for _ in range(self.degree - 1):
+            spmv(level.A, d, r, alpha=-1.0, beta=1.0)  # r -= A d
+            rho_next = 1.0 / (2.0 * sigma - rho)
+            d *= rho_next * rho
+            d += (2.0 * rho_next / delta) * (r * level.inv_diag)
+            x += d
+            rho = rho_next
+
+    # --- what the hierarchy costs -----------------------------------------------------
+
+    def complexities(self):
+        """(operator complexity, grid complexity): sums of nonzeros and of rows over the finest's."""
+        nnz = [level.A.nnz for level in self.levels]
+        rows = [level.A.shape[0] for level in self.levels]
+        return sum(nnz) / max(nnz[0], 1), sum(rows) / max(rows[0], 1)
+
+
+def _positive_diagonal(matrix, level):
+    """The diagonal of ``matrix``, or an AMGError naming the first row where it is not positive."""
+    d = matrix.diagonal()
+    bad = d <= 0
+    if bool(bad.any()):
+        row = int(array_module(d).flatnonzero(bad)[0])
+        raise AMGError(f"gpuamg needs a positive diagonal: row {row} of level {level} has {float(d[row]):.3g}")
+    return d

@@ -1,0 +1,88 @@
+"""``-pc_type gpuamg``: aggregation algebraic multigrid, set up and cycled
+where the matrix's vectors live (CUDA vectors: on the GPU, with CuPy), for
+symmetric positive (semi)definite matrices. See gpu_mats.amg for the
+algorithm: MIS-2 or pairwise aggregation, smoothed or tentative prolongation,
+Galerkin coarse matrices by sparse products, a V-cycle with
+Chebyshev-Jacobi smoothing that is symmetric (fit for CG).
+
+A matrix whose null space is the constants (an all-Neumann Laplacian) keeps
+it on every level: the coarsest level's pseudo-inverse solves the singular
+system there. In parallel each rank builds the hierarchy of its own
+diagonal block (aggregates inside a rank, as the issue's first step; the
+coupling between ranks is left to the Krylov method, as bjacobi does).
+"""
+
+from mpi4py import MPI
+
+from gpu_mats.amg import AGGREGATIONS, AggregationAMG
+
+from .arrays import in_out_arrays
+from .gpusell import local_block
+from .options import Option
+from .python_type import PythonPC
+
+
+class AggregationMultigridPC(PythonPC):
+    """The context of a PC of type gpuamg (petsc4py's Python PC protocol)."""
+
+    TYPE, TITLE, EVENTS = "gpuamg", "GPU aggregation multigrid (gpuamg)", ("Apply",)
+    SUMMARY = "smoothed-aggregation V-cycle"
+    OPTIONS = (
+        Option("pc_gpuamg_threshold", "threshold", 0.0, "strength of connection: |a_ij| >= threshold "
+               "sqrt(a_ii a_jj)", low=0.0, high=1.0, view="threshold {}"),
+        Option("pc_gpuamg_aggregation", "aggregation", "mis2", "mis2: aggregates around the roots of a "
+               "distance-2 maximal independent set; pairwise: repeated pairwise matchings", choices=AGGREGATIONS,
+               view="{} aggregation"),
+        Option("pc_gpuamg_passes", "passes", 2, "pairwise: matchings per level (aggregates of about 2^passes "
+               "rows)", low=1, high=5, view="{} passes", applies=("aggregation", ("pairwise",))),
+        Option("pc_gpuamg_smoothed", "smoothed", True, "smooth the tentative prolongation by one damped Jacobi "
+               "step (smoothed aggregation)", view="smoothed {}"),
+        Option("pc_gpuamg_degree", "degree", 3, "Chebyshev-Jacobi smoothing steps before and after the coarse "
+               "correction", low=1, high=16, view="Chebyshev degree {}"),
+        Option("pc_gpuamg_max_levels", "max_levels", 25, "most levels", low=1, high=50, view="at most {} levels"),
+        Option("pc_gpuamg_coarse_size", "coarse_size", 1000, "rows at or below which a level is the coarsest "
+               "(dense pseudo-inverse)", low=1, high=5000, view="coarse size {}"),
+    )
+
+    def __init__(self):
+        super().__init__()
+        self.amg = None
+
+    def build(self, pc):
+        A = local_block(self.operator(pc), self.xp)
+        indptr, indices, data = A.to_csr()
+        self.amg = AggregationAMG(indptr, indices, data, A.shape[0], self.xp, threshold=self.threshold,
+                                  aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed, degree=self.degree,
+                                  max_levels=self.max_levels, coarse_size=self.coarse_size)
+
+    def release(self):
+        self.amg = None
+
+    def apply(self, pc, x, y):
+        with in_out_arrays(x, y, self.xp, "gpuamg") as (xa, ya):
+            self.apply_arrays(xa, ya)
+
+    def applyTranspose(self, pc, x, y):
+        self.apply(pc, x, y)  # the V-cycle is symmetric
+
+    def apply_arrays(self, x, y):
+        self.events["Apply"].begin()
+        try:
+            self.amg.apply(x, y)
+        finally:
+            self.events["Apply"].end()
+
+    def describe(self, pc):
+        if self.amg is None:
+            return []
+        comm = pc.getComm().tompi4py()
+        operator, grid = self.amg.complexities()
+        lines = [f"  {len(self.amg.levels)} levels on rank 0; operator complexity {operator:.3f}, grid complexity "
+                 f"{grid:.3f} (largest over ranks: {comm.allreduce(operator, op=MPI.MAX):.3f}, "
+                 f"{comm.allreduce(grid, op=MPI.MAX):.3f})",
+                 "  level      rows       nonzeros      MiB"]
+        for k, level in enumerate(self.amg.levels):
+            held = [level.A.nbytes] + [t.nbytes for t in (level.P, level.R, level.inverse) if t is not None]
+            mib = sum(held) / 2**20
+            lines.append(f"  {k:5d} {level.A.shape[0]:9d} {level.A.nnz:14d} {mib:8.2f}")
+        return lines + [self.setup_line(pc)]

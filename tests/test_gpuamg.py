@@ -1,0 +1,204 @@
+"""-pc_type gpuamg (petsc_ext.gpuamg, gpu_mats.amg) on the host backend:
+aggregates, symmetry of the cycle, CG iterations against pyamg's smoothed
+aggregation (the CPU reference), singular Neumann matrices, errors, views,
+and the flow driver's pressure solve. The CuPy twin is in tests/test_gpu.py."""
+
+import numpy
+import pytest
+import scipy.sparse
+from petsc4py import PETSc
+
+import plugin  # noqa: F401
+from conftest import krylov_solve
+from gpu_mats.amg import AggregationAMG, mis2_aggregates, pairwise_aggregates
+from meshes import unit_mesh
+from petsc_ext.options import option_defaults
+from plugin.flow.mesh import mesh_geometry
+from plugin.flow.operators import compact_laplacian
+from stencils import laplacian
+
+
+def poisson_2d(n):
+    one = scipy.sparse.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n))
+    eye = scipy.sparse.eye(n)
+    return (scipy.sparse.kron(eye, one) + scipy.sparse.kron(one, eye)).tocsr()
+
+
+def tetrahedra():
+    """The cell Laplacian of an unstructured tetrahedral mesh (Neumann: singular, constants its null space)."""
+    return (-compact_laplacian(mesh_geometry(unit_mesh("tetra", n=8, jitter=0.25)))).tocsr()
+
+
+def stencil(n, points):
+    indptr, indices, data = laplacian(n, points)
+    return scipy.sparse.csr_matrix((data, indices, indptr), shape=(n**3, n**3))
+
+
+PROBLEMS = {
+    "2D Poisson 48^2": lambda: poisson_2d(48),
+    "3D Poisson 20^3": lambda: stencil(20, 7),
+    "3D 27-point 14^3": lambda: stencil(14, 27),
+}
+
+
+def csr_arrays(A):
+    A = A.tocsr()
+    A.sort_indices()
+    return A.indptr, A.indices, A.data
+
+
+def pyamg_iterations(A, b):
+    import pyamg
+
+    residuals = []
+    solver = pyamg.smoothed_aggregation_solver(A, B=numpy.ones((A.shape[0], 1)))
+    solver.solve(b, tol=1e-8, accel="cg", residuals=residuals, maxiter=500)
+    return len(residuals) - 1
+
+
+def test_pairwise_aggregates_pair_neighbours_and_cover_every_row():
+    A = poisson_2d(20)
+    aggregates, count = pairwise_aggregates(A, 0.0)
+    sizes = numpy.bincount(aggregates, minlength=count)
+    assert sizes.min() >= 1 and count < 0.6 * A.shape[0]  # most rows paired
+    coo = A.tocoo()
+    linked = scipy.sparse.csr_matrix((numpy.ones(coo.nnz), (coo.row, coo.col)), shape=A.shape)
+    for aggregate in range(count):  # every aggregate is connected in the matrix graph
+        rows = numpy.flatnonzero(aggregates == aggregate)
+        sub = linked[rows][:, rows]
+        assert scipy.sparse.csgraph.connected_components(sub, directed=False)[0] == 1
+
+
+def test_mis2_roots_are_two_steps_apart_and_their_aggregates_reach_every_row():
+    A = poisson_2d(24)
+    aggregates, count = mis2_aggregates(A, 0.0)
+    graph = (abs(A) > 0).astype(float)
+    two = ((graph @ graph) > 0).toarray()
+    sizes = numpy.bincount(aggregates, minlength=count)
+    assert sizes.min() >= 1 and count < A.shape[0] / 4  # compact aggregates of a root and its neighbours
+    for aggregate in range(count):  # one of its rows (the root) has all the others within two steps
+        rows = numpy.flatnonzero(aggregates == aggregate)
+        assert two[numpy.ix_(rows, rows)].all(axis=1).any()
+
+
+@pytest.mark.parametrize("aggregation", ["mis2", "pairwise"])
+def test_both_aggregations_converge_with_and_without_smoothing(aggregation):
+    A = stencil(12, 7)
+    for smoothed in (True, False):
+        ksp, _ = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg",
+                                                          "pc_gpuamg_aggregation": aggregation,
+                                                          "pc_gpuamg_smoothed": smoothed,
+                                                          "pc_gpuamg_coarse_size": 20}, comm=PETSc.COMM_SELF,
+                              mat_type="aij")
+        assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() < 60
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_cg_with_gpuamg_needs_at_most_1_5_times_pyamgs_iterations(name):
+    A = PROBLEMS[name]()
+    b = numpy.ones(A.shape[0])
+    ksp, x = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg", "ksp_norm_type": "unpreconditioned"},
+                          comm=PETSc.COMM_SELF, rhs=b, mat_type="aij")
+    assert ksp.getConvergedReason() > 0
+    ours, reference = ksp.getIterationNumber(), pyamg_iterations(A, b)
+    assert ours <= 1.5 * reference, (ours, reference)
+    assert numpy.linalg.norm(b - A @ x.getArray()) <= 1e-7 * numpy.linalg.norm(b)
+
+
+def test_the_v_cycle_is_symmetric():
+    A = poisson_2d(30)
+    amg = AggregationAMG(*csr_arrays(A), A.shape[0], numpy)
+    rng = numpy.random.default_rng(1)
+    v, w = rng.standard_normal((2, A.shape[0]))
+    Mv, Mw = numpy.empty_like(v), numpy.empty_like(w)
+    amg.apply(v, Mv)
+    amg.apply(w, Mw)
+    assert w @ Mv == pytest.approx(v @ Mw, rel=1e-12)
+    assert v @ Mv > 0
+
+
+def test_a_neumann_matrix_keeps_its_null_space_through_the_hierarchy():
+    """The unstructured tetrahedra's Laplacian: constants in its null space on every level, CG with the null space attached converges."""
+    A = tetrahedra()
+    amg = AggregationAMG(*csr_arrays(A), A.shape[0], numpy)
+    for level in amg.levels:
+        indptr, indices, data = (numpy.asarray(a) for a in level.A.to_csr())
+        coarse = scipy.sparse.csr_matrix((data, indices, indptr), shape=level.A.shape)
+        assert abs(coarse @ numpy.ones(coarse.shape[0])).max() < 1e-10 * abs(data).max()
+    rng = numpy.random.default_rng(0)
+    b = rng.standard_normal(A.shape[0])
+    b -= b.mean()
+    ksp, x = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg", "ksp_norm_type": "unpreconditioned"},
+                          comm=PETSc.COMM_SELF, rhs=b, nullspace=True, mat_type="aij")
+    assert ksp.getConvergedReason() > 0  # pyamg's CG stops on this singular system ("indefinite"): no reference
+    assert ksp.getIterationNumber() <= 20
+    assert numpy.linalg.norm(b - A @ x.getArray()) <= 1e-7 * numpy.linalg.norm(b)
+
+
+def test_a_row_without_a_positive_diagonal_is_named():
+    A = poisson_2d(6).tolil()
+    A[7, 7] = 0.0
+    with pytest.raises(PETSc.Error, match="gpuamg needs a positive diagonal: row 7 of level 0 has 0"):
+        krylov_solve(csr_arrays(A.tocsr()), 36, {"ksp_type": "cg", "pc_type": "gpuamg",
+                                                 "pc_gpuamg_coarse_size": 4}, comm=PETSc.COMM_SELF, mat_type="aij")
+
+
+def test_view_shows_levels_and_complexities_and_help_lists_the_options(capfd):
+    A = poisson_2d(40)
+    with option_defaults("", {"help": True}):
+        ksp, _ = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg",
+                                                          "pc_gpuamg_coarse_size": 50},
+                              comm=PETSc.COMM_SELF, mat_type="aij")
+    out = capfd.readouterr().out
+    assert "-t_pc_gpuamg_passes" in out and "-t_pc_gpuamg_smoothed" in out
+    viewer = PETSc.Viewer.STDOUT(PETSc.COMM_SELF)
+    ksp.getPC().view(viewer)
+    view = capfd.readouterr().out
+    amg = ksp.getPC().getPythonContext().amg
+    assert "operator complexity" in view and "grid complexity" in view
+    assert len(amg.levels) >= 3 and f"{amg.levels[-1].A.shape[0]:9d}" in view
+
+
+@pytest.mark.mpi
+def test_cg_with_gpuamg_converges_on_every_rank_count():
+    """In parallel each rank cycles on its own block: CG still converges, in a
+    few more iterations than on one rank."""
+    A = poisson_2d(40)
+    b = numpy.ones(A.shape[0])
+    counts = []
+    for comm in (PETSc.COMM_SELF, PETSc.COMM_WORLD):
+        ksp, x = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg", "ksp_norm_type": "unpreconditioned"}, comm=comm,
+                              rhs=b, mat_type="aij")
+        assert ksp.getConvergedReason() > 0
+        counts.append(ksp.getIterationNumber())
+    assert counts[1] <= 3 * counts[0] + 10
+
+
+@pytest.mark.parametrize("where", ["box", "mesh"])
+def test_the_flow_drivers_pressure_solve_takes_gpuamg(where):
+    """-pressure_pc_type gpuamg under cg: the same flow as with ainv, in fewer
+    pressure iterations (a closed cavity: the constants are the pressure
+    matrix's null space)."""
+    from gpu_mats.backend import to_host
+    from plugin.flow.boundary import Wall
+    from plugin.flow.solver import FlowSolver
+
+    runs = []
+    for pc in ("ainv", "gpuamg"):
+        options = {"flow_max_steps": 4, "pressure_ksp_type": "cg", "pressure_pc_type": pc,
+                   "pressure_ksp_rtol": 1e-12}
+        with option_defaults("", options):
+            if where == "box":
+                da = PETSc.DMDA().create(dim=2, sizes=(16, 12), stencil_width=1, comm=PETSc.COMM_SELF, setup=False)
+                da.setMatType("gpusell")
+                da.setUp()
+                solver = FlowSolver.from_dmda(da, (1.0, 1.0), 0.01, {"ymax": Wall((1.0, 0.0))})
+            else:
+                g = mesh_geometry(unit_mesh(("quad", "triangle"), n=6, jitter=0.3))
+                solver = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
+        state = solver.run(solver.initial_state())
+        assert solver.pressure_ksp.getPC().getType() == pc
+        runs.append((to_host(solver.xp, state.u), solver.pressure_iterations))
+    (u_ainv, its_ainv), (u_amg, its_amg) = runs
+    numpy.testing.assert_allclose(u_amg, u_ainv, rtol=0, atol=1e-9)
+    assert its_amg < its_ainv
