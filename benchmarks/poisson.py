@@ -66,6 +66,12 @@ def run(csr, n, method, repeats, nullspace=False, rhs=None):
         b.setArray(rhs)
     A.mult(b, x)  # the operator's own GPU copy is built here, not in the preconditioner's setup
     setup = harness.seconds(ksp.setUp)
+    hierarchy = {}
+    if ksp.getPC().getType() == "gpuamg":
+        amg = ksp.getPC().getPythonContext().amg
+        operator, grid = amg.complexities()
+        hierarchy = {"levels": [level.A.shape[0] for level in amg.levels], "operator_complexity": operator,
+                     "grid_complexity": grid}
     solves = []
     for _ in range(repeats):
         x.set(0.0)
@@ -75,7 +81,7 @@ def run(csr, n, method, repeats, nullspace=False, rhs=None):
     A.mult(x, r)
     r.aypx(-1.0, b)
     result = {"method": method, "iterations": its, "reason": reason, "setup_s": setup,
-              "solve_s": float(numpy.median(solves)), "true_rel_residual": r.norm() / b.norm()}
+              "solve_s": float(numpy.median(solves)), "true_rel_residual": r.norm() / b.norm(), **hierarchy}
     result["us_per_iteration"] = result["solve_s"] / max(its, 1) * 1e6
     result["setup_plus_10_solves_s"] = setup + 10 * result["solve_s"]
     ksp.destroy()
