@@ -3,7 +3,8 @@
 After it, in any petsc4py program: ``-mat_type gpusell`` and ``-dm_mat_type
 gpusell`` select the SELL-C-sigma GPU matrix, ``-pc_type ainv`` the sparse
 approximate-inverse preconditioners, ``-pc_type wbilu`` the wavefront
-block ILU(0), ``-ksp_type cacg`` communication-avoiding CG.
+block ILU(0), ``-pc_type gpuamg`` aggregation algebraic multigrid set up on
+the GPU, ``-ksp_type cacg`` communication-avoiding CG.
 """
 
 from petsc_ext import gpusell
