@@ -28,6 +28,7 @@ import numpy
 
 from .approximate_inverse import lanczos_extremes
 from .backend import array_module, scatter_max, scatter_min, sparse_module
+from .kernels import family
 from .ops import diagonal, spmv
 from .sell import SellMatrix, entry_rows
 
@@ -171,6 +172,7 @@ class AggregationAMG:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {aggregation!r}")
         sparse = sparse_module(xp)
         self.xp, self.degree, self.smoothed = xp, degree, smoothed
+        self._kernels = family("krylov", xp)
         self.aggregation, self.passes = aggregation, passes
         self.seconds = {}
         matrix = sparse.csr_matrix((xp.asarray(data, dtype=xp.float64), xp.asarray(indices),
@@ -252,7 +254,6 @@ class AggregationAMG:
         if level.inverse is not None:
             x[...] = level.inverse @ b
             return
-        x[...] = 0.0
         self._smooth(level, b, x, zero=True)
         r = level.r
         spmv(level.A, x, r, alpha=-1.0, beta=1.0, z=b)  # r = b - A x
@@ -263,24 +264,24 @@ class AggregationAMG:
         self._smooth(level, b, x)
 
     def _smooth(self, level, b, x, zero=False):
-        """``degree`` Chebyshev steps on A x = b, preconditioned by D (from x; x = 0 with ``zero``)."""
+        """``degree`` Chebyshev steps on A x = b, preconditioned by D (from x; x = 0 with ``zero``):
+        an SpMV and one fused vector update (the krylov family's chebyshev_step) per step."""
         low, high = level.interval
         theta, delta = (high + low) / 2, (high - low) / 2
         sigma = theta / delta
         rho = 1.0 / sigma
         r, d = level.r, level.d
         if zero:
-            r[...] = b
+            x[...] = 0.0
+            r = b
         else:
             spmv(level.A, x, r, alpha=-1.0, beta=1.0, z=b)
-        d[...] = r * level.inv_diag / theta
-        x += d
-        for _ in range(self.degree - 1):
-            spmv(level.A, d, r, alpha=-1.0, beta=1.0)  # r -= A d
+        self._kernels.chebyshev_step(x, d, r, level.inv_diag, 0.0, 1.0 / theta)
+        r = level.r
+        for step in range(self.degree - 1):
+            spmv(level.A, d, r, alpha=-1.0, beta=1.0, z=b if zero and step == 0 else None)  # r -= A d
             rho_next = 1.0 / (2.0 * sigma - rho)
-            d *= rho_next * rho
-            d += (2.0 * rho_next / delta) * (r * level.inv_diag)
-            x += d
+            self._kernels.chebyshev_step(x, d, r, level.inv_diag, rho_next * rho, 2.0 * rho_next / delta)
             rho = rho_next
 
     # --- what the hierarchy costs -----------------------------------------------------

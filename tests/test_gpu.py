@@ -188,6 +188,13 @@ def test_cuda_krylov_kernels_match_numpy():
         cuda.three_term(w, 2.0, cupy.asarray(W[0]), -1.0, cupy.asarray(W[1]), 0.0, cupy.asarray(W[2]),
                         cupy.asarray(W[3]), scaled)
         numpy.testing.assert_allclose(scaled.get(), expected_scaled, rtol=1e-15)
+        for a in (0.0, 0.7):  # a = 0: d is not read (poisoned)
+            x, d = W[4].copy(), (W[5].copy() if a else numpy.full(n, numpy.nan))
+            xd, dd = cupy.asarray(x), cupy.asarray(d)
+            host.chebyshev_step(x, d, W[6], W[7], a, 1.3)
+            cuda.chebyshev_step(xd, dd, cupy.asarray(W[6]), cupy.asarray(W[7]), a, 1.3)
+            numpy.testing.assert_allclose(dd.get(), d, rtol=1e-14)
+            numpy.testing.assert_allclose(xd.get(), x, rtol=1e-14, atol=1e-14)
 
 
 def test_cacg_solve_keeps_its_vectors_on_the_device():

@@ -1,7 +1,8 @@
 """Krylov building blocks: the fused three-term vector update of the s-step
 bases (with a Jacobi scaling in the same pass) and the tall-skinny block
 products of cacg (gpu_mats.krylov), also the BLAS-1 update of the flow
-driver's correction."""
+driver's correction, and the fused step of Chebyshev-Jacobi smoothing
+(gpu_mats.amg)."""
 
 
 def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
@@ -16,3 +17,7 @@ def ts_gram(X, Y, chunk=1024):
 
 def gemm_accumulate(C, alpha, A, B):
     """C += alpha A B in place, for row-major blocks with contiguous rows."""
+
+
+def chebyshev_step(x, d, r, inv_diag, a, b):
+    """d = a d + b inv_diag r (d not read when a is 0), then x += d, in one pass."""

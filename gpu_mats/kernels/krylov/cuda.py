@@ -26,6 +26,15 @@ def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
                                                            _NULL if d is None else d, _NULL if d is None else scaled))
 
 
+def chebyshev_step(x, d, r, inv_diag, a, b):
+    """d = a d + b inv_diag r, then x += d (krylov.cu)."""
+    n = x.size
+    if n:
+        block = 256
+        _kernel("chebyshev_step")((-(-n // block),), (block,), (numpy.int64(n), numpy.float64(a), numpy.float64(b),
+                                                                r, inv_diag, d, x))
+
+
 def ts_gram(X, Y, chunk=1024):
     """X Y^T for tall-skinny blocks: one cuBLAS strided-batched GEMM over chunks
     of columns, straight on the row blocks (no copies), then a sum of the

@@ -17,6 +17,15 @@ def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
         numpy.multiply(d, v, out=scaled)
 
 
+def chebyshev_step(x, d, r, inv_diag, a, b):
+    """Twin of krylov.cu: d = a d + b inv_diag r (d not read when a is 0), then x += d."""
+    v = b * inv_diag * r
+    if a != 0.0:
+        v += a * d
+    d[...] = v
+    x += v
+
+
 TS_CHUNK = 1024  # columns per partial product of ts_gram
 
 

@@ -13,3 +13,16 @@ extern "C" __global__ void three_term(long long n, double a, const double* x, do
     w[i] = v;
     if (d != nullptr) scaled[i] = d[i] * v;
 }
+
+// One step of Chebyshev-Jacobi smoothing in one pass: d = a*d + b*inv_diag.*r
+// (d not read when a is 0), then x += d.
+extern "C" __global__ void chebyshev_step(long long n, double a, double b, const double* r, const double* inv_diag,
+                                          double* d, double* x)
+{
+    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (i >= n) return;
+    double v = b * inv_diag[i] * r[i];
+    if (a != 0.0) v = fma(a, d[i], v);
+    d[i] = v;
+    x[i] += v;
+}
