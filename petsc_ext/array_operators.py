@@ -13,6 +13,7 @@ the arrays were written, and asked after for the copy in the arrays' memory.
 
 from . import gpusell
 from .ainv import ApproximateInversePC
+from .gpuamg import AggregationMultigridPC
 from .arrays import get_array, restore_array
 
 
@@ -85,9 +86,9 @@ def preconditioner(pc, xp, vec_of, scratch):
         return ArrayOperator(lambda x, y: xp.multiply(scratch, x, out=y), graph_key=("diagonal",), diagonal=scratch)
     if kind == "none":
         return ArrayOperator(lambda x, y: xp.copyto(y, x), graph_key=("identity",))
-    if kind == "ainv":
+    if kind in ("ainv", "gpuamg"):
         ctx = pc.getPythonContext()
-        if isinstance(ctx, ApproximateInversePC) and ctx.xp is xp:
+        if isinstance(ctx, (ApproximateInversePC, AggregationMultigridPC)) and ctx.xp is xp:
             return ArrayOperator(ctx.apply_arrays, graph_key=ctx.graph_key())
     return _through_petsc(pc.apply, vec_of)
 

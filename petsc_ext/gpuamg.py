@@ -12,6 +12,7 @@ diagonal block (aggregates inside a rank, as the issue's first step; the
 coupling between ranks is left to the Krylov method, as bjacobi does).
 """
 
+import numpy
 from mpi4py import MPI
 
 from gpu_mats.amg import AGGREGATIONS, AggregationAMG
@@ -71,6 +72,11 @@ class AggregationMultigridPC(PythonPC):
             self.amg.apply(x, y)
         finally:
             self.events["Apply"].end()
+
+    def graph_key(self):
+        """What a CUDA graph of apply_arrays reads (the cycle launches kernels
+        on the current stream only, with no temporary arrays): None on the host."""
+        return None if self.xp is numpy else (self.amg,)
 
     def describe(self, pc):
         if self.amg is None:

@@ -217,7 +217,7 @@ def test_cacg_solve_keeps_its_vectors_on_the_device():
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("pc", ["jacobi", "ainv"])
+@pytest.mark.parametrize("pc", ["jacobi", "ainv", "gpuamg"])
 def test_cacg_graph_replays_compute_what_kernel_launches_do(pc):
     """The basis built by CUDA graph replays (with NCCL halos in parallel)
     against the same kernels launched one by one."""

@@ -202,3 +202,16 @@ def test_the_flow_drivers_pressure_solve_takes_gpuamg(where):
     (u_ainv, its_ainv), (u_amg, its_amg) = runs
     numpy.testing.assert_allclose(u_amg, u_ainv, rtol=0, atol=1e-9)
     assert its_amg < its_ainv
+
+
+def test_cacg_takes_gpuamg_as_cg_does():
+    """cacg multiplies by the V-cycle on arrays (on the GPU inside its CUDA
+    graphs): the same iterations as cg, to its equivalence's tolerance."""
+    A = stencil(14, 7)
+    counts = []
+    for ksp_type in ("cg", "cacg"):
+        ksp, x = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": ksp_type, "pc_type": "gpuamg"},
+                              comm=PETSc.COMM_SELF, mat_type="gpusell")
+        assert ksp.getConvergedReason() > 0
+        counts.append(ksp.getIterationNumber())
+    assert abs(counts[0] - counts[1]) <= 1
