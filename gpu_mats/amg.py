@@ -252,7 +252,7 @@ class AggregationAMG:
     def _cycle(self, k, b, x):
         level = self.levels[k]
         if level.inverse is not None:
-            self.xp.matmul(level.inverse, b, out=x)  # no temporary: the cycle can be captured as a CUDA graph
+            self._kernels.matvec(x, level.inverse, b)  # cuBLAS, no temporary: the cycle can be captured as a CUDA graph
             return
         self._smooth(level, b, x, zero=True)
         r = level.r

@@ -188,6 +188,12 @@ def test_cuda_krylov_kernels_match_numpy():
         cuda.three_term(w, 2.0, cupy.asarray(W[0]), -1.0, cupy.asarray(W[1]), 0.0, cupy.asarray(W[2]),
                         cupy.asarray(W[3]), scaled)
         numpy.testing.assert_allclose(scaled.get(), expected_scaled, rtol=1e-15)
+        dense = rng.standard_normal((7, n))
+        y = cupy.full(7, cupy.nan)
+        cuda.matvec(y, cupy.asarray(dense), cupy.asarray(W[0]))
+        expected_y = numpy.empty(7)
+        host.matvec(expected_y, dense, W[0])
+        numpy.testing.assert_allclose(y.get(), expected_y, rtol=1e-12)
         for a in (0.0, 0.7):  # a = 0: d is not read (poisoned)
             x, d = W[4].copy(), (W[5].copy() if a else numpy.full(n, numpy.nan))
             xd, dd = cupy.asarray(x), cupy.asarray(d)
@@ -350,6 +356,27 @@ def test_aijcusparse_matrices_take_their_values_from_the_gpu_and_step_as_gpusell
     _, _, gpusell = _cavity_steps("cupy", diffusion, _open_box())
     for name, value in gpusell.items():
         assert abs(cusparse[name] - value).max() <= 1e-9 * abs(value).max(), name
+
+
+def test_cacg_replays_the_gpuamg_cycle_in_its_cuda_graphs():
+    """Solved three times by one cacg, the basis build (with its V-cycles) is
+    captured on a repeat and replayed: the same solution every time, cg's."""
+    from petsc4py import PETSc
+
+    from conftest import krylov_solve
+    from stencils import laplacian
+
+    n = 32
+    reference = krylov_solve(laplacian(n), n**3, {"ksp_type": "cg", "pc_type": "gpuamg"}, comm=PETSc.COMM_SELF)[1]
+    ksp, x = krylov_solve(laplacian(n), n**3, {"ksp_type": "cacg", "ksp_cacg_s": 4, "pc_type": "gpuamg"},
+                          comm=PETSc.COMM_SELF)
+    b = x.duplicate()
+    b.set(1.0)
+    for _ in range(2):
+        x.set(0.0)
+        ksp.solve(b, x)
+        assert ksp.getConvergedReason() > 0 and ksp.getPythonContext().basis_runs == "CUDA graph replays"
+        assert (x - reference).norm() <= 1e-6 * reference.norm()
 
 
 def test_gpuamg_builds_the_hosts_hierarchy_on_the_gpu_and_needs_its_iterations():

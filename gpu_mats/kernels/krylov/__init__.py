@@ -21,3 +21,7 @@ def gemm_accumulate(C, alpha, A, B):
 
 def chebyshev_step(x, d, r, inv_diag, a, b):
     """d = a d + b inv_diag r (d not read when a is 0), then x += d, in one pass."""
+
+
+def matvec(y, A, x):
+    """y = A x for a dense row-major A (m, n), in place, no temporary (the coarsest level of gpu_mats.amg)."""

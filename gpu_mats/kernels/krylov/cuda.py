@@ -73,6 +73,21 @@ def gemm_accumulate(C, alpha, A, B):
                  B.data.ptr, _leading_dimension(B), A.data.ptr, k, one.ctypes.data, C.data.ptr, _leading_dimension(C))
 
 
+def matvec(y, A, x):
+    """y = A x by one cuBLAS dgemv on the current stream (capturable in a CUDA
+    graph, unlike cupy.matmul): row-major A (m, n) is column-major A^T."""
+    from cupy.cuda import cublas
+
+    m, n = A.shape
+    if m == 0:
+        return
+    handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
+    one, zero = numpy.ones(1), numpy.zeros(1)
+    cublas.dgemv(handle, cublas.CUBLAS_OP_T, n, m, one.ctypes.data, A.data.ptr, n, x.data.ptr, 1, zero.ctypes.data,
+                 y.data.ptr, 1)
+
+
 def _leading_dimension(M):
     """Row stride in elements; a single row may carry any stride, cuBLAS wants at least its length."""
     return M.strides[0] // 8 if M.shape[0] > 1 else M.shape[1]

@@ -41,6 +41,11 @@ def ts_gram(X, Y, chunk=TS_CHUNK):
     return total + X[:, m:] @ Y[:, m:].T
 
 
+def matvec(y, A, x):
+    """Twin of the cuBLAS call: y = A x."""
+    numpy.matmul(A, x, out=y)
+
+
 def gemm_accumulate(C, alpha, A, B):
     """Twin of the cuBLAS call: C += alpha A B."""
     C += alpha * (A @ B)
