@@ -241,7 +241,7 @@ class AggregationAMG:
         if rows > DENSE_LIMIT:
             raise AMGError(f"the coarsest level has {rows} rows (coarsening stalled): more than the "
                            f"{DENSE_LIMIT} a dense solve takes; lower the threshold or raise the passes")
-        level.inverse = self.xp.linalg.pinv(matrix.toarray())
+        level.inverse = self.xp.ascontiguousarray(self.xp.linalg.pinv(matrix.toarray()))
 
     # --- the cycle -------------------------------------------------------------------
 
@@ -252,7 +252,7 @@ class AggregationAMG:
     def _cycle(self, k, b, x):
         level = self.levels[k]
         if level.inverse is not None:
-            self._kernels.matvec(x, level.inverse, b)  # cuBLAS, no temporary: the cycle can be captured as a CUDA graph
+            self._kernels.matvec(x, level.inverse, b)  # a kernel, no temporary: capturable in a CUDA graph
             return
         self._smooth(level, b, x, zero=True)
         r = level.r

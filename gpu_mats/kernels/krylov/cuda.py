@@ -74,18 +74,12 @@ def gemm_accumulate(C, alpha, A, B):
 
 
 def matvec(y, A, x):
-    """y = A x by one cuBLAS dgemv on the current stream (capturable in a CUDA
-    graph, unlike cupy.matmul): row-major A (m, n) is column-major A^T."""
-    from cupy.cuda import cublas
-
+    """y = A x (krylov.cu's dense_matvec: a warp per row), capturable in a CUDA
+    graph, which cuBLAS and cupy.matmul are not under CuPy."""
     m, n = A.shape
-    if m == 0:
-        return
-    handle = cupy.cuda.device.get_cublas_handle()
-    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
-    one, zero = numpy.ones(1), numpy.zeros(1)
-    cublas.dgemv(handle, cublas.CUBLAS_OP_T, n, m, one.ctypes.data, A.data.ptr, n, x.data.ptr, 1, zero.ctypes.data,
-                 y.data.ptr, 1)
+    if m:
+        block = 256
+        _kernel("dense_matvec")((-(-m * 32 // block),), (block,), (numpy.int64(m), numpy.int64(n), A, x, y))
 
 
 def _leading_dimension(M):

@@ -26,3 +26,17 @@ extern "C" __global__ void chebyshev_step(long long n, double a, double b, const
     d[i] = v;
     x[i] += v;
 }
+
+// y = A x for a dense row-major A (m, n): one warp per row, the lanes' partial
+// sums added by shuffles. A kernel, not cuBLAS, so that a CUDA graph can
+// capture it (the coarsest level's solve inside gpu_mats.amg's cycle).
+extern "C" __global__ void dense_matvec(long long m, long long n, const double* A, const double* x, double* y)
+{
+    const long long row = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= m) return;  // the whole warp leaves together
+    double sum = 0.0;
+    for (long long j = lane; j < n; j += 32) sum = fma(A[row * n + j], x[j], sum);
+    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    if (lane == 0) y[row] = sum;
+}
