@@ -43,14 +43,20 @@ def aij_from_rows(indptr, indices, data, local_columns, comm=PETSc.COMM_WORLD, m
         if prefix is not None:
             mat.setFromOptions()
         return mat
+    mat = _empty(rows, local_columns, comm, mat_type, prefix)
+    mat.setPreallocationCSR(csr)
+    mat.assemble()
+    return mat
+
+
+def _empty(rows, local_columns, comm, mat_type, prefix):
+    """A Mat of this rank's ``rows`` and ``local_columns``, of ``mat_type``, with its prefix's options read."""
     mat = PETSc.Mat().create(comm=comm)
     mat.setSizes(((rows, PETSc.DECIDE), (local_columns, PETSc.DECIDE)))
     mat.setType(mat_type)
     if prefix is not None:
         mat.setOptionsPrefix(prefix)
         mat.setFromOptions()
-    mat.setPreallocationCSR(csr)
-    mat.assemble()
     return mat
 
 
@@ -61,13 +67,7 @@ def aij_from_device_csr(matrix, local_columns, comm=PETSc.COMM_WORLD, mat_type="
     GPU (MatSetValuesCOO with the device array), no host copy of the values."""
     import cupy
 
-    rows = matrix.shape[0]
-    mat = PETSc.Mat().create(comm=comm)
-    mat.setSizes(((rows, PETSc.DECIDE), (local_columns, PETSc.DECIDE)))
-    mat.setType(mat_type)
-    if prefix is not None:
-        mat.setOptionsPrefix(prefix)
-        mat.setFromOptions()
+    mat = _empty(matrix.shape[0], local_columns, comm, mat_type, prefix)
     start = mat.getOwnershipRange()[0]
     coo = matrix.tocoo()
     mat.setPreallocationCOO((coo.row + start).astype(PETSc.IntType).get(), coo.col.astype(PETSc.IntType).get())
