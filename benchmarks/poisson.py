@@ -42,6 +42,7 @@ METHODS = {
     "chebyshev d=4": ("gpusell", {"pc_type": "ainv", "pc_ainv_type": "chebyshev", "pc_ainv_degree": 4}),
     "chebyshev d=8": ("gpusell", {"pc_type": "ainv", "pc_ainv_type": "chebyshev", "pc_ainv_degree": 8}),
     "gpuamg": ("gpusell", {"pc_type": "gpuamg"}),
+    "gpuamg f32": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_value_type": "float32"}),
     "cacg + gpuamg": ("gpusell", {"ksp_type": "cacg", "pc_type": "gpuamg"}),
     "gpuamg unsmoothed pairwise": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_smoothed": False,
                                                "pc_gpuamg_aggregation": "pairwise"}),

@@ -167,10 +167,15 @@ class AggregationAMG:
     ``xp``'s memory, and its V-cycle ``apply(b, x)``: x = M^-1 b."""
 
     def __init__(self, indptr, indices, data, n, xp, threshold=0.0, aggregation="mis2", passes=2, smoothed=True,
-                 degree=3, max_levels=25, coarse_size=1000, slice_height=32):
+                 degree=3, max_levels=25, coarse_size=1000, slice_height=32, value_dtype=numpy.float64):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {aggregation!r}")
         sparse = sparse_module(xp)
+
+        def sell(M):  # the hierarchy's values in value_dtype (float32: less to read per SpMV); vectors stay float64
+            return SellMatrix.from_csr(M.indptr, M.indices, M.data, M.shape, slice_height=slice_height,
+                                       value_dtype=value_dtype, xp=xp)
+
         self.xp, self.degree, self.smoothed = xp, degree, smoothed
         self._kernels = family("krylov", xp)
         self.aggregation, self.passes = aggregation, passes
@@ -179,8 +184,7 @@ class AggregationAMG:
                                     xp.asarray(indptr)), shape=(n, n))
         self.levels = []
         while True:
-            level = Level(SellMatrix.from_csr(matrix.indptr, matrix.indices, matrix.data, matrix.shape,
-                                              slice_height=slice_height, xp=xp), xp)
+            level = Level(sell(matrix), xp)
             self.levels.append(level)
             _positive_diagonal(matrix, len(self.levels) - 1)
             rows = matrix.shape[0]
@@ -195,8 +199,7 @@ class AggregationAMG:
             coarse.sum_duplicates()
             coarse.sort_indices()
             self._smoother(level)
-            level.P = SellMatrix.from_csr(P.indptr, P.indices, P.data, P.shape, slice_height=slice_height, xp=xp)
-            level.R = SellMatrix.from_csr(R.indptr, R.indices, R.data, R.shape, slice_height=slice_height, xp=xp)
+            level.P, level.R = sell(P), sell(R)
             matrix = coarse
         self._coarsest(self.levels[-1], matrix)
 
@@ -232,7 +235,7 @@ class AggregationAMG:
 
     def _smoother(self, level):
         A = level.A
-        level.inv_diag = 1.0 / diagonal(A)  # positive: checked when the level was made
+        level.inv_diag = 1.0 / diagonal(A).astype(self.xp.float64)  # positive: checked when the level was made
         _, high = lanczos_extremes(A, level.inv_diag, LANCZOS_STEPS)
         level.interval = (CHEBYSHEV_FRACTION * high, CHEBYSHEV_SAFETY * high)
 

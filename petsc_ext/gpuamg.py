@@ -15,6 +15,7 @@ coupling between ranks is left to the Krylov method, as bjacobi does).
 import numpy
 from mpi4py import MPI
 
+from gpu_mats import VALUE_DTYPES
 from gpu_mats.amg import AGGREGATIONS, AggregationAMG
 
 from .arrays import in_out_arrays
@@ -41,6 +42,8 @@ class AggregationMultigridPC(PythonPC):
         Option("pc_gpuamg_degree", "degree", 3, "Chebyshev-Jacobi smoothing steps before and after the coarse "
                "correction", low=1, high=16, view="Chebyshev degree {}"),
         Option("pc_gpuamg_max_levels", "max_levels", 25, "most levels", low=1, high=50, view="at most {} levels"),
+        Option("pc_gpuamg_value_type", "value_type", "float64", "precision of the hierarchy's stored values "
+               "(vectors stay float64)", choices=tuple(VALUE_DTYPES), view="values {}"),
         Option("pc_gpuamg_coarse_size", "coarse_size", 1000, "rows at or below which a level is the coarsest "
                "(dense pseudo-inverse)", low=1, high=5000, view="coarse size {}"),
     )
@@ -54,7 +57,8 @@ class AggregationMultigridPC(PythonPC):
         indptr, indices, data = A.to_csr()
         self.amg = AggregationAMG(indptr, indices, data, A.shape[0], self.xp, threshold=self.threshold,
                                   aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed, degree=self.degree,
-                                  max_levels=self.max_levels, coarse_size=self.coarse_size)
+                                  max_levels=self.max_levels, coarse_size=self.coarse_size,
+                                  value_dtype=VALUE_DTYPES[self.value_type])
 
     def release(self):
         self.amg = None

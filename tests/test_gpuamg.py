@@ -215,3 +215,20 @@ def test_cacg_takes_gpuamg_as_cg_does():
         assert ksp.getConvergedReason() > 0
         counts.append(ksp.getIterationNumber())
     assert abs(counts[0] - counts[1]) <= 1
+
+
+def test_a_float32_hierarchy_needs_about_the_iterations_of_a_float64_one():
+    """-pc_gpuamg_value_type float32: every level's operator and transfer
+    stored in single precision, vectors in double; CG still reaches rtol 1e-8."""
+    A = stencil(16, 7)
+    runs = {}
+    for value_type in ("float64", "float32"):
+        ksp, x = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg",
+                                                          "pc_gpuamg_value_type": value_type,
+                                                          "ksp_norm_type": "unpreconditioned"},
+                              comm=PETSc.COMM_SELF, mat_type="aij")
+        amg = ksp.getPC().getPythonContext().amg
+        assert {level.A.value_dtype for level in amg.levels} == {numpy.dtype(value_type)}
+        assert ksp.getConvergedReason() > 0
+        runs[value_type] = ksp.getIterationNumber()
+    assert runs["float32"] <= runs["float64"] + 2
