@@ -20,7 +20,8 @@ Tuminaro, "Parallel multigrid smoothing: polynomial versus Gauss-Seidel",
 JCP 188, 2003) on the interval [0.1, 1.1] x the largest eigenvalue of
 D^-1 A (Lanczos), the same polynomial before and after the coarse
 correction: the cycle is a symmetric operator, fit for CG. Every level's
-operator and transfer is a SellMatrix.
+operator and prolongation is a SellMatrix, its restriction CSR multiplied a
+warp per row.
 """
 
 
@@ -150,9 +151,29 @@ def _piecewise_constant(xp, aggregates, count):
     return sparse_module(xp).csr_matrix((xp.ones(n), aggregates, xp.arange(n + 1, dtype=xp.int64)), shape=(n, count))
 
 
+class Restriction:
+    """R = P^T as CSR arrays (values in the hierarchy's type), multiplied a warp
+    per row (the csr kernel family): a coarse row gathers an aggregate and its
+    neighbours, hundreds of entries on the coarse levels, which SELL's thread
+    per row leaves to a few threads (1.34 ms of a 7.2 ms cycle at 256^3)."""
+
+    def __init__(self, R, value_dtype, xp):
+        self.shape = R.shape
+        self.indptr = xp.asarray(R.indptr, dtype=xp.int64)
+        self.indices = xp.asarray(R.indices, dtype=xp.int32)
+        self.data = xp.asarray(R.data, dtype=value_dtype)
+        self.nnz = int(self.data.size)
+        self.nbytes = self.indptr.nbytes + self.indices.nbytes + self.data.nbytes
+        self._kernels = family("csr", xp)
+
+    def multiply(self, x, y):
+        """y = R x."""
+        self._kernels.spmv(self.indptr, self.indices, self.data, x, y)
+
+
 class Level:
     """One level: ``A`` (SellMatrix), and where it is not the coarsest the
-    transfers ``P`` and ``R`` = P^T (SellMatrices), the Jacobi scaling and the
+    transfers ``P`` (SellMatrix) and ``R`` = P^T (Restriction), the Jacobi scaling and the
     Chebyshev interval; on the coarsest ``inverse``, a dense pseudo-inverse."""
 
     def __init__(self, A, xp):
@@ -199,7 +220,7 @@ class AggregationAMG:
             coarse.sum_duplicates()
             coarse.sort_indices()
             self._smoother(level)
-            level.P, level.R = sell(P), sell(R)
+            level.P, level.R = sell(P), Restriction(R, value_dtype, xp)
             matrix = coarse
         self._coarsest(self.levels[-1], matrix)
 
@@ -261,7 +282,7 @@ class AggregationAMG:
         r = level.r
         spmv(level.A, x, r, alpha=-1.0, beta=1.0, z=b)  # r = b - A x
         coarse = self.levels[k + 1]
-        spmv(level.R, r, coarse.b)
+        level.R.multiply(r, coarse.b)
         self._cycle(k + 1, coarse.b, coarse.x)
         spmv(level.P, coarse.x, x, beta=1.0)  # x += P x_c
         self._smooth(level, b, x)

@@ -163,6 +163,29 @@ def test_cuda_local_solves_report_the_same_failing_task():
     assert failures[0] == failures[1] == (2, 2)
 
 
+@pytest.mark.parametrize("dtype", [numpy.float64, numpy.float32])
+def test_cuda_csr_warp_spmv_matches_numpy(dtype):
+    """The warp-per-row CSR product on rows from empty to thousands of entries."""
+    import cupy
+    import scipy.sparse
+
+    from gpu_mats.kernels.csr import cuda, host
+
+    rng = numpy.random.default_rng(5)
+    lengths = numpy.concatenate([[0, 1, 31, 32, 33, 3000], rng.integers(0, 400, 200)])
+    rows = numpy.repeat(numpy.arange(lengths.size), lengths)
+    cols = numpy.concatenate([rng.choice(5000, k, replace=False) for k in lengths])
+    A = scipy.sparse.csr_matrix((rng.standard_normal(rows.size), (rows, cols)), shape=(lengths.size, 5000))
+    arrays = (A.indptr.astype(numpy.int64), A.indices.astype(numpy.int32), A.data.astype(dtype))
+    x = rng.standard_normal(5000)
+    expected = numpy.empty(lengths.size)
+    host.spmv(*arrays, x, expected)
+    numpy.testing.assert_allclose(expected, A.astype(dtype).astype(numpy.float64) @ x, rtol=1e-12, atol=1e-12)
+    y = cupy.full(lengths.size, cupy.nan)
+    cuda.spmv(*(cupy.asarray(a) for a in arrays), cupy.asarray(x), y)
+    numpy.testing.assert_allclose(y.get(), expected, rtol=1e-12, atol=1e-12)
+
+
 def test_cuda_krylov_kernels_match_numpy():
     import cupy
 

@@ -14,7 +14,7 @@ import importlib
 
 import numpy
 
-FAMILIES = ("sell", "local_solves", "krylov", "block_ilu", "flow")
+FAMILIES = ("sell", "csr", "local_solves", "krylov", "block_ilu", "flow")
 
 
 @functools.cache
