@@ -177,7 +177,7 @@ class Level:
     Chebyshev interval; on the coarsest ``inverse``, a dense pseudo-inverse."""
 
     def __init__(self, A, xp):
-        self.A, self.xp = A, xp
+        self.A = A
         self.P = self.R = self.inverse = None
         n = A.shape[0]
         self.b, self.x, self.r, self.d = (xp.empty(n) for _ in range(4))
@@ -200,21 +200,20 @@ class AggregationAMG:
         self.xp, self.degree, self.smoothed = xp, degree, smoothed
         self._kernels = family("krylov", xp)
         self.aggregation, self.passes = aggregation, passes
-        self.seconds = {}
         matrix = sparse.csr_matrix((xp.asarray(data, dtype=xp.float64), xp.asarray(indices),
                                     xp.asarray(indptr)), shape=(n, n))
         self.levels = []
         while True:
             level = Level(sell(matrix), xp)
             self.levels.append(level)
-            _positive_diagonal(matrix, len(self.levels) - 1)
+            d = _positive_diagonal(matrix, len(self.levels) - 1)
             rows = matrix.shape[0]
             if rows <= coarse_size or len(self.levels) == max_levels:
                 break
             aggregates, count = self._aggregate(matrix, threshold)
             if count > 0.9 * rows:  # coarsening stalled: this level is the coarsest
                 break
-            P = self._prolongation(matrix, aggregates, count, len(self.levels) - 1)
+            P = self._prolongation(matrix, d, aggregates, count)
             R = P.T.tocsr()
             coarse = (R @ matrix @ P).tocsr()
             coarse.sum_duplicates()
@@ -240,14 +239,14 @@ class AggregationAMG:
                 current = (T.T.tocsr() @ current @ T).tocsr()
         return aggregates, count
 
-    def _prolongation(self, matrix, aggregates, count, level):
+    def _prolongation(self, matrix, d, aggregates, count):
         """Tentative P (piecewise constant), smoothed by (I - omega D^-1 A) with
-        omega = 4 / (3 rho(D^-1 A)), rho bounded by Gershgorin, where ``smoothed``."""
+        omega = 4 / (3 rho(D^-1 A)), rho bounded by Gershgorin, where ``smoothed``;
+        ``d``: the matrix's (positive) diagonal."""
         xp = self.xp
         T = _piecewise_constant(xp, aggregates, count)
         if not self.smoothed:
             return T
-        d = _positive_diagonal(matrix, level)
         scaled = sparse_module(xp).diags(1.0 / d) @ matrix
         rho = float(abs(scaled).sum(axis=1).max())
         P = (T - (4.0 / (3.0 * rho)) * (scaled @ T)).tocsr()
@@ -264,7 +263,8 @@ class AggregationAMG:
         rows = matrix.shape[0]
         if rows > DENSE_LIMIT:
             raise AMGError(f"the coarsest level has {rows} rows (coarsening stalled): more than the "
-                           f"{DENSE_LIMIT} a dense solve takes; lower the threshold or raise the passes")
+                           f"{DENSE_LIMIT} a dense solve takes; lower the threshold (or, with pairwise aggregation, "
+                           "raise the passes)")
         level.inverse = self.xp.ascontiguousarray(self.xp.linalg.pinv(matrix.toarray()))
 
     # --- the cycle -------------------------------------------------------------------

@@ -56,8 +56,8 @@ class AggregationMultigridPC(PythonPC):
         A = local_block(self.operator(pc), self.xp)
         indptr, indices, data = A.to_csr()
         self.amg = AggregationAMG(indptr, indices, data, A.shape[0], self.xp, threshold=self.threshold,
-                                  aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed, degree=self.degree,
-                                  max_levels=self.max_levels, coarse_size=self.coarse_size,
+                                  aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed,
+                                  degree=self.degree, max_levels=self.max_levels, coarse_size=self.coarse_size,
                                   value_dtype=VALUE_DTYPES[self.value_type])
 
     def release(self):

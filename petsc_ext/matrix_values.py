@@ -61,7 +61,7 @@ def value_target(mat):
         nnz = [int(owned.sum()), int((~owned).sum())]
     else:
         raise TypeError(f"the values of a {kind} matrix cannot be written in place: use gpusell, aij, or a device "
-                    "matrix made by petsc_ext.matrices.aij_from_device_csr")
+                        "matrix made by petsc_ext.matrices.aij_from_device_csr")
     buffer = numpy.zeros(sum(nnz))
     if len(blocks) == 1:
         slots = numpy.arange(nnz[0])

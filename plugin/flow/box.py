@@ -67,15 +67,6 @@ class BoxPartition:
         """Numbers of cells ijk of ``rank``'s own block (cell_index without the owner lookup)."""
         return self.cell_ranges[rank] + self._offset_in_block(ijk, rank, self.count[rank])
 
-    def up_index(self, rank, ijk, axis):
-        """Numbers of the neighbours one cell up ``axis`` of cells ijk of
-        ``rank``'s block: in the block by a stride, past it by cell_index."""
-        index = self.own_index(rank, ijk) + int(numpy.prod(self.count[rank][:axis]))
-        past = ijk[axis] == self.low[rank, axis] + self.count[rank, axis] - 1
-        if past.any():
-            index[past] = self.cell_index(self.neighbour(ijk[:, past], axis, 1))
-        return index
-
     def face_index(self, axis, ijk):
         """Number of the face on the high side along ``axis`` of cells ijk (which must have one)."""
         rank = self.owner(ijk)
@@ -137,7 +128,8 @@ def partition_geometry(partition, lengths, rank, origin=None):
         normals[at:at + sizes[d], d], offsets[at:at + sizes[d], d] = 1.0, h[d]
         at += sizes[d]
         if not p.periodic[d]:
-            for side, layer, wall in ((2 * d, 0, low[d] == 0), (2 * d + 1, count[d] - 1, low[d] + count[d] == p.shape[d])):
+            high = low[d] + count[d] == p.shape[d]
+            for side, layer, wall in ((2 * d, 0, low[d] == 0), (2 * d + 1, count[d] - 1, high)):
                 if wall:
                     walls["cells"].append(p.own_index(rank, _layer(p, rank, d, layer, count)))
                     walls["side"].append(numpy.full(walls["cells"][-1].size, side))

@@ -143,7 +143,7 @@ class _Records:
             self.cone_sizes[rows] = k
             centres[rows] = t.points[nodes[:, :k]].mean(axis=1)
             first += len(nodes)
-        self.ints[t.cells[t.lone], 2 + width_c + t.slots[t.lone]] = t.tags
+        self.ints[:, 2 + width_c:] = t.facet_tags(width_s)
         corners = self.ints[:, 2:2 + width_c]
         used, self.cones = numpy.unique(corners[corners >= 0], return_inverse=True)  # plex vertices: corners only
         self.coordinates = t.points[used]
@@ -221,8 +221,7 @@ class _LocalCells:
     def of_topology(cls, t):
         """All the cells of a mesh's MeshTopology, on its one rank."""
         n = t.num_cells
-        tags = numpy.full((n, max(_facets(kind) for kind, _ in t.blocks)), -1, dtype=numpy.int64)
-        tags[t.cells[t.lone], t.slots[t.lone]] = t.tags
+        tags = t.facet_tags(max(_facets(kind) for kind, _ in t.blocks))
         return cls(t.blocks, t.node_coordinates(), numpy.arange(n), tags, numpy.ones(n, dtype=bool), None,
                    (t.cells, t.slots, t.pairs, t.lone))
 

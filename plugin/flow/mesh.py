@@ -250,6 +250,12 @@ class MeshTopology:
         """The blocks as cell_geometry takes them: (meshio type, node coordinates)."""
         return [(kind, self.points[nodes]) for kind, nodes in self.blocks]
 
+    def facet_tags(self, width):
+        """(cells, width): the group tag of each cell's local facets (basix's order), -1 where none."""
+        tags = numpy.full((self.num_cells, width), -1, dtype=numpy.int64)
+        tags[self.cells[self.lone], self.slots[self.lone]] = self.tags
+        return tags
+
 
 def mesh_topology(mesh, ungrouped=None):
     """The MeshTopology of a meshio mesh. A boundary face in no group is a
@@ -260,11 +266,12 @@ def mesh_topology(mesh, ungrouped=None):
     pairs, lone = match_facets(keys)
     pairs = oriented(pairs, cells, numpy.arange(int(cells.max(initial=-1)) + 1))
     tags, names = _boundary_groups(mesh, tdim, keys[lone], points, ungrouped)
+    topology = MeshTopology(tdim, points, blocks, keys, cells, slots, pairs, lone, tags, names)
     if (tags < 0).any():
-        _, _, vectors, areas, centres = cell_geometry([(kind, points[nodes]) for kind, nodes in blocks])
+        _, _, vectors, areas, centres = cell_geometry(topology.node_coordinates())
         _refuse_untagged(keys[lone], centres[lone], vectors[lone] / areas[lone, None], areas[lone], cells[lone],
                          tags < 0, points)
-    return MeshTopology(tdim, points, blocks, keys, cells, slots, pairs, lone, tags, names)
+    return topology
 
 
 def mesh_geometry(mesh, ungrouped=None):

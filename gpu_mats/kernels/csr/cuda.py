@@ -21,4 +21,5 @@ def spmv(indptr, indices, data, x, y):
     rows = y.size
     if rows:
         block = 256
-        _kernel(_NAMES[data.dtype])((-(-rows * 32 // block),), (block,), (numpy.int64(rows), indptr, indices, data, x, y))
+        _kernel(_NAMES[data.dtype])((-(-rows * 32 // block),), (block,),
+                                    (numpy.int64(rows), indptr, indices, data, x, y))

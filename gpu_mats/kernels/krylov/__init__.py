@@ -24,4 +24,5 @@ def chebyshev_step(x, d, r, inv_diag, a, b):
 
 
 def matvec(y, A, x):
-    """y = A x for a dense row-major contiguous A (m, n), in place, no temporary (the coarsest level of gpu_mats.amg)."""
+    """y = A x for a dense row-major contiguous A (m, n), in place, no temporary
+    (the coarsest level of gpu_mats.amg)."""
