@@ -49,7 +49,7 @@ METHODS = {
 }
 
 
-def run(csr, n, method, repeats, nullspace=False, rhs=None):
+def run(csr, n, method, repeats, nullspace=False, rhs=None, resetup=False):
     mat_type, options = METHODS[method]
     A = aij_from_csr(*csr, (n, n), comm=SELF, mat_type=mat_type)
     if nullspace:
@@ -73,7 +73,7 @@ def run(csr, n, method, repeats, nullspace=False, rhs=None):
         amg = ksp.getPC().getPythonContext().amg
         operator, grid = amg.complexities()
         hierarchy = {"levels": [level.A.shape[0] for level in amg.levels], "operator_complexity": operator,
-                     "grid_complexity": grid}
+                     "grid_complexity": grid, "setup_phases": dict(amg.phases)}
     solves = []
     for _ in range(repeats):
         x.set(0.0)
@@ -86,6 +86,14 @@ def run(csr, n, method, repeats, nullspace=False, rhs=None):
               "solve_s": float(numpy.median(solves)), "true_rel_residual": r.norm() / b.norm(), **hierarchy}
     result["us_per_iteration"] = result["solve_s"] / max(its, 1) * 1e6
     result["setup_plus_10_solves_s"] = setup + 10 * result["solve_s"]
+    if resetup:  # new values on the same pattern (A scaled in place): the preconditioner's second set-up
+        A.scale(2.0)
+        result["resetup_s"] = harness.seconds(ksp.getPC().setUp)
+        x.set(0.0)
+        ksp.solve(b, x)
+        result["resetup_iterations"] = ksp.getIterationNumber()
+        if "setup_phases" in hierarchy:
+            result["resetup_phases"] = dict(ksp.getPC().getPythonContext().amg.phases)
     ksp.destroy()
     A.destroy()
     return result
@@ -107,6 +115,8 @@ def main():
     parser.add_argument("--mesh", help="tetrahedral sphere mesh (benchmarks/sphere_mesh.py)")
     parser.add_argument("--methods", nargs="*", default=list(METHODS))
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--resetup", action="store_true",
+                        help="then scale A in place and time the preconditioner's set-up for the new values")
     parser.add_argument("--json")
     parser.add_argument("--commit")
     args = parser.parse_args()
@@ -115,15 +125,17 @@ def main():
     print(f"{meta['device']}, {meta['date']}, commit {meta['commit']}", flush=True)
     start = time.perf_counter()
     for method in args.methods:  # warm-up: compile every kernel on a small problem
-        run(laplacian(16), 16**3, method, 1)
+        run(laplacian(16), 16**3, method, 1, resetup=args.resetup)
     print(f"[{time.perf_counter() - start:6.1f} s] warm-up done", flush=True)
     rows = []
     for name, csr, n, nullspace, rhs in problems(args):
         for method in args.methods:
-            result = {"problem": name, "rows": n, **run(csr, n, method, args.repeats, nullspace, rhs)}
+            result = {"problem": name, "rows": n, **run(csr, n, method, args.repeats, nullspace, rhs,
+                                                         args.resetup)}
             rows.append(result)
             print(f"[{time.perf_counter() - start:6.1f} s] {name}: {method}: {result['iterations']} its, "
-                  f"setup {result['setup_s']:.3f} s, solve {result['solve_s']:.4f} s, reason {result['reason']}",
+                  f"setup {result['setup_s']:.3f} s, solve {result['solve_s']:.4f} s, reason {result['reason']}"
+                  + (f", re-setup {result['resetup_s']:.3f} s ({result['resetup_iterations']} its)" if args.resetup else ""),
                   flush=True)
             harness.write_json(args.json, {**meta, "results": rows}, quiet=True)  # partial results survive a kill
     print()

@@ -25,6 +25,9 @@ warp per row.
 """
 
 
+import time
+from contextlib import contextmanager
+
 import numpy
 
 from .approximate_inverse import lanczos_extremes
@@ -35,8 +38,12 @@ from .sell import SellMatrix, entry_rows
 
 CHEBYSHEV_FRACTION, CHEBYSHEV_SAFETY = 0.1, 1.1  # the lower end 0.1 did best of 0.1, 0.2, 0.3 (BENCHMARKS.md)
 LANCZOS_STEPS = 10
+# Strength threshold: 0.02 keeps the distance-2 sets of the Galerkin levels (long stencils of weak
+# entries) from coarsening 70-fold, which grew the iterations with the levels (BENCHMARKS.md).
+THRESHOLD = 0.02
 AGGREGATIONS = ("mis2", "pairwise")
 DENSE_LIMIT = 5000  # rows of the largest coarsest level solved densely
+PHASES = ("aggregation", "smoother", "prolongation", "galerkin", "operators", "coarsest")
 
 
 class AMGError(ValueError):
@@ -173,8 +180,10 @@ class Restriction:
 
 class Level:
     """One level: ``A`` (SellMatrix), and where it is not the coarsest the
-    transfers ``P`` (SellMatrix) and ``R`` = P^T (Restriction), the Jacobi scaling and the
-    Chebyshev interval; on the coarsest ``inverse``, a dense pseudo-inverse."""
+    transfers ``P`` (SellMatrix) and ``R`` = P^T (Restriction; ``galerkin_R``, the
+    same in float64 CSR for the Galerkin products of a refresh), the Jacobi
+    scaling, the largest eigenvalue of D^-1 A and the Chebyshev interval; on
+    the coarsest ``inverse``, a dense pseudo-inverse."""
 
     def __init__(self, A, xp):
         self.A = A
@@ -187,7 +196,7 @@ class AggregationAMG:
     """The hierarchy of the CSR matrix (indptr, indices, data) of ``n`` rows in
     ``xp``'s memory, and its V-cycle ``apply(b, x)``: x = M^-1 b."""
 
-    def __init__(self, indptr, indices, data, n, xp, threshold=0.0, aggregation="mis2", passes=2, smoothed=True,
+    def __init__(self, indptr, indices, data, n, xp, threshold=THRESHOLD, aggregation="mis2", passes=2, smoothed=True,
                  degree=3, max_levels=25, coarse_size=1000, slice_height=32, value_dtype=numpy.float64):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {aggregation!r}")
@@ -200,28 +209,82 @@ class AggregationAMG:
         self.xp, self.degree, self.smoothed = xp, degree, smoothed
         self._kernels = family("krylov", xp)
         self.aggregation, self.passes = aggregation, passes
-        matrix = sparse.csr_matrix((xp.asarray(data, dtype=xp.float64), xp.asarray(indices),
-                                    xp.asarray(indptr)), shape=(n, n))
+        self.phases = dict.fromkeys(PHASES, 0.0)
+        self.generation = 0  # counts refreshes: a CUDA graph of the cycle holds its arrays and scalars
+        self._sell = sell
+        with self._phase("operators"):
+            matrix = sparse.csr_matrix((xp.asarray(data, dtype=xp.float64), xp.asarray(indices),
+                                        xp.asarray(indptr)), shape=(n, n))
         self.levels = []
         while True:
-            level = Level(sell(matrix), xp)
+            with self._phase("operators"):
+                level = Level(sell(matrix), xp)
             self.levels.append(level)
             d = _positive_diagonal(matrix, len(self.levels) - 1)
             rows = matrix.shape[0]
             if rows <= coarse_size or len(self.levels) == max_levels:
                 break
-            aggregates, count = self._aggregate(matrix, threshold)
+            with self._phase("aggregation"):
+                aggregates, count = self._aggregate(matrix, threshold)
             if count > 0.9 * rows:  # coarsening stalled: this level is the coarsest
                 break
-            P = self._prolongation(matrix, d, aggregates, count)
-            R = P.T.tocsr()
-            coarse = (R @ matrix @ P).tocsr()
-            coarse.sum_duplicates()
-            coarse.sort_indices()
-            self._smoother(level)
-            level.P, level.R = sell(P), Restriction(R, value_dtype, xp)
+            with self._phase("smoother"):
+                self._smoother(level)
+            with self._phase("prolongation"):
+                P = self._prolongation(matrix, d, aggregates, count, level.lambda_max)
+                level.galerkin_R = R = P.T.tocsr()
+            with self._phase("galerkin"):
+                coarse = _galerkin(R, matrix, P)
+            with self._phase("operators"):
+                level.P, level.R = sell(P), Restriction(R, value_dtype, xp)
             matrix = coarse
-        self._coarsest(self.levels[-1], matrix)
+        with self._phase("coarsest"):
+            self._coarsest(self.levels[-1], matrix)
+
+    @contextmanager
+    def _phase(self, name):
+        """Time a set-up phase into ``phases[name]``, the GPU's work included."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self.xp is not numpy:
+                self.xp.cuda.get_current_stream().synchronize()
+            self.phases[name] += time.perf_counter() - start
+
+    def has_pattern(self, indptr, indices):
+        """Whether the finest matrix had the CSR pattern (``indptr``, ``indices``):
+        a refresh can take its new values."""
+        xp = self.xp
+        return _same_pattern(self.levels[0].A, xp.asarray(indptr), xp.asarray(indices))
+
+    def refresh(self, data):
+        """New values of the finest matrix on the pattern it was built with
+        (``data`` in its CSR order): the aggregates and prolongations stay, the
+        Galerkin products, smoother data and coarsest inverse are recomputed
+        (a coarse level whose product drops or gains entries, as scipy's drop
+        exact zeros, gets a new SellMatrix); ``generation`` counts refreshes."""
+        xp = self.xp
+        self.phases = dict.fromkeys(PHASES, 0.0)
+        first = self.levels[0].A
+        matrix = sparse_module(xp).csr_matrix((xp.asarray(data, dtype=xp.float64), first.cols[first.val_map],
+                                               first.indptr), shape=first.shape)
+        for k, level in enumerate(self.levels):
+            with self._phase("operators"):
+                if k == 0 or _same_pattern(level.A, matrix.indptr, matrix.indices):
+                    level.A.refresh_values(matrix.data)
+                else:
+                    level.A = self._sell(matrix)
+            _positive_diagonal(matrix, k)
+            if level.inverse is not None:
+                break
+            with self._phase("smoother"):
+                self._smoother(level)
+            with self._phase("galerkin"):
+                matrix = _galerkin(level.galerkin_R, matrix, level.galerkin_R.T)
+        with self._phase("coarsest"):
+            self._coarsest(self.levels[-1], matrix)
+        self.generation += 1
 
     def _aggregate(self, matrix, threshold):
         """Aggregates: of a MIS-2 (``mis2``), or of ``passes`` pairwise matchings, each on the Galerkin
@@ -239,16 +302,17 @@ class AggregationAMG:
                 current = (T.T.tocsr() @ current @ T).tocsr()
         return aggregates, count
 
-    def _prolongation(self, matrix, d, aggregates, count):
+    def _prolongation(self, matrix, d, aggregates, count, rho):
         """Tentative P (piecewise constant), smoothed by (I - omega D^-1 A) with
-        omega = 4 / (3 rho(D^-1 A)), rho bounded by Gershgorin, where ``smoothed``;
-        ``d``: the matrix's (positive) diagonal."""
+        omega = 4 / (3 rho), rho the Lanczos estimate of rho(D^-1 A), where
+        ``smoothed``; ``d``: the matrix's (positive) diagonal. Gershgorin's
+        bound, used before, is 2.04 where rho is 1.24 on the second level of
+        a 3D Laplacian: the damping it gave cost 2 of 12 iterations at 96^3."""
         xp = self.xp
         T = _piecewise_constant(xp, aggregates, count)
         if not self.smoothed:
             return T
         scaled = sparse_module(xp).diags(1.0 / d) @ matrix
-        rho = float(abs(scaled).sum(axis=1).max())
         P = (T - (4.0 / (3.0 * rho)) * (scaled @ T)).tocsr()
         P.sort_indices()
         return P
@@ -256,8 +320,8 @@ class AggregationAMG:
     def _smoother(self, level):
         A = level.A
         level.inv_diag = 1.0 / diagonal(A).astype(self.xp.float64)  # positive: checked when the level was made
-        _, high = lanczos_extremes(A, level.inv_diag, LANCZOS_STEPS)
-        level.interval = (CHEBYSHEV_FRACTION * high, CHEBYSHEV_SAFETY * high)
+        _, level.lambda_max = lanczos_extremes(A, level.inv_diag, LANCZOS_STEPS)
+        level.interval = (CHEBYSHEV_FRACTION * level.lambda_max, CHEBYSHEV_SAFETY * level.lambda_max)
 
     def _coarsest(self, level, matrix):
         rows = matrix.shape[0]
@@ -315,6 +379,20 @@ class AggregationAMG:
         nnz = [level.A.nnz for level in self.levels]
         rows = [level.A.shape[0] for level in self.levels]
         return sum(nnz) / max(nnz[0], 1), sum(rows) / max(rows[0], 1)
+
+
+def _galerkin(R, A, P):
+    """R A P, sorted and summed."""
+    coarse = (R @ A @ P).tocsr()
+    coarse.sum_duplicates()
+    coarse.sort_indices()
+    return coarse
+
+
+def _same_pattern(sell, indptr, indices):
+    """Whether the CSR pattern (``indptr``, ``indices``) is the one ``sell`` was built from."""
+    return (sell.nnz == indices.size and sell.indptr.size == indptr.size and bool((sell.indptr == indptr).all())
+            and bool((sell.cols[sell.val_map] == indices).all()))
 
 
 def _positive_diagonal(matrix, level):

@@ -16,7 +16,7 @@ import numpy
 from mpi4py import MPI
 
 from gpu_mats import VALUE_DTYPES
-from gpu_mats.amg import AGGREGATIONS, AggregationAMG
+from gpu_mats.amg import AGGREGATIONS, THRESHOLD, AggregationAMG
 
 from .arrays import in_out_arrays
 from .gpusell import local_block
@@ -30,7 +30,7 @@ class AggregationMultigridPC(PythonPC):
     TYPE, TITLE, EVENTS = "gpuamg", "GPU aggregation multigrid (gpuamg)", ("Apply",)
     SUMMARY = "smoothed-aggregation V-cycle"
     OPTIONS = (
-        Option("pc_gpuamg_threshold", "threshold", 0.0, "strength of connection: |a_ij| >= threshold "
+        Option("pc_gpuamg_threshold", "threshold", THRESHOLD, "strength of connection: |a_ij| >= threshold "
                "sqrt(a_ii a_jj)", low=0.0, high=1.0, view="threshold {}"),
         Option("pc_gpuamg_aggregation", "aggregation", "mis2", "mis2: aggregates around the roots of a "
                "distance-2 maximal independent set; pairwise: repeated pairwise matchings", choices=AGGREGATIONS,
@@ -44,24 +44,36 @@ class AggregationMultigridPC(PythonPC):
         Option("pc_gpuamg_max_levels", "max_levels", 25, "most levels", low=1, high=50, view="at most {} levels"),
         Option("pc_gpuamg_value_type", "value_type", "float64", "precision of the hierarchy's stored values "
                "(vectors stay float64)", choices=tuple(VALUE_DTYPES), view="values {}"),
+        Option("pc_gpuamg_cuda_graph", "cuda_graph", True, "replay each V-cycle as one CUDA graph (CUDA vectors; "
+               "a graph per pair of vector addresses, captured at its second use)", view="CUDA graph {}"),
         Option("pc_gpuamg_coarse_size", "coarse_size", 1000, "rows at or below which a level is the coarsest "
                "(dense pseudo-inverse)", low=1, high=5000, view="coarse size {}"),
     )
 
     def __init__(self):
         super().__init__()
-        self.amg = None
+        self.amg, self.refreshed, self.graphs = None, False, None
+
+    def options_changed(self, pc, changed):
+        self.release()  # new options: a new hierarchy
 
     def build(self, pc):
         A = local_block(self.operator(pc), self.xp)
         indptr, indices, data = A.to_csr()
-        self.amg = AggregationAMG(indptr, indices, data, A.shape[0], self.xp, threshold=self.threshold,
-                                  aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed,
-                                  degree=self.degree, max_levels=self.max_levels, coarse_size=self.coarse_size,
-                                  value_dtype=VALUE_DTYPES[self.value_type])
+        self.refreshed = self.amg is not None and self.amg.xp is self.xp and self.amg.has_pattern(indptr, indices)
+        if self.refreshed:  # new values on the same pattern: the aggregates and prolongations stay
+            self.amg.refresh(data)
+        else:
+            self.amg = AggregationAMG(indptr, indices, data, A.shape[0], self.xp, threshold=self.threshold,
+                                      aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed,
+                                      degree=self.degree, max_levels=self.max_levels,
+                                      coarse_size=self.coarse_size, value_dtype=VALUE_DTYPES[self.value_type])
+        if self.xp is not numpy:  # graphs of the cycle hold its arrays and scalars: new ones for a new set-up
+            from gpu_mats.kernels.cuda_graphs import GraphCache  # CuPy's: imported where there is a GPU
+            self.graphs = GraphCache()
 
     def release(self):
-        self.amg = None
+        self.amg = self.graphs = None
 
     def apply(self, pc, x, y):
         with in_out_arrays(x, y, self.xp, "gpuamg") as (xa, ya):
@@ -73,14 +85,17 @@ class AggregationMultigridPC(PythonPC):
     def apply_arrays(self, x, y):
         self.events["Apply"].begin()
         try:
-            self.amg.apply(x, y)
+            if self.graphs is None or not self.cuda_graph:
+                self.amg.apply(x, y)
+            else:  # one launch for the whole cycle
+                self.graphs.run((x.data.ptr, y.data.ptr), lambda: self.amg.apply(x, y))
         finally:
             self.events["Apply"].end()
 
     def graph_key(self):
         """What a CUDA graph of apply_arrays reads (the cycle launches kernels
         on the current stream only, with no temporary arrays): None on the host."""
-        return None if self.xp is numpy else (self.amg,)
+        return None if self.xp is numpy else (self.amg, self.amg.generation)
 
     def describe(self, pc):
         if self.amg is None:
@@ -95,4 +110,6 @@ class AggregationMultigridPC(PythonPC):
             held = [level.A.nbytes] + [t.nbytes for t in (level.P, level.R, level.inverse) if t is not None]
             mib = sum(held) / 2**20
             lines.append(f"  {k:5d} {level.A.shape[0]:9d} {level.A.nnz:14d} {mib:8.2f}")
-        return lines + [self.setup_line(pc)]
+        phases = ", ".join(f"{name} {seconds:.4f}" for name, seconds in self.amg.phases.items())
+        kind = "values refreshed on the same pattern" if self.refreshed else "new hierarchy"
+        return lines + [self.setup_line(pc), f"  last set-up ({kind}) on rank 0, seconds: {phases}"]

@@ -402,6 +402,42 @@ def test_cacg_replays_the_gpuamg_cycle_in_its_cuda_graphs():
         assert (x - reference).norm() <= 1e-6 * reference.norm()
 
 
+def test_gpuamg_replays_its_cycle_as_one_cuda_graph_and_refreshes_new_values_in_place():
+    """Under cg the V-cycle is captured at its second use and replayed: the
+    solution of the eager cycle (-pc_gpuamg_cuda_graph false). The matrix
+    scaled in place refreshes the hierarchy (same aggregates, new Galerkin
+    values), new graphs are captured, and cg and cacg (its own graphs) give
+    the first solution over 3."""
+    from petsc4py import PETSc
+
+    from conftest import krylov_solve
+    from stencils import laplacian
+
+    n = 32
+    eager = krylov_solve(laplacian(n), n**3, {"ksp_type": "cg", "pc_type": "gpuamg", "pc_gpuamg_cuda_graph": False},
+                         comm=PETSc.COMM_SELF)[1]
+    for ksp_type in ("cg", "cacg"):
+        ksp, x = krylov_solve(laplacian(n), n**3, {"ksp_type": ksp_type, "pc_type": "gpuamg"}, comm=PETSc.COMM_SELF)
+        context = ksp.getPC().getPythonContext()
+        b = x.duplicate()
+        b.set(1.0)
+        for _ in range(2):
+            x.set(0.0)
+            ksp.solve(b, x)
+            assert (x - eager).norm() <= 1e-6 * eager.norm()
+        if ksp_type == "cg":
+            assert context.graphs.replays > 0
+        amg = context.amg
+        ksp.getOperators()[0].scale(3.0)
+        for _ in range(2):
+            x.set(0.0)
+            ksp.solve(b, x)
+            assert context.refreshed and context.amg is amg and ksp.getConvergedReason() > 0
+            assert (3.0 * x - eager).norm() <= 1e-6 * eager.norm()
+        if ksp_type == "cg":
+            assert context.graphs.replays > 0  # the new set-up's graphs
+
+
 def test_gpuamg_builds_the_hosts_hierarchy_on_the_gpu_and_needs_its_iterations():
     """-pc_type gpuamg on gpusell with CUDA vectors: the hierarchy built with
     CuPy and cupyx (MIS-2 aggregates, smoothed prolongation, Galerkin

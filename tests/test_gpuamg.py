@@ -232,3 +232,55 @@ def test_a_float32_hierarchy_needs_about_the_iterations_of_a_float64_one():
         assert ksp.getConvergedReason() > 0
         runs[value_type] = ksp.getIterationNumber()
     assert runs["float32"] <= runs["float64"] + 2
+
+
+def test_new_values_on_the_same_pattern_refresh_the_hierarchy_and_a_new_pattern_rebuilds_it(capfd):
+    """A matrix scaled in place keeps its pattern: the set-up keeps the
+    aggregates and prolongations and recomputes the Galerkin values (a scaled
+    matrix has the same smoothed prolongation, so the cycle is the old one
+    scaled: the same iterations, the solution scaled back). A shifted matrix
+    is refreshed too and converges; a matrix of another pattern gets a new
+    hierarchy."""
+    A = stencil(12, 7)
+    ksp, x = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg",
+                                                      "pc_gpuamg_coarse_size": 20},
+                          comm=PETSc.COMM_SELF, mat_type="aij")
+    context = ksp.getPC().getPythonContext()
+    amg, iterations, first = context.amg, ksp.getIterationNumber(), x.getArray().copy()
+    coarse_values = amg.levels[1].A.vals.copy()
+    mat = ksp.getOperators()[0]
+    b = x.duplicate()
+    b.set(1.0)
+    mat.scale(3.0)
+    ksp.solve(b, x)
+    assert context.refreshed and context.amg is amg
+    numpy.testing.assert_allclose(amg.levels[1].A.vals, 3.0 * coarse_values, rtol=1e-12)
+    assert ksp.getIterationNumber() == iterations
+    numpy.testing.assert_allclose(x.getArray(), first / 3.0, rtol=1e-9)
+    mat.shift(0.5)
+    ksp.solve(b, x)
+    assert context.refreshed and ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= iterations
+    ksp.getPC().view(PETSc.Viewer.STDOUT(PETSc.COMM_SELF))
+    view = capfd.readouterr().out
+    assert "last set-up (values refreshed on the same pattern)" in view and "galerkin" in view
+    other = stencil(12, 27)
+    from petsc_ext.matrices import aij_from_csr
+    ksp.setOperators(aij_from_csr(*csr_arrays(other), other.shape, comm=PETSc.COMM_SELF, mat_type="aij"))
+    ksp.solve(b, x)
+    assert not context.refreshed and context.amg is not amg and ksp.getConvergedReason() > 0
+
+
+def test_refresh_gives_the_hierarchy_of_a_new_set_up_for_a_scaled_matrix():
+    """AggregationAMG.refresh against a new AggregationAMG of 2 A: the same
+    coarse operators and Chebyshev intervals (smoothed prolongation does not
+    change under scaling)."""
+    A = stencil(10, 27)
+    amg = AggregationAMG(*csr_arrays(A), A.shape[0], numpy, coarse_size=20)
+    amg.refresh(2.0 * csr_arrays(A)[2])
+    fresh = AggregationAMG(*csr_arrays(2.0 * A), A.shape[0], numpy, coarse_size=20)
+    assert len(amg.levels) == len(fresh.levels) >= 3
+    for ours, theirs in zip(amg.levels, fresh.levels):
+        numpy.testing.assert_allclose(ours.A.to_csr()[2], theirs.A.to_csr()[2], rtol=1e-10, atol=1e-12)
+        if ours.inverse is None:
+            numpy.testing.assert_allclose(ours.interval, theirs.interval, rtol=1e-8)
+    numpy.testing.assert_allclose(amg.levels[-1].inverse, fresh.levels[-1].inverse, rtol=1e-8, atol=1e-12)
