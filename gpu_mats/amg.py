@@ -31,7 +31,7 @@ from contextlib import contextmanager
 import numpy
 
 from .approximate_inverse import lanczos_extremes
-from .backend import array_module, scatter_max, scatter_min, sparse_module
+from .backend import array_module, hashed_bits, scatter_max, scatter_min, sparse_module
 from .kernels import family
 from .ops import diagonal, spmv
 from .sell import SellMatrix, entry_rows
@@ -43,7 +43,8 @@ LANCZOS_STEPS = 10
 THRESHOLD = 0.02
 AGGREGATIONS = ("mis2", "pairwise")
 DENSE_LIMIT = 5000  # rows of the largest coarsest level solved densely
-PHASES = ("aggregation", "smoother", "prolongation", "galerkin", "operators", "coarsest")
+SYMMETRY_TOLERANCE = 1e-10  # ||A - A^T||_F / ||A||_F: rounding, not a nonsymmetric discretization
+PHASES = ("symmetry", "aggregation", "smoother", "prolongation", "galerkin", "operators", "coarsest")
 
 
 class AMGError(ValueError):
@@ -100,7 +101,7 @@ def mis2_aggregates(matrix, threshold, seed=0):
     n = matrix.shape[0]
     rows, cols, _ = _strengths(matrix, threshold)
     index = xp.arange(n, dtype=xp.int64)
-    random = xp.asarray(numpy.random.default_rng(seed).integers(0, 1 << 24, n), dtype=xp.int64)
+    random = (hashed_bits(xp, n, seed) >> xp.uint64(40)).astype(xp.int64)  # 24 random bits
     low = (random << 36) | index  # a key per row, distinct; the state goes on top
     state = xp.ones(n, dtype=xp.int64)  # 0 out, 1 undecided, 2 in the set
     while True:
@@ -215,6 +216,8 @@ class AggregationAMG:
         with self._phase("operators"):
             matrix = sparse.csr_matrix((xp.asarray(data, dtype=xp.float64), xp.asarray(indices),
                                         xp.asarray(indptr)), shape=(n, n))
+        with self._phase("symmetry"):
+            _check_symmetric(matrix)
         self.levels = []
         while True:
             with self._phase("operators"):
@@ -269,6 +272,8 @@ class AggregationAMG:
         first = self.levels[0].A
         matrix = sparse_module(xp).csr_matrix((xp.asarray(data, dtype=xp.float64), first.cols[first.val_map],
                                                first.indptr), shape=first.shape)
+        with self._phase("symmetry"):
+            _check_symmetric(matrix)
         for k, level in enumerate(self.levels):
             with self._phase("operators"):
                 if k == 0 or _same_pattern(level.A, matrix.indptr, matrix.indices):
@@ -393,6 +398,20 @@ def _same_pattern(sell, indptr, indices):
     """Whether the CSR pattern (``indptr``, ``indices``) is the one ``sell`` was built from."""
     return (sell.nnz == indices.size and sell.indptr.size == indptr.size and bool((sell.indptr == indptr).all())
             and bool((sell.cols[sell.val_map] == indices).all()))
+
+
+def _check_symmetric(matrix):
+    """An AMGError with the measured asymmetry ||A - A^T||_F / ||A||_F where it is above SYMMETRY_TOLERANCE:
+    the V-cycle and the Galerkin products R A P with R = P^T are made for symmetric matrices."""
+    xp = array_module(matrix.data)
+    size = float(xp.linalg.norm(matrix.data))
+    if size == 0.0:
+        return
+    asymmetry = float(xp.linalg.norm((matrix - matrix.T).tocsr().data)) / size
+    if asymmetry > SYMMETRY_TOLERANCE:
+        raise AMGError(f"gpuamg needs a symmetric matrix: ||A - A^T||_F / ||A||_F = {asymmetry:.3g} (at most "
+                       f"{SYMMETRY_TOLERANCE:g}); use a preconditioner for nonsymmetric matrices (gamg under gmres, "
+                       "wbilu, ainv spai)")
 
 
 def _positive_diagonal(matrix, level):

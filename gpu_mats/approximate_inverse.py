@@ -20,7 +20,7 @@ Errors name rows by their index plus ``row_offset`` (the rank's first row).
 
 import numpy
 
-from .backend import array_module, sparse_module
+from .backend import array_module, hashed_bits, sparse_module
 from .local_solves import LocalSystemError, solve_local_systems
 from .ops import diagonal, spmv
 from .sell import SellMatrix, entry_rows
@@ -176,7 +176,7 @@ def lanczos_extremes(A: SellMatrix, inv_diag, steps, seed=0):
     if n == 0:  # no spectrum: neutral in a min / max over ranks
         return float("inf"), float("-inf")
     scale = xp.sqrt(inv_diag)
-    v = xp.asarray(numpy.random.default_rng(seed).standard_normal(n))
+    v = (hashed_bits(xp, n, seed) >> xp.uint64(11)).astype(xp.float64) / 2.0**53 - 0.5  # uniform in [-0.5, 0.5)
     v /= xp.linalg.norm(v)
     v_prev, w = xp.zeros(n), xp.empty(n)
     alphas, betas, beta = [], [], 0.0

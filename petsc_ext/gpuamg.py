@@ -16,7 +16,7 @@ import numpy
 from mpi4py import MPI
 
 from gpu_mats import VALUE_DTYPES
-from gpu_mats.amg import AGGREGATIONS, THRESHOLD, AggregationAMG
+from gpu_mats.amg import AGGREGATIONS, THRESHOLD, AggregationAMG, AMGError
 
 from .arrays import in_out_arrays
 from .gpusell import local_block
@@ -58,6 +58,11 @@ class AggregationMultigridPC(PythonPC):
         self.release()  # new options: a new hierarchy
 
     def build(self, pc):
+        block_size = self.operator(pc).getBlockSize()
+        if block_size > 1:
+            raise AMGError(f"gpuamg aggregates scalar unknowns; this matrix has block size {block_size} (several "
+                           "unknowns per node would be aggregated apart, with a constant null space per unknown "
+                           "that a system does not have): use -pc_type gamg, which aggregates blocks")
         A = local_block(self.operator(pc), self.xp)
         indptr, indices, data = A.to_csr()
         self.refreshed = self.amg is not None and self.amg.xp is self.xp and self.amg.has_pattern(indptr, indices)

@@ -18,6 +18,7 @@ SOLVERS = {
     "gmres + ainv spai": {"ksp_type": "gmres", "pc_type": "ainv", "pc_ainv_type": "spai"},
     "cg + ainv chebyshev": {"ksp_type": "cg", "pc_type": "ainv", "pc_ainv_type": "chebyshev"},
     "gmres + wbilu": {"ksp_type": "gmres", "pc_type": "wbilu"},
+    "cg + gpuamg": {"ksp_type": "cg", "pc_type": "gpuamg"},
 }
 
 

@@ -284,3 +284,54 @@ def test_refresh_gives_the_hierarchy_of_a_new_set_up_for_a_scaled_matrix():
         if ours.inverse is None:
             numpy.testing.assert_allclose(ours.interval, theirs.interval, rtol=1e-8)
     numpy.testing.assert_allclose(amg.levels[-1].inverse, fresh.levels[-1].inverse, rtol=1e-8, atol=1e-12)
+
+
+def test_iterations_on_3d_poisson_stay_within_30_percent_from_16_to_32_cubed():
+    counts = []
+    for n in (16, 32):
+        ksp, _ = krylov_solve(csr_arrays(stencil(n, 7)), n**3, {"ksp_type": "cg", "pc_type": "gpuamg",
+                                                                  "pc_gpuamg_coarse_size": 50},
+                              comm=PETSc.COMM_SELF, mat_type="aij")
+        assert ksp.getConvergedReason() > 0
+        counts.append(ksp.getIterationNumber())
+    assert counts[1] <= 1.3 * counts[0], counts
+
+
+def test_a_nonsymmetric_matrix_is_refused_with_its_measured_asymmetry():
+    A = poisson_2d(8).tolil()
+    A[3, 4] = -1.5  # a_34 = -1.5, a_43 = -1: ||A - A^T||_F / ||A||_F = 0.5 sqrt(2) / ||A||_F
+    A = A.tocsr()
+    expected = numpy.sqrt(2 * 0.5**2) / scipy.sparse.linalg.norm(A)
+    with pytest.raises(PETSc.Error, match=rf"symmetric matrix: \|\|A - A\^T\|\|_F / \|\|A\|\|_F = {expected:.3g}"):
+        krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg"},
+                     comm=PETSc.COMM_SELF, mat_type="aij")
+
+
+def test_a_one_by_one_matrix_is_solved_on_its_coarsest_level():
+    ksp, x = krylov_solve((numpy.array([0, 1]), numpy.array([0]), numpy.array([4.0])), 1,
+                          {"ksp_type": "cg", "pc_type": "gpuamg"}, comm=PETSc.COMM_SELF, mat_type="aij")
+    assert ksp.getConvergedReason() > 0 and x.getArray()[0] == pytest.approx(0.25)
+    assert len(ksp.getPC().getPythonContext().amg.levels) == 1
+
+
+def test_a_block_matrix_is_refused_with_the_reason():
+    from petsc_ext.matrices import aij_from_csr
+
+    A = stencil(4, 7)
+    mat = aij_from_csr(*csr_arrays(scipy.sparse.kron(A, scipy.sparse.eye(2))), (128, 128), comm=PETSc.COMM_SELF,
+                       mat_type="aij")
+    mat.setBlockSize(2)
+    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+    ksp.setOperators(mat)
+    ksp.setType("cg")
+    ksp.getPC().setType("gpuamg")
+    with pytest.raises(PETSc.Error, match="gpuamg aggregates scalar unknowns; this matrix has block size 2"):
+        ksp.setUp()
+
+
+@pytest.mark.parametrize("option, value", [("pc_gpuamg_threshold", "1.5"), ("pc_gpuamg_degree", "0"),
+                                           ("pc_gpuamg_aggregation", "classical")])
+def test_an_out_of_range_option_is_a_petsc_error_naming_it(option, value):
+    with pytest.raises(PETSc.Error, match=f"-t_{option}"):
+        krylov_solve(csr_arrays(poisson_2d(8)), 64, {"ksp_type": "cg", "pc_type": "gpuamg", option: value},
+                     comm=PETSc.COMM_SELF, mat_type="aij")

@@ -87,8 +87,8 @@ OPTIONS = (
 
 # What a program that picks AIJ matrices where no GPU is usable says first.
 CPU_NOTICE = ("no usable GPU: PETSc's own types on the CPU (AIJ matrices, cg + gamg for the pressure, gmres for "
-              "momentum), the fastest measured there (README); -dm_mat_type gpusell -pressure_ksp_type cacg "
-              "-pressure_pc_type ainv -momentum_pc_type ainv -momentum_pc_ainv_type spai runs the project's types")
+              "momentum), the fastest measured there (README); -dm_mat_type gpusell runs the project's types (cg + "
+              "mg on a box or cg + gpuamg on a mesh for the pressure, gmres + ainv spai for momentum)")
 
 
 def assembly_module(choice, mat_type):
@@ -203,12 +203,8 @@ class FlowSolver:
         ksp = PETSc.KSP().create(comm=self.comm)
         ksp.setOptionsPrefix(prefix)
         ksp.setOperators(self.matrices.poisson)
-        if self._petsc_defaults():
-            ksp.setType("cg")
-            ksp.getPC().setType("gamg")
-        else:
-            ksp.setType("cacg")
-            ksp.getPC().setType("ainv")
+        ksp.setType("cg")
+        ksp.getPC().setType(self._pressure_pc_default())
         ksp.setTolerances(rtol=1e-8)
         ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
         ksp.setFromOptions()
@@ -222,11 +218,22 @@ class FlowSolver:
             self.multigrid.attach(pc, self.matrices.poisson.getType(), self.operators.open_tags)
         return ksp
 
+    def _pressure_pc_default(self):
+        """Under cg, the fastest pressure preconditioner measured for the matrices and
+        the geometry (BENCHMARKS.md, "gpuamg in the flow driver"): gamg on host AIJ;
+        on the project's and GPU matrices the box's geometric multigrid (mg, 65.9 ms
+        per step at 256^3 on an H200 against gpuamg's 89.8, for about 29 s more
+        set-up) and gpuamg on a mesh (43.4 ms per step on 2M tetrahedra against
+        cacg + ainv's 189.5 and gamg's 4285)."""
+        if self._petsc_defaults():
+            return "gamg"
+        return "mg" if self.multigrid is not None else "gpuamg"
+
     def _petsc_defaults(self):
         """The solvers start from PETSc's own (cg + gamg for the pressure,
         gmres with PETSc's default PC for momentum) on host AIJ matrices, the
-        fastest measured on the CPU (README); from the project's (cacg + ainv,
-        gmres + ainv spai) on gpusell and GPU matrices."""
+        fastest measured on the CPU (README); from the project's (cg + mg on a
+        box, cg + gpuamg on a mesh, gmres + ainv spai) on gpusell and GPU matrices."""
         return self.matrices.poisson.getType() in (PETSc.Mat.Type.SEQAIJ, PETSc.Mat.Type.MPIAIJ)
 
     def _momentum_ksp(self):
