@@ -46,6 +46,11 @@ METHODS = {
     "cacg + gpuamg": ("gpusell", {"ksp_type": "cacg", "pc_type": "gpuamg"}),
     "gpuamg unsmoothed pairwise": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_smoothed": False,
                                                "pc_gpuamg_aggregation": "pairwise"}),
+    "fcg + gpuamg k-cycle unsmoothed pairwise": ("gpusell", {"ksp_type": "fcg", "pc_type": "gpuamg",
+                                                             "pc_gpuamg_cycle": "k", "pc_gpuamg_smoothed": False,
+                                                             "pc_gpuamg_aggregation": "pairwise"}),
+    "fcg + gpuamg k-cycle": ("gpusell", {"ksp_type": "fcg", "pc_type": "gpuamg", "pc_gpuamg_cycle": "k"}),
+    "gpuamg l1jacobi": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_smoother": "l1jacobi"}),
 }
 
 

@@ -18,10 +18,13 @@ dense pseudo-inverse on the coarsest level.
 Cycle: a V-cycle with Chebyshev-Jacobi smoothing (Adams, Brezina, Hu and
 Tuminaro, "Parallel multigrid smoothing: polynomial versus Gauss-Seidel",
 JCP 188, 2003) on the interval [0.1, 1.1] x the largest eigenvalue of
-D^-1 A (Lanczos), the same polynomial before and after the coarse
-correction: the cycle is a symmetric operator, fit for CG. Every level's
-operator and prolongation is a SellMatrix, its restriction CSR multiplied a
-warp per row.
+D^-1 A (Lanczos), or l1-Jacobi smoothing, the same steps before and after
+the coarse correction: the cycle is a symmetric operator, fit for CG. Or a
+K-cycle (``cycle="k"``), whose coarse corrections are two flexible CG steps
+each: a nonlinear preconditioner, for flexible Krylov methods (fcg, fgmres).
+Every level's operator and prolongation is a SellMatrix, its restriction
+CSR multiplied a warp per row; the cycle launches kernels only (no
+temporaries, no copies to the host), so that a CUDA graph can hold it.
 """
 
 
@@ -42,6 +45,8 @@ LANCZOS_STEPS = 10
 # entries) from coarsening 70-fold, which grew the iterations with the levels (BENCHMARKS.md).
 THRESHOLD = 0.02
 AGGREGATIONS = ("mis2", "pairwise")
+CYCLES = ("v", "k")
+SMOOTHERS = ("chebyshev", "l1jacobi")
 DENSE_LIMIT = 5000  # rows of the largest coarsest level solved densely
 SYMMETRY_TOLERANCE = 1e-10  # ||A - A^T||_F / ||A||_F: rounding, not a nonsymmetric discretization
 PHASES = ("symmetry", "aggregation", "smoother", "prolongation", "galerkin", "operators", "coarsest")
@@ -182,9 +187,10 @@ class Restriction:
 class Level:
     """One level: ``A`` (SellMatrix), and where it is not the coarsest the
     transfers ``P`` (SellMatrix) and ``R`` = P^T (Restriction; ``galerkin_R``, the
-    same in float64 CSR for the Galerkin products of a refresh), the Jacobi
-    scaling, the largest eigenvalue of D^-1 A and the Chebyshev interval; on
-    the coarsest ``inverse``, a dense pseudo-inverse."""
+    same in float64 CSR for the Galerkin products of a refresh), the largest
+    eigenvalue of D^-1 A, the Chebyshev interval, the smoother's ``scaling``
+    and ``steps``, and under a K-cycle its vectors (c1, c2, v1, v2, rt) and
+    coefficients ``s``; on the coarsest ``inverse``, a dense pseudo-inverse."""
 
     def __init__(self, A, xp):
         self.A = A
@@ -198,16 +204,19 @@ class AggregationAMG:
     ``xp``'s memory, and its V-cycle ``apply(b, x)``: x = M^-1 b."""
 
     def __init__(self, indptr, indices, data, n, xp, threshold=THRESHOLD, aggregation="mis2", passes=2, smoothed=True,
-                 degree=3, max_levels=25, coarse_size=1000, slice_height=32, value_dtype=numpy.float64):
-        if aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {aggregation!r}")
+                 degree=3, max_levels=25, coarse_size=1000, slice_height=32, value_dtype=numpy.float64, cycle="v",
+                 smoother="chebyshev"):
+        for name, value, choices in (("aggregation", aggregation, AGGREGATIONS), ("cycle", cycle, CYCLES),
+                                     ("smoother", smoother, SMOOTHERS)):
+            if value not in choices:
+                raise ValueError(f"{name} must be one of {choices}, not {value!r}")
         sparse = sparse_module(xp)
 
         def sell(M):  # the hierarchy's values in value_dtype (float32: less to read per SpMV); vectors stay float64
             return SellMatrix.from_csr(M.indptr, M.indices, M.data, M.shape, slice_height=slice_height,
                                        value_dtype=value_dtype, xp=xp)
 
-        self.xp, self.degree, self.smoothed = xp, degree, smoothed
+        self.xp, self.degree, self.smoothed, self.cycle, self.smoother = xp, degree, smoothed, cycle, smoother
         self._kernels = family("krylov", xp)
         self.aggregation, self.passes = aggregation, passes
         self.phases = dict.fromkeys(PHASES, 0.0)
@@ -232,7 +241,7 @@ class AggregationAMG:
             if count > 0.9 * rows:  # coarsening stalled: this level is the coarsest
                 break
             with self._phase("smoother"):
-                self._smoother(level)
+                self._smoother(level, matrix)
             with self._phase("prolongation"):
                 P = self._prolongation(matrix, d, aggregates, count, level.lambda_max)
                 level.galerkin_R = R = P.T.tocsr()
@@ -243,6 +252,11 @@ class AggregationAMG:
             matrix = coarse
         with self._phase("coarsest"):
             self._coarsest(self.levels[-1], matrix)
+        if cycle == "k":  # the K-cycle's vectors and coefficients on the levels it solves by flexible CG
+            for level in self.levels[1:-1]:
+                n = level.A.shape[0]
+                level.c1, level.c2, level.v1, level.v2, level.rt = (xp.empty(n) for _ in range(5))
+                level.s = xp.zeros(5)
 
     @contextmanager
     def _phase(self, name):
@@ -284,7 +298,7 @@ class AggregationAMG:
             if level.inverse is not None:
                 break
             with self._phase("smoother"):
-                self._smoother(level)
+                self._smoother(level, matrix)
             with self._phase("galerkin"):
                 matrix = _galerkin(level.galerkin_R, matrix, level.galerkin_R.T)
         with self._phase("coarsest"):
@@ -322,11 +336,33 @@ class AggregationAMG:
         P.sort_indices()
         return P
 
-    def _smoother(self, level):
-        A = level.A
-        level.inv_diag = 1.0 / diagonal(A).astype(self.xp.float64)  # positive: checked when the level was made
-        _, level.lambda_max = lanczos_extremes(A, level.inv_diag, LANCZOS_STEPS)
+    def _smoother(self, level, matrix):
+        """The largest eigenvalue of D^-1 A (Lanczos), and the smoothing: ``scaling``
+        and the coefficients (a, c) of each step d = a d + c scaling r, x += d.
+        Chebyshev-Jacobi: D^-1 and the three-term recurrence of the Chebyshev
+        polynomial on ``interval`` (Saad, "Iterative methods for sparse linear
+        systems", 2003, algorithm 12.1); l1-Jacobi: 1 / sum_j |a_ij| and plain
+        steps, convergent with no eigenvalue bound (Baker, Falgout, Kolev and
+        Yang, "Multigrid smoothers for ultraparallel computing", SIAM J. Sci.
+        Comput. 33, 2011)."""
+        xp = self.xp
+        inv_diag = 1.0 / diagonal(level.A).astype(xp.float64)  # positive: checked when the level was made
+        _, level.lambda_max = lanczos_extremes(level.A, inv_diag, LANCZOS_STEPS)
         level.interval = (CHEBYSHEV_FRACTION * level.lambda_max, CHEBYSHEV_SAFETY * level.lambda_max)
+        if self.smoother == "l1jacobi":
+            level.scaling = 1.0 / xp.asarray(abs(matrix).sum(axis=1)).ravel()
+            level.steps = [(0.0, 1.0)] * self.degree
+            return
+        level.scaling = inv_diag
+        low, high = level.interval
+        theta, delta = (high + low) / 2, (high - low) / 2
+        sigma = theta / delta
+        rho = 1.0 / sigma
+        level.steps = [(0.0, 1.0 / theta)]
+        for _ in range(self.degree - 1):
+            rho_next = 1.0 / (2.0 * sigma - rho)
+            level.steps.append((rho_next * rho, 2.0 * rho_next / delta))
+            rho = rho_next
 
     def _coarsest(self, level, matrix):
         rows = matrix.shape[0]
@@ -352,30 +388,43 @@ class AggregationAMG:
         spmv(level.A, x, r, alpha=-1.0, beta=1.0, z=b)  # r = b - A x
         coarse = self.levels[k + 1]
         level.R.multiply(r, coarse.b)
-        self._cycle(k + 1, coarse.b, coarse.x)
+        if self.cycle == "k" and coarse.inverse is None:
+            self._krylov_correction(coarse)
+        else:
+            self._cycle(k + 1, coarse.b, coarse.x)
         spmv(level.P, coarse.x, x, beta=1.0)  # x += P x_c
         self._smooth(level, b, x)
 
+    def _krylov_correction(self, level):
+        """level.x from A x = level.b by two flexible CG steps preconditioned by
+        the level's own cycle (the K-cycle of Notay and Vassilevski, "Recursive
+        Krylov-based multigrid cycles", Numer. Linear Algebra Appl. 15, 2008),
+        with the inner products left on the device."""
+        k = self.levels.index(level)
+        kernels = self._kernels
+        self._cycle(k, level.b, level.c1)
+        spmv(level.A, level.c1, level.v1)
+        kernels.dot_pairs(level.s[:2], (level.c1, level.c1), (level.v1, level.b))  # rho1, alpha1
+        kernels.kcycle_residual(level.rt, level.s, level.b, level.v1)
+        self._cycle(k, level.rt, level.c2)
+        spmv(level.A, level.c2, level.v2)
+        kernels.dot_pairs(level.s[2:], (level.c2, level.c2, level.c2), (level.v1, level.v2, level.rt))
+        kernels.kcycle_combine(level.x, level.s, level.c1, level.c2)
+
     def _smooth(self, level, b, x, zero=False):
-        """``degree`` Chebyshev steps on A x = b, preconditioned by D (from x; x = 0 with ``zero``):
-        an SpMV and one fused vector update (the krylov family's chebyshev_step) per step."""
-        low, high = level.interval
-        theta, delta = (high + low) / 2, (high - low) / 2
-        sigma = theta / delta
-        rho = 1.0 / sigma
+        """The level's smoothing steps on A x = b from x (x = 0 with ``zero``): per
+        step an SpMV and one fused update (the krylov family's chebyshev_step)."""
         r, d = level.r, level.d
         if zero:
             x[...] = 0.0
             r = b
         else:
             spmv(level.A, x, r, alpha=-1.0, beta=1.0, z=b)
-        self._kernels.chebyshev_step(x, d, r, level.inv_diag, 0.0, 1.0 / theta)
-        r = level.r
-        for step in range(self.degree - 1):
-            spmv(level.A, d, r, alpha=-1.0, beta=1.0, z=b if zero and step == 0 else None)  # r -= A d
-            rho_next = 1.0 / (2.0 * sigma - rho)
-            self._kernels.chebyshev_step(x, d, r, level.inv_diag, rho_next * rho, 2.0 * rho_next / delta)
-            rho = rho_next
+        for step, (a, c) in enumerate(level.steps):
+            if step:
+                spmv(level.A, d, level.r, alpha=-1.0, beta=1.0, z=b if zero and step == 1 else None)  # r -= A d
+                r = level.r
+            self._kernels.chebyshev_step(x, d, r, level.scaling, a, c)
 
     # --- what the hierarchy costs -----------------------------------------------------
 

@@ -88,6 +88,9 @@ def preconditioner(pc, xp, vec_of, scratch):
         return ArrayOperator(lambda x, y: xp.copyto(y, x), graph_key=("identity",))
     if kind in ("ainv", "gpuamg"):
         ctx = pc.getPythonContext()
+        if isinstance(ctx, AggregationMultigridPC) and ctx.cycle != "v":
+            raise ValueError("an s-step basis needs a linear preconditioner, and gpuamg's K-cycle is not: use "
+                             "-pc_gpuamg_cycle v, or the K-cycle under a flexible method (-ksp_type fcg)")
         if isinstance(ctx, (ApproximateInversePC, AggregationMultigridPC)) and ctx.xp is xp:
             return ArrayOperator(ctx.apply_arrays, graph_key=ctx.graph_key())
     return _through_petsc(pc.apply, vec_of)

@@ -16,7 +16,7 @@ import numpy
 from mpi4py import MPI
 
 from gpu_mats import VALUE_DTYPES
-from gpu_mats.amg import AGGREGATIONS, THRESHOLD, AggregationAMG, AMGError
+from gpu_mats.amg import AGGREGATIONS, CYCLES, SMOOTHERS, THRESHOLD, AggregationAMG, AMGError
 
 from .arrays import in_out_arrays
 from .gpusell import local_block
@@ -28,7 +28,7 @@ class AggregationMultigridPC(PythonPC):
     """The context of a PC of type gpuamg (petsc4py's Python PC protocol)."""
 
     TYPE, TITLE, EVENTS = "gpuamg", "GPU aggregation multigrid (gpuamg)", ("Apply",)
-    SUMMARY = "smoothed-aggregation V-cycle"
+    SUMMARY = "aggregation multigrid"
     OPTIONS = (
         Option("pc_gpuamg_threshold", "threshold", THRESHOLD, "strength of connection: |a_ij| >= threshold "
                "sqrt(a_ii a_jj)", low=0.0, high=1.0, view="threshold {}"),
@@ -39,8 +39,13 @@ class AggregationMultigridPC(PythonPC):
                "rows)", low=1, high=5, view="{} passes", applies=("aggregation", ("pairwise",))),
         Option("pc_gpuamg_smoothed", "smoothed", True, "smooth the tentative prolongation by one damped Jacobi "
                "step (smoothed aggregation)", view="smoothed {}"),
-        Option("pc_gpuamg_degree", "degree", 3, "Chebyshev-Jacobi smoothing steps before and after the coarse "
-               "correction", low=1, high=16, view="Chebyshev degree {}"),
+        Option("pc_gpuamg_cycle", "cycle", "v", "v: V-cycle, symmetric and linear (cg, cacg); k: K-cycle, two "
+               "flexible CG steps per coarse correction (nonlinear: fcg, fgmres)", choices=CYCLES,
+               view="{}-cycle"),
+        Option("pc_gpuamg_smoother", "smoother", "chebyshev", "chebyshev: Chebyshev-Jacobi on [0.1, 1.1] x the "
+               "largest eigenvalue of D^-1 A; l1jacobi: l1-Jacobi", choices=SMOOTHERS, view="{} smoothing"),
+        Option("pc_gpuamg_degree", "degree", 3, "smoothing steps before and after the coarse correction", low=1,
+               high=16, view="{} steps"),
         Option("pc_gpuamg_max_levels", "max_levels", 25, "most levels", low=1, high=50, view="at most {} levels"),
         Option("pc_gpuamg_value_type", "value_type", "float64", "precision of the hierarchy's stored values "
                "(vectors stay float64)", choices=tuple(VALUE_DTYPES), view="values {}"),
@@ -72,7 +77,8 @@ class AggregationMultigridPC(PythonPC):
             self.amg = AggregationAMG(indptr, indices, data, A.shape[0], self.xp, threshold=self.threshold,
                                       aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed,
                                       degree=self.degree, max_levels=self.max_levels,
-                                      coarse_size=self.coarse_size, value_dtype=VALUE_DTYPES[self.value_type])
+                                      coarse_size=self.coarse_size, value_dtype=VALUE_DTYPES[self.value_type],
+                                      cycle=self.cycle, smoother=self.smoother)
         if self.xp is not numpy:  # graphs of the cycle hold its arrays and scalars: new ones for a new set-up
             from gpu_mats.kernels.cuda_graphs import GraphCache  # CuPy's: imported where there is a GPU
             self.graphs = GraphCache()
@@ -85,7 +91,9 @@ class AggregationMultigridPC(PythonPC):
             self.apply_arrays(xa, ya)
 
     def applyTranspose(self, pc, x, y):
-        self.apply(pc, x, y)  # the V-cycle is symmetric
+        if self.cycle != "v":
+            raise AMGError("gpuamg's K-cycle is nonlinear: it has no transpose (the V-cycle is symmetric)")
+        self.apply(pc, x, y)
 
     def apply_arrays(self, x, y):
         self.events["Apply"].begin()

@@ -224,6 +224,22 @@ def test_cuda_krylov_kernels_match_numpy():
             cuda.chebyshev_step(xd, dd, cupy.asarray(W[6]), cupy.asarray(W[7]), a, 1.3)
             numpy.testing.assert_allclose(dd.get(), d, rtol=1e-14, atol=1e-14)  # fma: last-bit differences
             numpy.testing.assert_allclose(xd.get(), x, rtol=1e-14, atol=1e-14)
+        for pairs in (1, 2, 3):  # the K-cycle's inner products, left in device memory
+            out, expected_out = cupy.full(3, 7.0), numpy.full(3, 7.0)
+            xs, ys = W[:pairs], W[3:3 + pairs]
+            cuda.dot_pairs(out[:pairs], [cupy.asarray(v) for v in xs], [cupy.asarray(v) for v in ys])
+            host.dot_pairs(expected_out[:pairs], xs, ys)
+            numpy.testing.assert_allclose(out.get(), expected_out, rtol=1e-12)
+        for coefficients in ((2.0, 0.5, 0.3, 1.7, -0.4), (0.0, 0.5, 0.3, 1.7, -0.4), (2.0, 0.5, 2.0, 1.0, 0.1)):
+            s = numpy.array(coefficients)  # a zero curvature rho1, then a negative rho2: their steps dropped
+            rt, x = cupy.full(n, cupy.nan), cupy.full(n, cupy.nan)
+            expected_rt, expected_x = numpy.empty(n), numpy.empty(n)
+            cuda.kcycle_residual(rt, cupy.asarray(s), cupy.asarray(W[0]), cupy.asarray(W[1]))
+            host.kcycle_residual(expected_rt, s, W[0], W[1])
+            cuda.kcycle_combine(x, cupy.asarray(s), cupy.asarray(W[2]), cupy.asarray(W[3]))
+            host.kcycle_combine(expected_x, s, W[2], W[3])
+            numpy.testing.assert_allclose(rt.get(), expected_rt, rtol=1e-14, atol=1e-14)
+            numpy.testing.assert_allclose(x.get(), expected_x, rtol=1e-14, atol=1e-14)
 
 
 def test_cacg_solve_keeps_its_vectors_on_the_device():
@@ -436,6 +452,33 @@ def test_gpuamg_replays_its_cycle_as_one_cuda_graph_and_refreshes_new_values_in_
             assert (3.0 * x - eager).norm() <= 1e-6 * eager.norm()
         if ksp_type == "cg":
             assert context.graphs.replays > 0  # the new set-up's graphs
+
+
+def test_the_k_cycle_runs_as_one_cuda_graph_under_fcg_with_the_hosts_iterations():
+    """-pc_gpuamg_cycle k on the GPU (inner products in device memory, the
+    cycle captured and replayed) needs the host's fcg iterations, and l1-Jacobi
+    smoothing too."""
+    from petsc4py import PETSc
+
+    from conftest import krylov_solve
+    from stencils import laplacian
+
+    n = 24
+    for options in ({"ksp_type": "fcg", "pc_gpuamg_cycle": "k", "pc_gpuamg_smoothed": False,
+                     "pc_gpuamg_aggregation": "pairwise"}, {"ksp_type": "cg", "pc_gpuamg_smoother": "l1jacobi"}):
+        runs = {}
+        for mat_type in ("gpusell", "aij"):
+            ksp, x = krylov_solve(laplacian(n), n**3, {"pc_type": "gpuamg", "pc_gpuamg_coarse_size": 100, **options},
+                                  comm=PETSc.COMM_SELF, mat_type=mat_type)
+            b = x.duplicate()
+            b.set(1.0)
+            x.set(0.0)
+            ksp.solve(b, x)  # a second solve: the cycle replayed from its graph on the GPU
+            assert ksp.getConvergedReason() > 0
+            runs[mat_type] = (ksp.getIterationNumber(), x.getArray().copy(), ksp.getPC().getPythonContext())
+        assert runs["gpusell"][2].graphs.replays > 0
+        assert abs(runs["gpusell"][0] - runs["aij"][0]) <= 1, (options, runs["gpusell"][0], runs["aij"][0])
+        numpy.testing.assert_allclose(runs["gpusell"][1], runs["aij"][1], rtol=1e-6)
 
 
 def test_gpuamg_builds_the_hosts_hierarchy_on_the_gpu_and_needs_its_iterations():

@@ -335,3 +335,40 @@ def test_an_out_of_range_option_is_a_petsc_error_naming_it(option, value):
     with pytest.raises(PETSc.Error, match=f"-t_{option}"):
         krylov_solve(csr_arrays(poisson_2d(8)), 64, {"ksp_type": "cg", "pc_type": "gpuamg", option: value},
                      comm=PETSc.COMM_SELF, mat_type="aij")
+
+
+@pytest.mark.parametrize("smoothed, aggregation", [(False, "pairwise"), (True, "mis2")])
+def test_the_k_cycle_under_fcg_converges_in_at_most_the_v_cycles_iterations(smoothed, aggregation):
+    """Unsmoothed pairwise aggregation is Notay's AGMG setting: its V-cycle
+    loses iterations as levels are added, its K-cycle does not."""
+    A = stencil(24, 7)
+    counts = {}
+    for cycle, ksp_type in (("v", "cg"), ("k", "fcg")):
+        ksp, x = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": ksp_type, "pc_type": "gpuamg",
+                                                          "pc_gpuamg_cycle": cycle, "pc_gpuamg_smoothed": smoothed,
+                                                          "pc_gpuamg_aggregation": aggregation,
+                                                          "pc_gpuamg_coarse_size": 20,
+                                                          "ksp_norm_type": "unpreconditioned"},
+                              comm=PETSc.COMM_SELF, mat_type="aij")
+        assert ksp.getConvergedReason() > 0
+        assert numpy.linalg.norm(1.0 - A @ x.getArray()) <= 1e-7 * numpy.sqrt(A.shape[0])
+        counts[cycle] = ksp.getIterationNumber()
+    assert counts["k"] <= counts["v"], counts
+    assert len(ksp.getPC().getPythonContext().amg.levels) >= 3
+
+
+def test_l1_jacobi_smoothing_converges_without_an_eigenvalue_bound():
+    A = stencil(16, 27)
+    ksp, x = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg",
+                                                      "pc_gpuamg_smoother": "l1jacobi", "pc_gpuamg_coarse_size": 50},
+                          comm=PETSc.COMM_SELF, mat_type="aij")
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() <= 25
+    amg = ksp.getPC().getPythonContext().amg
+    row_sums = numpy.asarray(abs(A).sum(axis=1)).ravel()
+    numpy.testing.assert_allclose(amg.levels[0].scaling, 1.0 / row_sums)
+
+
+def test_cacg_refuses_the_k_cycle():
+    with pytest.raises(PETSc.Error, match="needs a linear preconditioner, and gpuamg's K-cycle is not"):
+        krylov_solve(csr_arrays(stencil(8, 7)), 512, {"ksp_type": "cacg", "pc_type": "gpuamg",
+                                                      "pc_gpuamg_cycle": "k"}, comm=PETSc.COMM_SELF)

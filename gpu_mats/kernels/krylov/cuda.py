@@ -35,6 +35,33 @@ def chebyshev_step(x, d, r, inv_diag, a, b):
                                                                 r, inv_diag, d, x))
 
 
+def dot_pairs(out, xs, ys):
+    """out[k] = xs[k] . ys[k] for up to 3 pairs, left in device memory (krylov.cu)."""
+    out[...] = 0.0
+    n, pairs = xs[0].size, len(xs)
+    if n:
+        block = 256
+        grid = min(-(-n // block), 1024)
+        vectors = [v for pair in zip(xs, ys) for v in pair] + [xs[0]] * (6 - 2 * pairs)
+        _kernel("dot_pairs")((grid,), (block,), (numpy.int64(n), numpy.int32(pairs), *vectors, out))
+
+
+def kcycle_residual(rt, s, b, v1):
+    """rt = b - (s[1] / s[0]) v1 (krylov.cu)."""
+    n = rt.size
+    if n:
+        block = 256
+        _kernel("kcycle_residual")((-(-n // block),), (block,), (numpy.int64(n), s, b, v1, rt))
+
+
+def kcycle_combine(x, s, c1, c2):
+    """The K-cycle's correction x from its two directions and the coefficients s (krylov.cu)."""
+    n = x.size
+    if n:
+        block = 256
+        _kernel("kcycle_combine")((-(-n // block),), (block,), (numpy.int64(n), s, c1, c2, x))
+
+
 def ts_gram(X, Y, chunk=1024):
     """X Y^T for tall-skinny blocks: one cuBLAS strided-batched GEMM over chunks
     of columns, straight on the row blocks (no copies), then a sum of the

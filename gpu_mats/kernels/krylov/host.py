@@ -26,6 +26,28 @@ def chebyshev_step(x, d, r, inv_diag, a, b):
     x += v
 
 
+def dot_pairs(out, xs, ys):
+    """Twin of krylov.cu: out[k] = xs[k] . ys[k]."""
+    for k, (x, y) in enumerate(zip(xs, ys)):
+        out[k] = x @ y
+
+
+def kcycle_residual(rt, s, b, v1):
+    """Twin of krylov.cu: rt = b - (s[1] / s[0]) v1, no step where s[0] <= 0."""
+    a1 = s[1] / s[0] if s[0] > 0.0 else 0.0
+    numpy.subtract(b, a1 * v1, out=rt)
+
+
+def kcycle_combine(x, s, c1, c2):
+    """Twin of krylov.cu: the K-cycle's correction from s = (rho1, alpha1, gamma, beta, alpha2)."""
+    rho1, alpha1, gamma, beta, alpha2 = s
+    a1 = alpha1 / rho1 if rho1 > 0.0 else 0.0
+    g = gamma / rho1 if rho1 > 0.0 else 0.0
+    rho2 = beta - g * gamma
+    a2 = alpha2 / rho2 if rho2 > 0.0 else 0.0
+    numpy.add((a1 - a2 * g) * c1, a2 * c2, out=x)
+
+
 TS_CHUNK = 1024  # columns per partial product of ts_gram
 
 
