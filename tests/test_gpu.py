@@ -475,8 +475,9 @@ def test_the_k_cycle_runs_as_one_cuda_graph_under_fcg_with_the_hosts_iterations(
             x.set(0.0)
             ksp.solve(b, x)  # a second solve: the cycle replayed from its graph on the GPU
             assert ksp.getConvergedReason() > 0
-            runs[mat_type] = (ksp.getIterationNumber(), x.getArray().copy(), ksp.getPC().getPythonContext())
-        assert runs["gpusell"][2].graphs.replays > 0
+            graphs = ksp.getPC().getPythonContext().graphs  # None on the host
+            runs[mat_type] = (ksp.getIterationNumber(), x.getArray().copy(), graphs and graphs.replays)
+        assert runs["gpusell"][2] > 0
         assert abs(runs["gpusell"][0] - runs["aij"][0]) <= 1, (options, runs["gpusell"][0], runs["aij"][0])
         numpy.testing.assert_allclose(runs["gpusell"][1], runs["aij"][1], rtol=1e-6)
 
