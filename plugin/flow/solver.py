@@ -88,7 +88,7 @@ OPTIONS = (
 # What a program that picks AIJ matrices where no GPU is usable says first.
 CPU_NOTICE = ("no usable GPU: PETSc's own types on the CPU (AIJ matrices, cg + gamg for the pressure, gmres for "
               "momentum), the fastest measured there (README); -dm_mat_type gpusell runs the project's types (cg + "
-              "mg on a box or cg + gpuamg on a mesh for the pressure, gmres + ainv spai for momentum)")
+              "gpuamg for the pressure, gmres + ainv spai for momentum)")
 
 
 def assembly_module(choice, mat_type):
@@ -219,21 +219,20 @@ class FlowSolver:
         return ksp
 
     def _pressure_pc_default(self):
-        """Under cg, the fastest pressure preconditioner measured for the matrices and
-        the geometry (BENCHMARKS.md, "gpuamg in the flow driver"): gamg on host AIJ;
-        on the project's and GPU matrices the box's geometric multigrid (mg, 65.9 ms
-        per step at 256^3 on an H200 against gpuamg's 89.8, for about 29 s more
-        set-up) and gpuamg on a mesh (43.4 ms per step on 2M tetrahedra against
-        cacg + ainv's 189.5 and gamg's 4285)."""
-        if self._petsc_defaults():
-            return "gamg"
-        return "mg" if self.multigrid is not None else "gpuamg"
+        """Under cg, the fastest pressure preconditioner measured for the matrices
+        (BENCHMARKS.md, "gpuamg in the flow driver"): gamg on host AIJ, gpuamg on
+        the project's and GPU matrices. On a mesh gpuamg takes 43.4 ms per step of
+        2M tetrahedra (cacg + ainv 189.5, gamg 4285); on a box it runs the 2D
+        cavity at 128^2 at 2.69 ms per step (the box's mg 6.43) and sets up in
+        0.14 s at 256^3, where mg takes 29 s of host set-up but then 65.9 ms per
+        step against gpuamg's 89.8 (-pressure_pc_type mg chooses it)."""
+        return "gamg" if self._petsc_defaults() else "gpuamg"
 
     def _petsc_defaults(self):
         """The solvers start from PETSc's own (cg + gamg for the pressure,
         gmres with PETSc's default PC for momentum) on host AIJ matrices, the
-        fastest measured on the CPU (README); from the project's (cg + mg on a
-        box, cg + gpuamg on a mesh, gmres + ainv spai) on gpusell and GPU matrices."""
+        fastest measured on the CPU (README); from the project's (cg + gpuamg,
+        gmres + ainv spai) on gpusell and GPU matrices."""
         return self.matrices.poisson.getType() in (PETSc.Mat.Type.SEQAIJ, PETSc.Mat.Type.MPIAIJ)
 
     def _momentum_ksp(self):
