@@ -28,13 +28,10 @@ temporaries, no copies to the host), so that a CUDA graph can hold it.
 """
 
 
-import time
-from contextlib import contextmanager
-
 import numpy
 
 from .approximate_inverse import lanczos_extremes
-from .backend import array_module, hashed_bits, scatter_max, scatter_min, sparse_module
+from .backend import array_module, hashed_bits, scatter_max, scatter_min, sparse_module, timed
 from .kernels import family
 from .ops import diagonal, spmv
 from .sell import SellMatrix, entry_rows
@@ -258,16 +255,9 @@ class AggregationAMG:
                 level.c1, level.c2, level.v1, level.v2, level.rt = (xp.empty(n) for _ in range(5))
                 level.s = xp.zeros(5)
 
-    @contextmanager
     def _phase(self, name):
         """Time a set-up phase into ``phases[name]``, the GPU's work included."""
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            if self.xp is not numpy:
-                self.xp.cuda.get_current_stream().synchronize()
-            self.phases[name] += time.perf_counter() - start
+        return timed(self.xp, self.phases, name)
 
     def has_pattern(self, indptr, indices):
         """Whether the finest matrix had the CSR pattern (``indptr``, ``indices``):

@@ -7,8 +7,10 @@ NumPy array by their NumPy twins. ``resolve`` turns a user's choice
 falls back to NumPy.
 """
 
+import contextlib
 import functools
 import sys
+import time
 
 import numpy
 
@@ -125,3 +127,17 @@ def hashed_bits(xp, n, seed=0):
     z = (z ^ (z >> xp.uint64(30))) * xp.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> xp.uint64(27))) * xp.uint64(0x94D049BB133111EB)
     return z ^ (z >> xp.uint64(31))
+
+
+@contextlib.contextmanager
+def timed(xp, seconds, name):
+    """Add the wall time of the block to ``seconds[name]``, taken after a device
+    synchronize for CuPy so that it counts the GPU work queued, not only its
+    launches."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        if xp is not numpy:
+            xp.cuda.get_current_stream().synchronize()
+        seconds[name] += time.perf_counter() - start

@@ -32,14 +32,13 @@ from what a KSP does inside its solve.
 """
 
 import contextlib
-import time
 from dataclasses import dataclass
 
 import numpy
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from gpu_mats.backend import sparse_module
+from gpu_mats.backend import sparse_module, timed
 from gpu_mats.kernels import family
 from petsc_ext.array_operators import mark_read, mark_written
 from petsc_ext.arrays import get_array, restore_array
@@ -79,13 +78,10 @@ class PhaseTimer:
     @contextlib.contextmanager
     def __call__(self, name):
         self.events[name].begin()
-        start = time.perf_counter()
         try:
-            yield
+            with timed(self.xp, self.seconds, name):
+                yield
         finally:
-            if self.xp is not numpy:
-                self.xp.cuda.get_current_stream().synchronize()
-            self.seconds[name] += time.perf_counter() - start
             self.events[name].end()
 
 
