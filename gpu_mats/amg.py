@@ -196,64 +196,60 @@ class Level:
         self.b, self.x, self.r, self.d = (xp.empty(n) for _ in range(4))
 
 
-class AggregationAMG:
-    """The hierarchy of the CSR matrix (indptr, indices, data) of ``n`` rows in
-    ``xp``'s memory, and its V-cycle ``apply(b, x)``: x = M^-1 b."""
+class Multigrid:
+    """Levels and their cycle ``apply(b, x)``: x = M^-1 b, in ``xp``'s memory.
+    What the aggregation hierarchy (AggregationAMG) and a geometric one given
+    level by level (GeometricMultigrid) share: the levels' SELL copies, the
+    smoothing, the coarsest solve, the V- or K-cycle and what they cost."""
 
-    def __init__(self, indptr, indices, data, n, xp, threshold=THRESHOLD, aggregation="mis2", passes=2, smoothed=True,
-                 degree=3, max_levels=25, coarse_size=1000, slice_height=32, value_dtype=numpy.float64, cycle="v",
-                 smoother="chebyshev"):
-        for name, value, choices in (("aggregation", aggregation, AGGREGATIONS), ("cycle", cycle, CYCLES),
-                                     ("smoother", smoother, SMOOTHERS)):
+    def __init__(self, xp, degree=3, slice_height=32, value_dtype=numpy.float64, cycle="v", smoother="chebyshev"):
+        for name, value, choices in (("cycle", cycle, CYCLES), ("smoother", smoother, SMOOTHERS)):
             if value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, not {value!r}")
-        sparse = sparse_module(xp)
-
-        def sell(M):  # the hierarchy's values in value_dtype (float32: less to read per SpMV); vectors stay float64
-            return SellMatrix.from_csr(M.indptr, M.indices, M.data, M.shape, slice_height=slice_height,
-                                       value_dtype=value_dtype, xp=xp)
-
-        self.xp, self.degree, self.smoothed, self.cycle, self.smoother = xp, degree, smoothed, cycle, smoother
+        self.xp, self.degree, self.cycle, self.smoother = xp, degree, cycle, smoother
+        self._slice_height, self._value_dtype = slice_height, value_dtype
         self._kernels = family("krylov", xp)
-        self.aggregation, self.passes = aggregation, passes
         self.phases = dict.fromkeys(PHASES, 0.0)
         self.generation = 0  # counts refreshes: a CUDA graph of the cycle holds its arrays and scalars
-        self._sell = sell
+        self.levels = []
+
+    def _sell(self, M):
+        """M in SELL, values in the hierarchy's type (float32: less to read per SpMV); vectors stay float64."""
+        return SellMatrix.from_csr(M.indptr, M.indices, M.data, M.shape, slice_height=self._slice_height,
+                                   value_dtype=self._value_dtype, xp=self.xp)
+
+    def _csr(self, indptr, indices, data, shape):
+        """A float64 CSR matrix in ``xp``'s memory, checked symmetric."""
+        xp = self.xp
         with self._phase("operators"):
-            matrix = sparse.csr_matrix((xp.asarray(data, dtype=xp.float64), xp.asarray(indices),
-                                        xp.asarray(indptr)), shape=(n, n))
+            matrix = sparse_module(xp).csr_matrix((xp.asarray(data, dtype=xp.float64), xp.asarray(indices),
+                                                   xp.asarray(indptr)), shape=shape)
         with self._phase("symmetry"):
             _check_symmetric(matrix)
-        self.levels = []
-        while True:
-            with self._phase("operators"):
-                level = Level(sell(matrix), xp)
-            self.levels.append(level)
-            d = _positive_diagonal(matrix, len(self.levels) - 1)
-            rows = matrix.shape[0]
-            if rows <= coarse_size or len(self.levels) == max_levels:
-                break
-            with self._phase("aggregation"):
-                aggregates, count = self._aggregate(matrix, threshold)
-            if count > 0.9 * rows:  # coarsening stalled: this level is the coarsest
-                break
-            with self._phase("smoother"):
-                self._smoother(level, matrix)
-            with self._phase("prolongation"):
-                P = self._prolongation(matrix, d, aggregates, count, level.lambda_max)
-                level.galerkin_R = R = P.T.tocsr()
-            with self._phase("galerkin"):
-                coarse = _galerkin(R, matrix, P)
-            with self._phase("operators"):
-                level.P, level.R = sell(P), Restriction(R, value_dtype, xp)
-            matrix = coarse
+        return matrix
+
+    def _add_level(self, matrix):
+        """A new coarsest level of ``matrix``, and its (positive) diagonal."""
+        with self._phase("operators"):
+            level = Level(self._sell(matrix), self.xp)
+        self.levels.append(level)
+        return level, _positive_diagonal(matrix, len(self.levels) - 1)
+
+    def _connect(self, level, P):
+        """The transfers of ``level`` to the next: P, and R = P^T (kept in float64 CSR as ``galerkin_R``)."""
+        with self._phase("operators"):
+            level.galerkin_R = R = P.T.tocsr()
+            level.P, level.R = self._sell(P), Restriction(R, self._value_dtype, self.xp)
+
+    def _finish(self, matrix):
+        """The coarsest level's inverse of ``matrix``, and the K-cycle's vectors."""
         with self._phase("coarsest"):
             self._coarsest(self.levels[-1], matrix)
-        if cycle == "k":  # the K-cycle's vectors and coefficients on the levels it solves by flexible CG
+        if self.cycle == "k":  # the K-cycle's vectors and coefficients on the levels it solves by flexible CG
             for level in self.levels[1:-1]:
                 n = level.A.shape[0]
-                level.c1, level.c2, level.v1, level.v2, level.rt = (xp.empty(n) for _ in range(5))
-                level.s = xp.zeros(5)
+                level.c1, level.c2, level.v1, level.v2, level.rt = (self.xp.empty(n) for _ in range(5))
+                level.s = self.xp.zeros(5)
 
     def _phase(self, name):
         """Time a set-up phase into ``phases[name]``, the GPU's work included."""
@@ -265,66 +261,10 @@ class AggregationAMG:
         xp = self.xp
         return _same_pattern(self.levels[0].A, xp.asarray(indptr), xp.asarray(indices))
 
-    def refresh(self, data):
-        """New values of the finest matrix on the pattern it was built with
-        (``data`` in its CSR order): the aggregates and prolongations stay, the
-        Galerkin products, smoother data and coarsest inverse are recomputed
-        (a coarse level whose product drops or gains entries, as scipy's drop
-        exact zeros, gets a new SellMatrix); ``generation`` counts refreshes."""
-        xp = self.xp
-        self.phases = dict.fromkeys(PHASES, 0.0)
+    def _finest(self, data):
+        """The finest matrix with new values ``data`` on its pattern (float64 CSR), checked symmetric."""
         first = self.levels[0].A
-        matrix = sparse_module(xp).csr_matrix((xp.asarray(data, dtype=xp.float64), first.cols[first.val_map],
-                                               first.indptr), shape=first.shape)
-        with self._phase("symmetry"):
-            _check_symmetric(matrix)
-        for k, level in enumerate(self.levels):
-            with self._phase("operators"):
-                if k == 0 or _same_pattern(level.A, matrix.indptr, matrix.indices):
-                    level.A.refresh_values(matrix.data)
-                else:
-                    level.A = self._sell(matrix)
-            _positive_diagonal(matrix, k)
-            if level.inverse is not None:
-                break
-            with self._phase("smoother"):
-                self._smoother(level, matrix)
-            with self._phase("galerkin"):
-                matrix = _galerkin(level.galerkin_R, matrix, level.galerkin_R.T)
-        with self._phase("coarsest"):
-            self._coarsest(self.levels[-1], matrix)
-        self.generation += 1
-
-    def _aggregate(self, matrix, threshold):
-        """Aggregates: of a MIS-2 (``mis2``), or of ``passes`` pairwise matchings, each on the Galerkin
-        matrix of the last (``pairwise``)."""
-        xp = self.xp
-        if self.aggregation == "mis2":
-            return mis2_aggregates(matrix, threshold)
-        aggregates = xp.arange(matrix.shape[0], dtype=xp.int64)
-        current = matrix
-        for round_ in range(self.passes):
-            pairs, count = pairwise_aggregates(current, threshold)
-            aggregates = pairs[aggregates]
-            if round_ + 1 < self.passes:
-                T = _piecewise_constant(xp, pairs, count)
-                current = (T.T.tocsr() @ current @ T).tocsr()
-        return aggregates, count
-
-    def _prolongation(self, matrix, d, aggregates, count, rho):
-        """Tentative P (piecewise constant), smoothed by (I - omega D^-1 A) with
-        omega = 4 / (3 rho), rho the Lanczos estimate of rho(D^-1 A), where
-        ``smoothed``; ``d``: the matrix's (positive) diagonal. Gershgorin's
-        bound, used before, is 2.04 where rho is 1.24 on the second level of
-        a 3D Laplacian: the damping it gave cost 2 of 12 iterations at 96^3."""
-        xp = self.xp
-        T = _piecewise_constant(xp, aggregates, count)
-        if not self.smoothed:
-            return T
-        scaled = sparse_module(xp).diags(1.0 / d) @ matrix
-        P = (T - (4.0 / (3.0 * rho)) * (scaled @ T)).tocsr()
-        P.sort_indices()
-        return P
+        return self._csr(first.indptr, first.cols[first.val_map], data, first.shape)
 
     def _smoother(self, level, matrix):
         """The largest eigenvalue of D^-1 A (Lanczos), and the smoothing: ``scaling``
@@ -423,6 +363,133 @@ class AggregationAMG:
         nnz = [level.A.nnz for level in self.levels]
         rows = [level.A.shape[0] for level in self.levels]
         return sum(nnz) / max(nnz[0], 1), sum(rows) / max(rows[0], 1)
+
+
+class AggregationAMG(Multigrid):
+    """The aggregation hierarchy of the CSR matrix (indptr, indices, data) of
+    ``n`` rows in ``xp``'s memory, and its cycle."""
+
+    def __init__(self, indptr, indices, data, n, xp, threshold=THRESHOLD, aggregation="mis2", passes=2, smoothed=True,
+                 degree=3, max_levels=25, coarse_size=1000, slice_height=32, value_dtype=numpy.float64, cycle="v",
+                 smoother="chebyshev"):
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {aggregation!r}")
+        super().__init__(xp, degree, slice_height, value_dtype, cycle, smoother)
+        self.aggregation, self.passes, self.smoothed = aggregation, passes, smoothed
+        matrix = self._csr(indptr, indices, data, (n, n))
+        while True:
+            level, d = self._add_level(matrix)
+            rows = matrix.shape[0]
+            if rows <= coarse_size or len(self.levels) == max_levels:
+                break
+            with self._phase("aggregation"):
+                aggregates, count = self._aggregate(matrix, threshold)
+            if count > 0.9 * rows:  # coarsening stalled: this level is the coarsest
+                break
+            with self._phase("smoother"):
+                self._smoother(level, matrix)
+            with self._phase("prolongation"):
+                P = self._prolongation(matrix, d, aggregates, count, level.lambda_max)
+            self._connect(level, P)
+            with self._phase("galerkin"):
+                matrix = _galerkin(level.galerkin_R, matrix, P)
+        self._finish(matrix)
+
+    def refresh(self, data):
+        """New values of the finest matrix on the pattern it was built with
+        (``data`` in its CSR order): the aggregates and prolongations stay, the
+        Galerkin products, smoother data and coarsest inverse are recomputed
+        (a coarse level whose product drops or gains entries, as scipy's drop
+        exact zeros, gets a new SellMatrix); ``generation`` counts refreshes."""
+        self.phases = dict.fromkeys(PHASES, 0.0)
+        matrix = self._finest(data)
+        for k, level in enumerate(self.levels):
+            with self._phase("operators"):
+                if k == 0 or _same_pattern(level.A, matrix.indptr, matrix.indices):
+                    level.A.refresh_values(matrix.data)
+                else:
+                    level.A = self._sell(matrix)
+            _positive_diagonal(matrix, k)
+            if level.inverse is not None:
+                break
+            with self._phase("smoother"):
+                self._smoother(level, matrix)
+            with self._phase("galerkin"):
+                matrix = _galerkin(level.galerkin_R, matrix, level.galerkin_R.T)
+        with self._phase("coarsest"):
+            self._coarsest(self.levels[-1], matrix)
+        self.generation += 1
+
+    def _aggregate(self, matrix, threshold):
+        """Aggregates: of a MIS-2 (``mis2``), or of ``passes`` pairwise matchings, each on the Galerkin
+        matrix of the last (``pairwise``)."""
+        xp = self.xp
+        if self.aggregation == "mis2":
+            return mis2_aggregates(matrix, threshold)
+        aggregates = xp.arange(matrix.shape[0], dtype=xp.int64)
+        current = matrix
+        for round_ in range(self.passes):
+            pairs, count = pairwise_aggregates(current, threshold)
+            aggregates = pairs[aggregates]
+            if round_ + 1 < self.passes:
+                T = _piecewise_constant(xp, pairs, count)
+                current = (T.T.tocsr() @ current @ T).tocsr()
+        return aggregates, count
+
+    def _prolongation(self, matrix, d, aggregates, count, rho):
+        """Tentative P (piecewise constant), smoothed by (I - omega D^-1 A) with
+        omega = 4 / (3 rho), rho the Lanczos estimate of rho(D^-1 A), where
+        ``smoothed``; ``d``: the matrix's (positive) diagonal. Gershgorin's
+        bound, used before, is 2.04 where rho is 1.24 on the second level of
+        a 3D Laplacian: the damping it gave cost 2 of 12 iterations at 96^3."""
+        xp = self.xp
+        T = _piecewise_constant(xp, aggregates, count)
+        if not self.smoothed:
+            return T
+        scaled = sparse_module(xp).diags(1.0 / d) @ matrix
+        P = (T - (4.0 / (3.0 * rho)) * (scaled @ T)).tocsr()
+        P.sort_indices()
+        return P
+
+
+class GeometricMultigrid(Multigrid):
+    """The cycle on levels given from outside: the finest the CSR matrix
+    (indptr, indices, data) of ``n`` rows, the coarser ones
+    ``coarse_operators`` (scipy CSR, each rediscretized on its grid) with the
+    ``prolongations`` (scipy CSR, level k+1 to level k) between them, as a
+    box's geometric multigrid gives them (plugin.flow.pressure_multigrid)."""
+
+    def __init__(self, indptr, indices, data, n, xp, coarse_operators, prolongations, degree=3, slice_height=32,
+                 value_dtype=numpy.float64, cycle="v", smoother="chebyshev"):
+        if len(coarse_operators) != len(prolongations) or not prolongations:
+            raise ValueError(f"a geometric hierarchy needs one prolongation per coarse operator and at least one: "
+                             f"got {len(prolongations)} and {len(coarse_operators)}")
+        super().__init__(xp, degree, slice_height, value_dtype, cycle, smoother)
+        matrix = self._csr(indptr, indices, data, (n, n))
+        for P, coarse in zip(prolongations, coarse_operators):
+            if P.shape != (matrix.shape[0], coarse.shape[0]):
+                raise ValueError(f"a prolongation of shape {P.shape} between levels of {matrix.shape[0]} and "
+                                 f"{coarse.shape[0]} rows")
+            level, _ = self._add_level(matrix)
+            with self._phase("smoother"):
+                self._smoother(level, matrix)
+            self._connect(level, sparse_module(xp).csr_matrix(P))
+            matrix = self._csr(coarse.indptr, coarse.indices, coarse.data, coarse.shape)
+        self._add_level(matrix)
+        self._finish(matrix)
+
+    def refresh(self, data):
+        """New values of the finest matrix on its pattern: its SELL copy and
+        smoothing; the coarse levels, rediscretized on their grids, stay."""
+        self.phases = dict.fromkeys(PHASES, 0.0)
+        matrix = self._finest(data)
+        level = self.levels[0]
+        with self._phase("operators"):
+            level.A.refresh_values(matrix.data)
+        _positive_diagonal(matrix, 0)
+        with self._phase("smoother"):
+            self._smoother(level, matrix)
+        self.generation += 1
 
 
 def _galerkin(R, A, P):

@@ -16,7 +16,7 @@ import numpy
 from mpi4py import MPI
 
 from gpu_mats import VALUE_DTYPES
-from gpu_mats.amg import AGGREGATIONS, CYCLES, SMOOTHERS, THRESHOLD, AggregationAMG, AMGError
+from gpu_mats.amg import AGGREGATIONS, CYCLES, SMOOTHERS, THRESHOLD, AggregationAMG, AMGError, GeometricMultigrid
 
 from .arrays import in_out_arrays
 from .gpusell import local_block
@@ -57,7 +57,15 @@ class AggregationMultigridPC(PythonPC):
 
     def __init__(self):
         super().__init__()
-        self.amg, self.refreshed, self.graphs = None, False, None
+        self.amg, self.refreshed, self.graphs, self.given_levels = None, False, None, None
+
+    def set_levels(self, coarse_operators, prolongations):
+        """Take the coarse levels from the application (scipy CSR: each coarse
+        grid's operator, and the prolongations from level k+1 to k), as a box's
+        geometric multigrid has them, instead of aggregating: the cycle is the
+        same (gpu_mats.amg.GeometricMultigrid)."""
+        self.given_levels = (list(coarse_operators), list(prolongations))
+        self.release()
 
     def options_changed(self, pc, changed):
         self.release()  # new options: a new hierarchy
@@ -73,6 +81,10 @@ class AggregationMultigridPC(PythonPC):
         self.refreshed = self.amg is not None and self.amg.xp is self.xp and self.amg.has_pattern(indptr, indices)
         if self.refreshed:  # new values on the same pattern: the aggregates and prolongations stay
             self.amg.refresh(data)
+        elif self.given_levels is not None:
+            self.amg = GeometricMultigrid(indptr, indices, data, A.shape[0], self.xp, *self.given_levels,
+                                          degree=self.degree, value_dtype=VALUE_DTYPES[self.value_type],
+                                          cycle=self.cycle, smoother=self.smoother)
         else:
             self.amg = AggregationAMG(indptr, indices, data, A.shape[0], self.xp, threshold=self.threshold,
                                       aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed,
@@ -115,7 +127,8 @@ class AggregationMultigridPC(PythonPC):
             return []
         comm = pc.getComm().tompi4py()
         operator, grid = self.amg.complexities()
-        lines = [f"  {len(self.amg.levels)} levels on rank 0; operator complexity {operator:.3f}, grid complexity "
+        kind = "given by the application (geometric)" if self.given_levels is not None else "aggregated"
+        lines = [f"  {len(self.amg.levels)} levels, {kind}, on rank 0; operator complexity {operator:.3f}, grid complexity "
                  f"{grid:.3f} (largest over ranks: {comm.allreduce(operator, op=MPI.MAX):.3f}, "
                  f"{comm.allreduce(grid, op=MPI.MAX):.3f})",
                  "  level      rows       nonzeros      MiB"]

@@ -12,7 +12,7 @@ import plugin  # noqa: F401
 from conftest import krylov_solve
 from gpu_mats.amg import AggregationAMG, mis2_aggregates, pairwise_aggregates
 from meshes import unit_mesh
-from petsc_ext.options import option_defaults
+from petsc_ext.options import OptionError, option_defaults
 from plugin.flow.mesh import mesh_geometry
 from plugin.flow.operators import compact_laplacian
 from stencils import laplacian
@@ -372,3 +372,44 @@ def test_cacg_refuses_the_k_cycle():
     with pytest.raises(PETSc.Error, match="needs a linear preconditioner, and gpuamg's K-cycle is not"):
         krylov_solve(csr_arrays(stencil(8, 7)), 512, {"ksp_type": "cacg", "pc_type": "gpuamg",
                                                       "pc_gpuamg_cycle": "k"}, comm=PETSc.COMM_SELF)
+
+
+@pytest.mark.parametrize("dim", [2, 3])
+def test_the_boxs_geometric_levels_run_on_gpuamgs_cycle(dim):
+    """-flow_pressure_levels geometric: gpuamg cycles on the box's grids
+    (rediscretized levels, linear interpolation): the flow of mg's PCMG on
+    the same grids to the solver's tolerance, in at most mg's pressure
+    iterations plus one per step; a mesh has no grids and is refused."""
+    from gpu_mats.amg import GeometricMultigrid
+    from gpu_mats.backend import to_host
+    from plugin.flow.boundary import Wall
+    from plugin.flow.solver import FlowSolver
+
+    sizes, lengths = ((16, 32), (1.0, 2.0)) if dim == 2 else ((8, 8, 16), (1.0, 1.0, 2.0))
+    lid = {"ymax": Wall((1.0, 0.0))} if dim == 2 else {"xmax": Wall((0.0, 1.0, 0.0))}
+    runs = {}
+    for name, pressure in (("mg", {"pressure_pc_type": "mg"}),
+                           ("geometric", {"pressure_pc_type": "gpuamg", "flow_pressure_levels": "geometric"})):
+        options = {"flow_max_steps": 4, "pressure_ksp_type": "cg", "pressure_ksp_rtol": 1e-12, **pressure}
+        with option_defaults("", options):
+            da = PETSc.DMDA().create(dim=dim, sizes=sizes, stencil_width=1, comm=PETSc.COMM_SELF, setup=False)
+            da.setMatType("gpusell")
+            da.setUp()
+            solver = FlowSolver.from_dmda(da, lengths, 0.01, lid)
+        state = solver.run(solver.initial_state())
+        runs[name] = (to_host(solver.xp, state.u), solver.pressure_iterations, solver)
+    amg = runs["geometric"][2].pressure_ksp.getPC().getPythonContext().amg
+    assert isinstance(amg, GeometricMultigrid)
+    assert [level.A.shape[0] for level in amg.levels] == [int(numpy.prod(g.shape)) for g in runs["mg"][2].multigrid.grids]
+    numpy.testing.assert_allclose(runs["geometric"][0], runs["mg"][0], rtol=0, atol=1e-9)
+    assert runs["geometric"][1] <= runs["mg"][1] + 4, (runs["geometric"][1], runs["mg"][1])
+
+
+def test_geometric_levels_on_a_mesh_are_refused():
+    from plugin.flow.boundary import Wall
+    from plugin.flow.solver import FlowSolver
+
+    g = mesh_geometry(unit_mesh(("quad", "triangle"), n=4, jitter=0.2))
+    options = {"pressure_ksp_type": "cg", "pressure_pc_type": "gpuamg", "flow_pressure_levels": "geometric"}
+    with option_defaults("", options), pytest.raises(OptionError, match="needs the grids of a DMDA box on one rank"):
+        FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})

@@ -129,6 +129,16 @@ class PressureMultigrid:
         for level in range(1, levels):
             pc.getMGSmoother(level).getPC().setType(PETSc.PC.Type.JACOBI)
 
+    def array_levels(self, open_tags=()):
+        """The coarse levels' operators (-L on each grid below the finest) and
+        the prolongations between the levels, as scipy CSR on one rank: the
+        hierarchy of ``attach`` for gpuamg's array cycle
+        (-flow_pressure_levels geometric)."""
+        operators = [-compact_laplacian(partition_geometry(grid, self.lengths, 0), open_tags=open_tags)
+                     for grid in self.grids[1:]]
+        prolongations = [interpolation(fine, coarse, 0) for fine, coarse in zip(self.grids, self.grids[1:])]
+        return operators, prolongations
+
     def _operator(self, grid, rank, mat_type, open_tags):
         """-L on ``grid``'s cells: the pressure matrix's sign."""
         laplacian = -compact_laplacian(partition_geometry(grid, self.lengths, rank), open_tags=open_tags)

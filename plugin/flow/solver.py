@@ -41,6 +41,7 @@ from .pressure_multigrid import PressureMultigrid
 DIFFUSION = ("explicit", "implicit")
 PRESSURE_GUESS = ("extrapolated", "previous")
 PRESSURE_LAPLACIAN = ("compact", "wide")
+PRESSURE_LEVELS = ("algebraic", "geometric")
 ASSEMBLY = ("auto", "host", "device")
 # Largest growth of dt per step. With implicit diffusion dt (and with it the
 # momentum matrix) is held until the CFL limit leaves [dt, 1.25 dt).
@@ -56,6 +57,9 @@ OPTIONS = (
            "systems solved by a KSP with prefix momentum_ (GMRES; + ainv spai on the project's matrices)", choices=DIFFUSION),
     Option("flow_pressure_guess", "pressure_guess", "extrapolated", "the pressure solve starts from the last "
            "pressure extrapolated linearly in time, or from the last pressure", choices=PRESSURE_GUESS),
+    Option("flow_pressure_levels", "pressure_levels", "algebraic", "with -pressure_pc_type gpuamg: algebraic, "
+           "its aggregation hierarchy; geometric, the box's grids (rediscretized levels, linear interpolation, "
+           "as -pressure_pc_type mg has them) under gpuamg's array cycle (one rank)", choices=PRESSURE_LEVELS),
     Option("flow_pressure_laplacian", "pressure_laplacian", "compact", "compact: L of Oyarzún 2015 (eq. 1.7) "
            "with the face velocities of eq. 2.9, which dissipates O(dt h^2) of the kinetic energy; wide: "
            "M Omega^-1 M^T, an exact projection that conserves it to O(dt^2), but blind to checkerboard "
@@ -216,6 +220,11 @@ class FlowSolver:
             with option_defaults(prefix, {"pc_mg_levels": self.multigrid.depth}):
                 pc.setFromOptions()  # the level count first: -pc_mg_cycle_type and the like act on the levels
             self.multigrid.attach(pc, self.matrices.poisson.getType(), self.operators.open_tags)
+        if pc.getType() == "gpuamg" and self.pressure_levels == "geometric":
+            if self.multigrid is None or self.comm.getSize() > 1:
+                raise OptionError("-flow_pressure_levels geometric needs the grids of a DMDA box on one rank "
+                                  f"(this run: {'a mesh' if self.multigrid is None else 'several ranks'})")
+            pc.getPythonContext().set_levels(*self.multigrid.array_levels(self.operators.open_tags))
         return ksp
 
     def _pressure_pc_default(self):
