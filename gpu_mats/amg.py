@@ -45,6 +45,7 @@ AGGREGATIONS = ("mis2", "pairwise")
 CYCLES = ("v", "k")
 SMOOTHERS = ("chebyshev", "l1jacobi")
 DENSE_LIMIT = 5000  # rows of the largest coarsest level solved densely
+GALERKIN_PRODUCTS = 2**26  # multiply-adds of R A per block of a Galerkin product (_galerkin)
 SYMMETRY_TOLERANCE = 1e-10  # ||A - A^T||_F / ||A||_F: rounding, not a nonsymmetric discretization
 PHASES = ("symmetry", "aggregation", "smoother", "prolongation", "galerkin", "operators", "coarsest")
 
@@ -492,9 +493,22 @@ class GeometricMultigrid(Multigrid):
         self.generation += 1
 
 
-def _galerkin(R, A, P):
-    """R A P, sorted and summed."""
-    coarse = (R @ A @ P).tocsr()
+def _galerkin(R, A, P, products=GALERKIN_PRODUCTS):
+    """R A P, sorted and summed, over blocks of R's rows of at most about
+    ``products`` multiply-adds in R A each (the block's (R A) P takes a few
+    times more): cuSPARSE's SpGEMM buffers grow with them, and the 256^3 flow
+    driver's first Galerkin product in one piece asked for 15.3 GB more than
+    an 80 GB H100 had left."""
+    xp = array_module(A.data)
+    rows = R.shape[0]
+    done = xp.cumsum(xp.diff(A.indptr)[R.indices])  # multiply-adds of R A up to each entry of R
+    at_row_ends = done[R.indptr[1:] - 1] if done.size else xp.zeros(rows, dtype=xp.int64)
+    total = int(at_row_ends[-1]) if rows else 0
+    blocks = max(1, -(-total // products))
+    cuts = [] if blocks == 1 else xp.searchsorted(at_row_ends, xp.arange(1, blocks) * (total / blocks)).tolist()
+    bounds = sorted({0, rows, *cuts})
+    parts = [(R[start:end] @ A) @ P for start, end in zip(bounds[:-1], bounds[1:])]
+    coarse = (parts[0] if len(parts) == 1 else sparse_module(xp).vstack(parts)).tocsr()
     coarse.sum_duplicates()
     coarse.sort_indices()
     return coarse

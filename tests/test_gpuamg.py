@@ -413,3 +413,17 @@ def test_geometric_levels_on_a_mesh_are_refused():
     options = {"pressure_ksp_type": "cg", "pressure_pc_type": "gpuamg", "flow_pressure_levels": "geometric"}
     with option_defaults("", options), pytest.raises(OptionError, match="needs the grids of a DMDA box on one rank"):
         FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
+
+
+def test_the_galerkin_product_in_blocks_of_rows_equals_the_product_in_one_piece():
+    """R A P computed over blocks of R's rows (to bound cuSPARSE's buffers) is the product in one piece."""
+    from gpu_mats.amg import _galerkin
+
+    A = stencil(10, 27)
+    amg = AggregationAMG(*csr_arrays(A), A.shape[0], numpy, coarse_size=20)
+    R = amg.levels[0].galerkin_R
+    whole = _galerkin(R, A, R.T.tocsr())
+    total = int(numpy.diff(A.indptr)[R.indices].sum())
+    for products in (total // 7, total // 2, 1):  # several blocks, two, and a block per row
+        blocks = _galerkin(R, A, R.T.tocsr(), products=products)
+        assert blocks.shape == whole.shape and abs(blocks - whole).max() <= 1e-12 * abs(whole).max()
