@@ -501,11 +501,13 @@ def _galerkin(R, A, P, products=GALERKIN_PRODUCTS):
     an 80 GB H100 had left."""
     xp = array_module(A.data)
     rows = R.shape[0]
-    done = xp.cumsum(xp.diff(A.indptr)[R.indices])  # multiply-adds of R A up to each entry of R
-    at_row_ends = done[R.indptr[1:] - 1] if done.size else xp.zeros(rows, dtype=xp.int64)
-    total = int(at_row_ends[-1]) if rows else 0
+    done = xp.zeros(R.nnz + 1, dtype=xp.int64)  # multiply-adds of R A before each entry of R
+    xp.cumsum(xp.diff(A.indptr).astype(xp.int64)[R.indices], out=done[1:])
+    at_row_ends = done[xp.asarray(R.indptr[1:], dtype=xp.int64)]
+    total = int(done[-1])
     blocks = max(1, -(-total // products))
-    cuts = [] if blocks == 1 else xp.searchsorted(at_row_ends, xp.arange(1, blocks) * (total / blocks)).tolist()
+    targets = xp.arange(1, blocks, dtype=xp.int64) * total // blocks
+    cuts = xp.searchsorted(at_row_ends, targets).tolist() if blocks > 1 else []
     bounds = sorted({0, rows, *cuts})
     parts = [(R[start:end] @ A) @ P for start, end in zip(bounds[:-1], bounds[1:])]
     coarse = (parts[0] if len(parts) == 1 else sparse_module(xp).vstack(parts)).tocsr()

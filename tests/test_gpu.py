@@ -482,6 +482,28 @@ def test_the_k_cycle_runs_as_one_cuda_graph_under_fcg_with_the_hosts_iterations(
         numpy.testing.assert_allclose(runs["gpusell"][1], runs["aij"][1], rtol=1e-6)
 
 
+def test_the_galerkin_product_in_blocks_of_rows_on_the_gpu_equals_the_hosts():
+    """gpuamg's Galerkin product over blocks of R's rows (cupyx row slices
+    and vstack; large problems only, so forced here by a small block size)
+    equals scipy's product in one piece."""
+    import cupy
+    import cupyx.scipy.sparse
+    import scipy.sparse
+
+    from gpu_mats.amg import AggregationAMG, _galerkin
+    from stencils import laplacian
+
+    indptr, indices, data = laplacian(12, 27)
+    A = scipy.sparse.csr_matrix((data, indices, indptr), shape=(12**3, 12**3))
+    R = AggregationAMG(indptr, indices, data, 12**3, numpy, coarse_size=20).levels[0].galerkin_R
+    whole = _galerkin(R, A, R.T.tocsr())
+    Rd, Ad = cupyx.scipy.sparse.csr_matrix(R), cupyx.scipy.sparse.csr_matrix(A)
+    for products in (R.nnz, 1000):
+        blocks = _galerkin(Rd, Ad, Rd.T.tocsr(), products=products)
+        assert isinstance(blocks.data, cupy.ndarray)
+        numpy.testing.assert_allclose(blocks.toarray().get(), whole.toarray(), rtol=0, atol=1e-12 * abs(whole).max())
+
+
 def test_gpuamg_builds_the_hosts_hierarchy_on_the_gpu_and_needs_its_iterations():
     """-pc_type gpuamg on gpusell with CUDA vectors: the hierarchy built with
     CuPy and cupyx (MIS-2 aggregates, smoothed prolongation, Galerkin
