@@ -23,6 +23,8 @@ more small levels on the host did not pay on the GPU (BENCHMARKS.md). Each
 rank's part of the grid halves with it, so no level moves cells between ranks.
 """
 
+import itertools
+
 import numpy
 import scipy.sparse
 from petsc4py import PETSc
@@ -59,27 +61,47 @@ def hierarchy(partition, lengths):
 
 def interpolation(fine, coarse, rank):
     """The rank's rows (its fine cells) of the linear cell-centred
-    interpolation from ``coarse`` to ``fine``, global columns (scipy CSR)."""
-    cells = fine.block(rank)
+    interpolation from ``coarse`` to ``fine``, global columns (scipy CSR).
+
+    Along each halved axis a fine cell takes 3/4 of its parent and 1/4 of the
+    coarse cell on its side (at a wall the mirror cell, the parent itself;
+    across a periodic side the wrapped one); the weights multiply over axes.
+    Each of the 2^k combinations is built from per-axis tables broadcast over
+    the rank's block (x fastest, the block's order), with the coarse cells'
+    PETSc numbers (rank by rank, x fastest inside a block) composed the same
+    way: no per-cell lookups."""
+    dim, low, count = fine.dim, fine.low[rank], fine.count[rank]
     factor = numpy.asarray(fine.shape) // numpy.asarray(coarse.shape)
-    terms = [(cells // factor[:, None], numpy.ones(cells.shape[1]))]
-    for d in numpy.flatnonzero(factor == 2):
-        parent = cells[d] // 2
-        other = parent + numpy.where(cells[d] % 2 == 0, -1, 1)  # the coarse cell on the fine cell's side
+    choices = []  # per axis: (coarse coordinate, weight) for each fine coordinate of the block
+    for d in range(dim):
+        i = low[d] + numpy.arange(count[d])
+        if factor[d] == 1:
+            choices.append([(i, 1.0)])
+            continue
+        parent = i // 2
+        other = parent + numpy.where(i % 2 == 0, -1, 1)
         other = other % coarse.shape[d] if fine.periodic[d] else numpy.clip(other, 0, coarse.shape[d] - 1)
-        split = []
-        for at, weight in terms:
-            for index, share in ((parent, 0.75), (other, 0.25)):
-                moved = at.copy()
-                moved[d] = index
-                split.append((moved, share * weight))
-        terms = split
-    rows = numpy.tile(numpy.arange(cells.shape[1]), len(terms))
-    cols = numpy.concatenate([coarse.cell_index(at) for at, _ in terms])
-    matrix = scipy.sparse.csr_matrix((numpy.concatenate([w for _, w in terms]), (rows, cols)),
-                                     shape=(cells.shape[1], int(coarse.cell_ranges[-1])))
-    matrix.sum_duplicates()  # at a wall the mirror cell is the parent
-    matrix.sort_indices()
+        choices.append([(parent, 0.75), (other, 0.25)])
+
+    def along(d, values):  # a per-axis table shaped to broadcast over the block (x the last, fastest axis)
+        return values.reshape([values.size if k == dim - 1 - d else 1 for k in range(dim)])
+
+    columns, weights = [], []
+    for combination in itertools.product(*choices):
+        owner, offset, weight = 0, 0, 1.0
+        for d in reversed(range(dim)):  # Horner over axes: offset = a_0 + n_0 (a_1 + n_1 (a_2 ...))
+            c, w = combination[d]
+            r = numpy.searchsorted(coarse.starts[d], c, side="right") - 1  # the coarse block along d
+            owner = owner + along(d, coarse.rank_stride[d] * r)
+            offset = along(d, c - coarse.starts[d][r]) + along(d, coarse.splits[d][r]) * offset
+            weight = weight * w
+        cols = coarse.cell_ranges[owner] + offset
+        columns.append(cols.ravel())
+        weights.append(numpy.broadcast_to(weight, cols.shape).ravel())
+    n, terms = int(count.prod()), len(columns)  # every row has one entry per combination, in CSR order below
+    matrix = scipy.sparse.csr_matrix((numpy.stack(weights, axis=1).ravel(), numpy.stack(columns, axis=1).ravel(),
+                                      numpy.arange(0, n * terms + 1, terms)), shape=(n, int(coarse.cell_ranges[-1])))
+    matrix.sum_duplicates()  # sorted, and at a wall the mirror cell (the parent) counted once
     return matrix
 
 
