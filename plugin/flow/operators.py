@@ -139,9 +139,10 @@ class _HalfFaces:
         parts = []
         for cell, other, sign in ((first, second, 1.0), (second, first, -1.0)):
             mine = (cell >= g.cell_start) & (cell < g.cell_start + g.num_cells)
-            parts.append((cell[mine] - g.cell_start, cell[mine], other[mine], face_ids[mine],
-                          xp.full(int(mine.sum()), sign), areas[mine], sign * normals[mine], distances[mine],
-                          sign * offsets[mine]))
+            mine = slice(None) if bool(mine.all()) else mine  # all of them (one rank, interior faces): views
+            owned = cell[mine]
+            parts.append((owned - g.cell_start, owned, other[mine], face_ids[mine], xp.full(owned.shape[0], sign),
+                          areas[mine], sign * normals[mine], distances[mine], sign * offsets[mine]))
         return cls(*(xp.concatenate(columns) for columns in zip(*parts, strict=True)))
 
 
