@@ -98,8 +98,7 @@ def run(csr, n, method, repeats, nullspace=False, rhs=None, resetup=False):
         x.set(0.0)
         ksp.solve(b, x)
         result["resetup_iterations"] = ksp.getIterationNumber()
-        if "setup_phases" in hierarchy:
-            result["resetup_phases"] = dict(ksp.getPC().getPythonContext().amg.phases)
+        result["resetup_phases"] = dict(ksp.getPC().getPythonContext().amg.phases)
     ksp.destroy()
     A.destroy()
     return result

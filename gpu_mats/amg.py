@@ -306,7 +306,7 @@ class Multigrid:
     # --- the cycle -------------------------------------------------------------------
 
     def apply(self, b, x):
-        """x = M^-1 b, one V-cycle from x = 0."""
+        """x = M^-1 b, one cycle (V or K) from x = 0."""
         self._cycle(0, b, x)
 
     def _cycle(self, k, b, x):
@@ -320,19 +320,18 @@ class Multigrid:
         coarse = self.levels[k + 1]
         level.R.multiply(r, coarse.b)
         if self.cycle == "k" and coarse.inverse is None:
-            self._krylov_correction(coarse)
+            self._krylov_correction(k + 1)
         else:
             self._cycle(k + 1, coarse.b, coarse.x)
         spmv(level.P, coarse.x, x, beta=1.0)  # x += P x_c
         self._smooth(level, b, x)
 
-    def _krylov_correction(self, level):
-        """level.x from A x = level.b by two flexible CG steps preconditioned by
+    def _krylov_correction(self, k):
+        """x from A x = b on level k by two flexible CG steps preconditioned by
         the level's own cycle (the K-cycle of Notay and Vassilevski, "Recursive
         Krylov-based multigrid cycles", Numer. Linear Algebra Appl. 15, 2008),
         with the inner products left on the device."""
-        k = self.levels.index(level)
-        kernels = self._kernels
+        level, kernels = self.levels[k], self._kernels
         self._cycle(k, level.b, level.c1)
         spmv(level.A, level.c1, level.v1)
         kernels.dot_pairs(level.s[:2], (level.c1, level.c1), (level.v1, level.b))  # rho1, alpha1

@@ -2,8 +2,9 @@
 where the matrix's vectors live (CUDA vectors: on the GPU, with CuPy), for
 symmetric positive (semi)definite matrices. See gpu_mats.amg for the
 algorithm: MIS-2 or pairwise aggregation, smoothed or tentative prolongation,
-Galerkin coarse matrices by sparse products, a V-cycle with
-Chebyshev-Jacobi smoothing that is symmetric (fit for CG).
+Galerkin coarse matrices by sparse products (or coarse levels the
+application gives, ``set_levels``), a V-cycle with Chebyshev-Jacobi or
+l1-Jacobi smoothing that is symmetric (fit for CG), or a K-cycle.
 
 A matrix whose null space is the constants (an all-Neumann Laplacian) keeps
 it on every level: the coarsest level's pseudo-inverse solves the singular
@@ -71,12 +72,13 @@ class AggregationMultigridPC(PythonPC):
         self.release()  # new options: a new hierarchy
 
     def build(self, pc):
-        block_size = self.operator(pc).getBlockSize()
+        operator = self.operator(pc)
+        block_size = operator.getBlockSize()
         if block_size > 1:
             raise AMGError(f"gpuamg aggregates scalar unknowns; this matrix has block size {block_size} (several "
                            "unknowns per node would be aggregated apart, with a constant null space per unknown "
                            "that a system does not have): use -pc_type gamg, which aggregates blocks")
-        A = local_block(self.operator(pc), self.xp)
+        A = local_block(operator, self.xp)
         indptr, indices, data = A.to_csr()
         self.refreshed = self.amg is not None and self.amg.xp is self.xp and self.amg.has_pattern(indptr, indices)
         if self.refreshed:  # new values on the same pattern: the aggregates and prolongations stay
@@ -127,9 +129,9 @@ class AggregationMultigridPC(PythonPC):
             return []
         comm = pc.getComm().tompi4py()
         operator, grid = self.amg.complexities()
-        kind = "given by the application (geometric)" if self.given_levels is not None else "aggregated"
-        lines = [f"  {len(self.amg.levels)} levels, {kind}, on rank 0; operator complexity {operator:.3f}, grid complexity "
-                 f"{grid:.3f} (largest over ranks: {comm.allreduce(operator, op=MPI.MAX):.3f}, "
+        origin = "given by the application (geometric)" if self.given_levels is not None else "aggregated"
+        lines = [f"  {len(self.amg.levels)} levels, {origin}, on rank 0; operator complexity {operator:.3f}, "
+                 f"grid complexity {grid:.3f} (largest over ranks: {comm.allreduce(operator, op=MPI.MAX):.3f}, "
                  f"{comm.allreduce(grid, op=MPI.MAX):.3f})",
                  "  level      rows       nonzeros      MiB"]
         for k, level in enumerate(self.amg.levels):

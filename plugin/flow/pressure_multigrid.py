@@ -156,14 +156,17 @@ class PressureMultigrid:
         the prolongations between the levels, as scipy CSR on one rank: the
         hierarchy of ``attach`` for gpuamg's array cycle
         (-flow_pressure_levels geometric)."""
-        operators = [-compact_laplacian(partition_geometry(grid, self.lengths, 0), open_tags=open_tags)
-                     for grid in self.grids[1:]]
+        operators = [self._laplacian(grid, 0, open_tags) for grid in self.grids[1:]]
         prolongations = [interpolation(fine, coarse, 0) for fine, coarse in zip(self.grids, self.grids[1:])]
         return operators, prolongations
 
+    def _laplacian(self, grid, rank, open_tags):
+        """-L on the rank's cells of ``grid`` (scipy CSR): the pressure matrix's sign."""
+        return -compact_laplacian(partition_geometry(grid, self.lengths, rank), open_tags=open_tags)
+
     def _operator(self, grid, rank, mat_type, open_tags):
-        """-L on ``grid``'s cells: the pressure matrix's sign."""
-        laplacian = -compact_laplacian(partition_geometry(grid, self.lengths, rank), open_tags=open_tags)
+        """``_laplacian`` as a PETSc matrix of ``mat_type``."""
+        laplacian = self._laplacian(grid, rank, open_tags)
         return self._mat(aij_from_rows(laplacian.indptr, laplacian.indices, laplacian.data,
                                        grid.count[rank].prod(), self.comm, mat_type))
 
