@@ -190,10 +190,14 @@ class Level:
     and ``steps``, and under a K-cycle its vectors (c1, c2, v1, v2, rt) and
     coefficients ``s``; on the coarsest ``inverse``, a dense pseudo-inverse."""
 
-    def __init__(self, A, xp):
+    def __init__(self, A, xp, rows=None):
+        """``rows``: of a level whose ``A`` is set later (DistributedAggregationAMG)."""
         self.A = A
         self.P = self.R = self.inverse = None
-        n = A.shape[0]
+        # in parallel: the blocks on other ranks' columns (row_blocks.HaloColumns), and on the coarsest level
+        # the vector gathered from every rank (row_blocks.WholeVector) that its rows of the inverse multiply
+        self.A_halo = self.P_halo = self.R_halo = self.whole = None
+        n = A.shape[0] if rows is None else rows
         self.b, self.x, self.r, self.d = (xp.empty(n) for _ in range(4))
 
 
@@ -203,11 +207,13 @@ class Multigrid:
     level by level (GeometricMultigrid) share: the levels' SELL copies, the
     smoothing, the coarsest solve, the V- or K-cycle and what they cost."""
 
-    def __init__(self, xp, degree=3, slice_height=32, value_dtype=numpy.float64, cycle="v", smoother="chebyshev"):
+    def __init__(self, xp, degree=3, slice_height=32, value_dtype=numpy.float64, cycle="v", smoother="chebyshev",
+                 comm=None):
         for name, value, choices in (("cycle", cycle, CYCLES), ("smoother", smoother, SMOOTHERS)):
             if value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, not {value!r}")
         self.xp, self.degree, self.cycle, self.smoother = xp, degree, cycle, smoother
+        self.comm = comm  # mpi4py, where the levels are split over ranks (DistributedAggregationAMG)
         self._slice_height, self._value_dtype = slice_height, value_dtype
         self._kernels = family("krylov", xp)
         self.phases = dict.fromkeys(PHASES, 0.0)
@@ -278,7 +284,10 @@ class Multigrid:
         Comput. 33, 2011)."""
         xp = self.xp
         inv_diag = 1.0 / diagonal(level.A).astype(xp.float64)  # positive: checked when the level was made
-        _, level.lambda_max = lanczos_extremes(level.A, inv_diag, LANCZOS_STEPS)
+        _, level.lambda_max = lanczos_extremes(
+            level.A, inv_diag, LANCZOS_STEPS, seed=0 if self.comm is None else self.comm.Get_rank(),
+            product=None if level.A_halo is None else lambda x, y: self._product(level.A, level.A_halo, x, y),
+            comm=self.comm)
         level.interval = (CHEBYSHEV_FRACTION * level.lambda_max, CHEBYSHEV_SAFETY * level.lambda_max)
         if self.smoother == "l1jacobi":
             level.scaling = 1.0 / xp.asarray(abs(matrix).sum(axis=1)).ravel()
@@ -311,20 +320,35 @@ class Multigrid:
 
     def _cycle(self, k, b, x):
         level = self.levels[k]
-        if level.inverse is not None:
-            self._kernels.matvec(x, level.inverse, b)  # a kernel, no temporary: capturable in a CUDA graph
+        if level.inverse is not None:  # a kernel, no temporary: capturable in a CUDA graph
+            self._kernels.matvec(x, level.inverse, b if level.whole is None else level.whole.gather(b))
             return
         self._smooth(level, b, x, zero=True)
         r = level.r
-        spmv(level.A, x, r, alpha=-1.0, beta=1.0, z=b)  # r = b - A x
+        self._product(level.A, level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)  # r = b - A x
         coarse = self.levels[k + 1]
+        if level.R_halo is not None:
+            level.R_halo.start(r)
         level.R.multiply(r, coarse.b)
+        if level.R_halo is not None:
+            level.R_halo.finish(coarse.b)
         if self.cycle == "k" and coarse.inverse is None:
             self._krylov_correction(k + 1)
         else:
             self._cycle(k + 1, coarse.b, coarse.x)
-        spmv(level.P, coarse.x, x, beta=1.0)  # x += P x_c
+        self._product(level.P, level.P_halo, coarse.x, x, beta=1.0)  # x += P x_c
         self._smooth(level, b, x)
+
+    @staticmethod
+    def _product(A, halo, x, y, alpha=1.0, beta=0.0, z=None):
+        """y = alpha A x + beta z for a level's operator or prolongation: in
+        parallel its block on other ranks' columns is added once their values
+        have arrived, the exchange overlapped with the owned block's SpMV."""
+        if halo is not None:
+            halo.start(x)
+        spmv(A, x, y, alpha=alpha, beta=beta, z=z)
+        if halo is not None:
+            halo.finish(y, alpha)
 
     def _krylov_correction(self, k):
         """x from A x = b on level k by two flexible CG steps preconditioned by
@@ -349,20 +373,25 @@ class Multigrid:
             x[...] = 0.0
             r = b
         else:
-            spmv(level.A, x, r, alpha=-1.0, beta=1.0, z=b)
+            self._product(level.A, level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)
         for step, (a, c) in enumerate(level.steps):
-            if step:
-                spmv(level.A, d, level.r, alpha=-1.0, beta=1.0, z=b if zero and step == 1 else None)  # r -= A d
+            if step:  # r -= A d
+                self._product(level.A, level.A_halo, d, level.r, alpha=-1.0, beta=1.0, z=b if zero and step == 1 else None)
                 r = level.r
             self._kernels.chebyshev_step(x, d, r, level.scaling, a, c)
 
     # --- what the hierarchy costs -----------------------------------------------------
 
+    def sizes(self):
+        """Per level (rows, nonzeros), over all ranks where the levels are split over ranks."""
+        sizes = numpy.array([(level.A.shape[0], level.A.nnz + (0 if level.A_halo is None else level.A_halo.block.nnz))
+                             for level in self.levels], dtype=numpy.int64)
+        return sizes if self.comm is None else self.comm.allreduce(sizes)
+
     def complexities(self):
         """(operator complexity, grid complexity): sums of nonzeros and of rows over the finest's."""
-        nnz = [level.A.nnz for level in self.levels]
-        rows = [level.A.shape[0] for level in self.levels]
-        return sum(nnz) / max(nnz[0], 1), sum(rows) / max(rows[0], 1)
+        rows, nnz = self.sizes().T
+        return int(nnz.sum()) / max(int(nnz[0]), 1), int(rows.sum()) / max(int(rows[0]), 1)
 
 
 class AggregationAMG(Multigrid):

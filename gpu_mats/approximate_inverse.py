@@ -18,6 +18,8 @@ small dense solves by ``solve_local_systems``, the products by SELL SpMVs.
 Errors name rows by their index plus ``row_offset`` (the rank's first row).
 """
 
+import math
+
 import numpy
 
 from .backend import array_module, hashed_bits, sparse_module
@@ -165,28 +167,36 @@ class ChebyshevPolynomial:
         raise NotImplementedError("the transpose of ainv chebyshev is not available (its polynomial is in D^-1 A)")
 
 
-def lanczos_extremes(A: SellMatrix, inv_diag, steps, seed=0):
+def lanczos_extremes(A: SellMatrix, inv_diag, steps, seed=0, *, product=None, comm=None):
     """Extreme Ritz values of D^-1 A after ``steps`` Lanczos steps on D^-1/2 A D^-1/2.
 
     The SpMVs and vector updates run where A lives; only the small tridiagonal
-    matrix is solved on the host.
+    matrix is solved on the host. ``product(x, y)``, y = A x, replaces the
+    SpMV with A where a rank's rows reach other ranks' columns; ``comm``
+    (mpi4py) sums the inner products over the ranks the vectors are split over.
     """
     xp = A.xp
     n = A.shape[0]
-    if n == 0:  # no spectrum: neutral in a min / max over ranks
+    if n == 0 and comm is None:  # no spectrum: neutral in a min / max over ranks
         return float("inf"), float("-inf")
+    product = product or (lambda x, y: spmv(A, x, y))
+
+    def dot(a, b):
+        local = float(a @ b) if n else 0.0
+        return comm.allreduce(local) if comm is not None else local
+
     scale = xp.sqrt(inv_diag)
     v = (hashed_bits(xp, n, seed) >> xp.uint64(11)).astype(xp.float64) / 2.0**53 - 0.5  # uniform in [-0.5, 0.5)
-    v /= xp.linalg.norm(v)
+    v /= math.sqrt(dot(v, v))
     v_prev, w = xp.zeros(n), xp.empty(n)
     alphas, betas, beta = [], [], 0.0
-    for _ in range(min(steps, n)):
-        spmv(A, v * scale, w)
+    for _ in range(min(steps, n if comm is None else steps)):
+        product(v * scale, w)
         w *= scale
         w -= beta * v_prev
-        alpha = float(w @ v)
+        alpha = dot(w, v)
         w -= alpha * v
-        beta = float(xp.linalg.norm(w))
+        beta = math.sqrt(dot(w, w))
         alphas.append(alpha)
         if beta <= 1e-12 * abs(alpha):
             break

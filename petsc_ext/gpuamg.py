@@ -8,16 +8,17 @@ l1-Jacobi smoothing that is symmetric (fit for CG), or a K-cycle.
 
 A matrix whose null space is the constants (an all-Neumann Laplacian) keeps
 it on every level: the coarsest level's pseudo-inverse solves the singular
-system there. In parallel each rank builds the hierarchy of its own
-diagonal block (aggregates inside a rank, as the issue's first step; the
-coupling between ranks is left to the Krylov method, as bjacobi does).
+system there. In parallel the hierarchy is distributed
+(gpu_mats.distributed_amg): aggregates inside a rank, prolongations and
+Galerkin products across ranks, the coarsest level gathered on every rank.
 """
 
 import numpy
-from mpi4py import MPI
 
 from gpu_mats import VALUE_DTYPES
 from gpu_mats.amg import AGGREGATIONS, CYCLES, SMOOTHERS, THRESHOLD, AggregationAMG, AMGError, GeometricMultigrid
+from gpu_mats.distributed_amg import DistributedAggregationAMG
+from gpu_mats.exchange import TRANSPORTS
 
 from .arrays import in_out_arrays
 from .gpusell import local_block
@@ -53,7 +54,10 @@ class AggregationMultigridPC(PythonPC):
         Option("pc_gpuamg_cuda_graph", "cuda_graph", True, "replay each V-cycle as one CUDA graph (CUDA vectors; "
                "a graph per pair of vector addresses, captured at its second use)", view="CUDA graph {}"),
         Option("pc_gpuamg_coarse_size", "coarse_size", 1000, "rows at or below which a level is the coarsest "
-               "(dense pseudo-inverse)", low=1, high=5000, view="coarse size {}"),
+               "(dense pseudo-inverse; in parallel gathered on every rank)", low=1, high=5000,
+               view="coarse size {}"),
+        Option("pc_gpuamg_halo_transport", "halo_transport", "auto", "in parallel, how the levels' halos travel: "
+               "nccl (GPU to GPU), mpi (through host memory), auto (NCCL where CuPy has it)", choices=TRANSPORTS),
     )
 
     def __init__(self):
@@ -78,22 +82,37 @@ class AggregationMultigridPC(PythonPC):
             raise AMGError(f"gpuamg aggregates scalar unknowns; this matrix has block size {block_size} (several "
                            "unknowns per node would be aggregated apart, with a constant null space per unknown "
                            "that a system does not have): use -pc_type gamg, which aggregates blocks")
-        A = local_block(operator, self.xp)
-        indptr, indices, data = A.to_csr()
+        comm = operator.getComm().tompi4py()
+        if comm.Get_size() > 1:
+            if self.given_levels is not None:
+                raise AMGError("levels given by the application (set_levels) are one rank's: on several ranks "
+                               "gpuamg aggregates")
+            indptr, indices, data = operator.getValuesCSR()  # the rank's rows, global columns
+            n = operator.getSize()[0]
+        else:
+            A = local_block(operator, self.xp)
+            indptr, indices, data = A.to_csr()
+            n = A.shape[0]
         self.refreshed = self.amg is not None and self.amg.xp is self.xp and self.amg.has_pattern(indptr, indices)
         if self.refreshed:  # new values on the same pattern: the aggregates and prolongations stay
             self.amg.refresh(data)
+        elif comm.Get_size() > 1:
+            self.amg = DistributedAggregationAMG(
+                indptr, indices, data, operator.getOwnershipRanges(), comm, self.xp, threshold=self.threshold,
+                aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed, degree=self.degree,
+                max_levels=self.max_levels, coarse_size=self.coarse_size, value_dtype=VALUE_DTYPES[self.value_type],
+                cycle=self.cycle, smoother=self.smoother, halo_transport=self.halo_transport)
         elif self.given_levels is not None:
-            self.amg = GeometricMultigrid(indptr, indices, data, A.shape[0], self.xp, *self.given_levels,
+            self.amg = GeometricMultigrid(indptr, indices, data, n, self.xp, *self.given_levels,
                                           degree=self.degree, value_dtype=VALUE_DTYPES[self.value_type],
                                           cycle=self.cycle, smoother=self.smoother)
         else:
-            self.amg = AggregationAMG(indptr, indices, data, A.shape[0], self.xp, threshold=self.threshold,
+            self.amg = AggregationAMG(indptr, indices, data, n, self.xp, threshold=self.threshold,
                                       aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed,
                                       degree=self.degree, max_levels=self.max_levels,
                                       coarse_size=self.coarse_size, value_dtype=VALUE_DTYPES[self.value_type],
                                       cycle=self.cycle, smoother=self.smoother)
-        if self.xp is not numpy:  # graphs of the cycle hold its arrays and scalars: new ones for a new set-up
+        if self.xp is not numpy and comm.Get_size() == 1:  # graphs of the cycle hold its arrays and scalars
             from gpu_mats.kernels.cuda_graphs import GraphCache  # CuPy's: imported where there is a GPU
             self.graphs = GraphCache()
 
@@ -121,23 +140,25 @@ class AggregationMultigridPC(PythonPC):
 
     def graph_key(self):
         """What a CUDA graph of apply_arrays reads (the cycle launches kernels
-        on the current stream only, with no temporary arrays): None on the host."""
-        return None if self.xp is numpy else (self.amg, self.amg.generation)
+        on the current stream only, with no temporary arrays): None on the
+        host, and in parallel, where halos may pass through host memory."""
+        return None if self.xp is numpy or self.amg.comm is not None else (self.amg, self.amg.generation)
 
     def describe(self, pc):
         if self.amg is None:
             return []
-        comm = pc.getComm().tompi4py()
-        operator, grid = self.amg.complexities()
+        operator, grid = self.amg.complexities()  # of the whole hierarchy, over all ranks in parallel
         origin = "given by the application (geometric)" if self.given_levels is not None else "aggregated"
-        lines = [f"  {len(self.amg.levels)} levels, {origin}, on rank 0; operator complexity {operator:.3f}, "
-                 f"grid complexity {grid:.3f} (largest over ranks: {comm.allreduce(operator, op=MPI.MAX):.3f}, "
-                 f"{comm.allreduce(grid, op=MPI.MAX):.3f})",
-                 "  level      rows       nonzeros      MiB"]
-        for k, level in enumerate(self.amg.levels):
-            held = [level.A.nbytes] + [t.nbytes for t in (level.P, level.R, level.inverse) if t is not None]
-            mib = sum(held) / 2**20
-            lines.append(f"  {k:5d} {level.A.shape[0]:9d} {level.A.nnz:14d} {mib:8.2f}")
+        spread = ("" if self.amg.comm is None else
+                  f", split over {self.amg.comm.Get_size()} ranks (aggregates inside a rank; the coarsest level "
+                  "gathered on every rank)")
+        lines = [f"  {len(self.amg.levels)} levels, {origin}{spread}; operator complexity {operator:.3f}, "
+                 f"grid complexity {grid:.3f}",
+                 "  level      rows       nonzeros   MiB on rank 0"]
+        for k, ((rows, nnz), level) in enumerate(zip(self.amg.sizes(), self.amg.levels)):
+            held = [t.nbytes for t in (level.A, level.P, level.R, level.inverse, level.A_halo, level.P_halo,
+                                       level.R_halo, level.whole) if t is not None]
+            lines.append(f"  {k:5d} {rows:9d} {nnz:14d} {sum(held) / 2**20:8.2f}")
         phases = ", ".join(f"{name} {seconds:.4f}" for name, seconds in self.amg.phases.items())
         kind = "values refreshed on the same pattern" if self.refreshed else "new hierarchy"
         return lines + [self.setup_line(pc), f"  last set-up ({kind}) on rank 0, seconds: {phases}"]

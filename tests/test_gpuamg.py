@@ -160,18 +160,21 @@ def test_view_shows_levels_and_complexities_and_help_lists_the_options(capfd):
 
 
 @pytest.mark.mpi
-def test_cg_with_gpuamg_converges_on_every_rank_count():
-    """In parallel each rank cycles on its own block: CG still converges, in a
-    few more iterations than on one rank."""
-    A = poisson_2d(40)
+@pytest.mark.parametrize("name", ["2D Poisson 48^2", "3D Poisson 20^3"])
+def test_on_several_ranks_cg_needs_at_most_1_3_times_the_serial_iterations(name):
+    """The distributed hierarchy (aggregates inside a rank, prolongations and
+    Galerkin products across ranks, the coarsest level gathered) keeps the
+    serial hierarchy's iterations; rank-local hierarchies needed 3 to 4 times."""
+    A = PROBLEMS[name]()
     b = numpy.ones(A.shape[0])
     counts = []
     for comm in (PETSc.COMM_SELF, PETSc.COMM_WORLD):
-        ksp, x = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg", "ksp_norm_type": "unpreconditioned"}, comm=comm,
+        ksp, x = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg",
+                                                          "ksp_norm_type": "unpreconditioned"}, comm=comm,
                               rhs=b, mat_type="aij")
         assert ksp.getConvergedReason() > 0
         counts.append(ksp.getIterationNumber())
-    assert counts[1] <= 3 * counts[0] + 10
+    assert counts[1] <= 1.3 * counts[0], counts
 
 
 @pytest.mark.parametrize("where", ["box", "mesh"])
