@@ -198,7 +198,7 @@ class Level:
         # the vector gathered from every rank (row_blocks.WholeVector) that its rows of the inverse multiply
         self.A_halo = self.P_halo = self.R_halo = self.whole = None
         n = A.shape[0] if rows is None else rows
-        self.b, self.x, self.r, self.d = (xp.empty(n) for _ in range(4))
+        self.b, self.x, self.r, self.d, self.d_next = (xp.empty(n) for _ in range(5))
 
 
 class Multigrid:
@@ -215,7 +215,7 @@ class Multigrid:
         self.xp, self.degree, self.cycle, self.smoother = xp, degree, cycle, smoother
         self.comm = comm  # mpi4py, where the levels are split over ranks (DistributedAggregationAMG)
         self._slice_height, self._value_dtype = slice_height, value_dtype
-        self._kernels = family("krylov", xp)
+        self._kernels, self._sell_kernels = family("krylov", xp), family("sell", xp)
         self.phases = dict.fromkeys(PHASES, 0.0)
         self.generation = 0  # counts refreshes: a CUDA graph of the cycle holds its arrays and scalars
         self.levels = []
@@ -366,19 +366,29 @@ class Multigrid:
         kernels.kcycle_combine(level.x, level.s, level.c1, level.c2)
 
     def _smooth(self, level, b, x, zero=False):
-        """The level's smoothing steps on A x = b from x (x = 0 with ``zero``): per
-        step an SpMV and one fused update (the krylov family's chebyshev_step)."""
-        r, d = level.r, level.d
+        """The level's smoothing steps on A x = b from x (x = 0 with ``zero``).
+        The first step is an update (the krylov family's chebyshev_step);
+        each later one, on one rank, a single kernel: r -= A d with the update
+        fused in (the sell family's chebyshev_step, alternating d between two
+        arrays); in parallel an SpMV with its halo, then the update."""
+        r = level.r
         if zero:
             x[...] = 0.0
             r = b
         else:
             self._product(level.A, level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)
+        d, d_next = level.d, level.d_next
         for step, (a, c) in enumerate(level.steps):
-            if step:  # r -= A d
-                self._product(level.A, level.A_halo, d, level.r, alpha=-1.0, beta=1.0, z=b if zero and step == 1 else None)
-                r = level.r
-            self._kernels.chebyshev_step(x, d, r, level.scaling, a, c)
+            if step == 0:  # a = 0: d is written, not read
+                self._kernels.chebyshev_step(x, d, r, level.scaling, a, c)
+                continue
+            z = b if zero and step == 1 else level.r
+            if level.A_halo is None:
+                self._sell_kernels.chebyshev_step(level.A, d, d_next, level.r, z, level.scaling, x, a, c)
+                d, d_next = d_next, d
+            else:
+                self._product(level.A, level.A_halo, d, level.r, alpha=-1.0, beta=1.0, z=z)
+                self._kernels.chebyshev_step(x, d, level.r, level.scaling, a, c)
 
     # --- what the hierarchy costs -----------------------------------------------------
 

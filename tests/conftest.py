@@ -51,11 +51,12 @@ def pytest_collection_modifyitems(config, items):
 
 
 @st.composite
-def csr_matrices(draw, max_rows=90, max_cols=90):
+def csr_matrices(draw, max_rows=90, max_cols=90, square=False):
     """Random sparse matrices with the shapes SELL must handle: empty rows,
-    single rows, one very long row, rectangular, sizes around multiples of C."""
+    single rows, one very long row, rectangular (unless ``square``), sizes
+    around multiples of C."""
     nrows = draw(st.integers(0, max_rows))
-    ncols = draw(st.integers(1, max_cols)) if nrows else draw(st.integers(0, max_cols))
+    ncols = nrows if square else draw(st.integers(1, max_cols)) if nrows else draw(st.integers(0, max_cols))
     seed = draw(st.integers(0, 2**32 - 1))
     density = draw(st.sampled_from([0.0, 0.02, 0.1, 0.4]))
     rng = numpy.random.default_rng(seed)

@@ -51,6 +51,36 @@ def test_cuda_kernels_match_numpy(matrix, layout, seed, nvec):
     numpy.testing.assert_array_equal(diagonal(device).get(), diagonal(host))
 
 
+@settings(max_examples=60, deadline=None)
+@given(matrix=csr_matrices(max_rows=300, max_cols=300, square=True), layout=layouts, seed=st.integers(0, 2**32 - 1))
+def test_cuda_fused_smoothing_step_matches_numpy_and_the_unfused_step(matrix, layout, seed):
+    """The sell family's chebyshev_step (r = z - A d, d_next = a d + c s r,
+    x += d_next in one kernel) against its NumPy twin, and the twin against
+    an SpMV followed by the krylov family's update."""
+    import cupy
+
+    from gpu_mats.kernels.krylov import host as krylov_host
+    from gpu_mats.kernels.sell import cuda, host as sell_host
+
+    A_host, A_device = both(matrix, *layout)
+    n = matrix.shape[0]
+    d, z, scaling, x = numpy.random.default_rng(seed).standard_normal((4, n))
+    for in_place in (False, True):  # z a vector of its own, or z = r
+        outputs = {}
+        for kernels, xp, A in ((sell_host, numpy, A_host), (cuda, cupy, A_device)):
+            r = xp.asarray(z.copy()) if in_place else xp.full(n, xp.nan)
+            d_next, x_out = xp.full(n, xp.nan), xp.asarray(x.copy())
+            kernels.chebyshev_step(A, xp.asarray(d), d_next, r, r if in_place else xp.asarray(z), xp.asarray(scaling),
+                                   x_out, 0.7, 1.3)
+            outputs[xp] = [v if xp is numpy else v.get() for v in (r, d_next, x_out)]
+        for got, expected in zip(outputs[cupy], outputs[numpy]):
+            numpy.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    r, unfused_d, unfused_x = spmv(A_host, d, numpy.empty(n), alpha=-1.0, beta=1.0, z=z), d.copy(), x.copy()
+    krylov_host.chebyshev_step(unfused_x, unfused_d, r, scaling, 0.7, 1.3)
+    numpy.testing.assert_allclose(outputs[numpy][1], unfused_d, rtol=1e-12, atol=1e-12)
+    numpy.testing.assert_allclose(outputs[numpy][2], unfused_x, rtol=1e-12, atol=1e-12)
+
+
 def test_empty_slices_added_onto_themselves_are_left_alone():
     import cupy
     import scipy.sparse

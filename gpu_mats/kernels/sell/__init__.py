@@ -7,6 +7,12 @@ def spmv(A, x, y, z, alpha, beta):
     sharing one pass over A. Arguments are checked by the caller (gpu_mats.ops)."""
 
 
+def chebyshev_step(A, d, d_next, r, z, scaling, x, a, c):
+    """One smoothing step fused into the product: r = z - A d, then
+    d_next = a d + c scaling r and x += d_next, row by row (z may be r; d_next
+    must not be d, which other rows read)."""
+
+
 def diagonal(A, d):
     """d = the main diagonal of A, one entry per row (0 past min(rows, cols))."""
 

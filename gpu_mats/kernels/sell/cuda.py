@@ -35,7 +35,8 @@ def _spmv_name(value_type, nvec, rows):
 def _module(value_type, rows):
     """The kernels of one value type and row grouping, compiled on first use."""
     source = pathlib.Path(__file__).with_name("sell.cu").read_text()
-    names = [_spmv_name(value_type, n, rows) for n in range(1, MAX_VECTORS + 1)] + [f"sell_diagonal<{value_type}>"]
+    names = [_spmv_name(value_type, n, rows) for n in range(1, MAX_VECTORS + 1)] + [
+        f"sell_diagonal<{value_type}>", f"sell_chebyshev<{value_type},{rows}>"]
     return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
 
 
@@ -115,6 +116,7 @@ class _Launch:
         module = _module(value_type, rows)
         self.spmv = [module.get_function(_spmv_name(value_type, n, rows)) for n in range(1, MAX_VECTORS + 1)]
         self.diagonal = module.get_function(f"sell_diagonal<{value_type}>")
+        self.chebyshev = module.get_function(f"sell_chebyshev<{value_type},{rows}>")
         block = tuning["block"]
         self.block = (block,)
         self.grid = (-(-A.shape[0] // (rows * block)),)
@@ -150,6 +152,15 @@ def spmv(A, x, y, z, alpha, beta):
     for j in range(0, x.shape[0], MAX_VECTORS):
         nvec = min(MAX_VECTORS, x.shape[0] - j)
         launch.spmv[nvec - 1](launch.grid, launch.block, launch.args + (x[j], ldx, y[j], z[j], ldy) + scalars)
+
+
+def chebyshev_step(A, d, d_next, r, z, scaling, x, a, c):
+    """r = z - A d; d_next = a d + c scaling r; x += d_next (sell.cu's sell_chebyshev)."""
+    if A.shape[0] == 0:
+        return
+    launch = _launch(A)
+    launch.chebyshev(launch.grid, launch.block, launch.args + (d, d_next, r, z, scaling, x, numpy.float64(a),
+                                                               numpy.float64(c)))
 
 
 def diagonal(A, d):

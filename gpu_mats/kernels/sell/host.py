@@ -27,6 +27,14 @@ def spmv(A, x, y, z, alpha, beta):
     y[rows] = out
 
 
+def chebyshev_step(A, d, d_next, r, z, scaling, x, a, c):
+    """Twin of sell.cu's sell_chebyshev."""
+    rows = slice(None) if A.row_of is None else A.row_of
+    r[rows] = z[rows] - _row_sums(A, A.vals * d[A.cols])
+    d_next[...] = a * d + c * scaling * r
+    x += d_next
+
+
 def diagonal(A, d):
     nrows = A.shape[0]
     stored_row = A.slot_rows()

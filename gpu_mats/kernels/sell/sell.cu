@@ -78,6 +78,51 @@ __global__ void sell_spmv(const long long* __restrict__ slice_ptr,
     }
 }
 
+// One step of a smoothing iteration fused into the product (gpu_mats.amg's
+// Chebyshev-Jacobi and l1-Jacobi): r = z - A d, then d_next = a d + c
+// scaling r and x += d_next, each row's update right after its sum, so that
+// r, d and x are read and written once per step instead of a second time by
+// a separate update kernel. d_next is not d: other rows read d. z may be r.
+template <typename V, int R>
+__global__ void sell_chebyshev(const long long* __restrict__ slice_ptr,
+                               const int* __restrict__ cols,
+                               const V* __restrict__ vals,
+                               const int* __restrict__ row_of,
+                               int nrows, int C,
+                               const double* __restrict__ d, double* __restrict__ d_next,
+                               double* r, const double* z, const double* __restrict__ scaling,
+                               double* __restrict__ x, double a, double c_)
+{
+    const int p0 = (blockIdx.x * blockDim.x + threadIdx.x) * R;
+    if (p0 >= nrows) return;
+    const int s = p0 / C;
+    const long long end = slice_ptr[s + 1];
+    long long at = slice_ptr[s] + (p0 - s * C);
+    double acc[R];
+#pragma unroll
+    for (int k = 0; k < R; ++k) acc[k] = 0.0;
+#pragma unroll 4
+    for (; at < end; at += C) {
+        alignas(16) int c[R];
+        alignas(16) V v[R];
+        load_rows<int, R>(cols + at, c);
+        load_rows<V, R>(vals + at, v);
+#pragma unroll
+        for (int k = 0; k < R; ++k) acc[k] = fma(static_cast<double>(v[k]), __ldg(d + c[k]), acc[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+        const int p = p0 + k;
+        if (p >= nrows) break;
+        const int row = row_of ? row_of[p] : p;
+        const double residual = z[row] - acc[k];
+        const double step = fma(a, d[row], c_ * scaling[row] * residual);
+        r[row] = residual;
+        d_next[row] = step;
+        x[row] += step;
+    }
+}
+
 // d[r] = A[r, r] for every row r, 0 past the ndiag = min(rows, cols) diagonal
 // entries (padding has value 0, so it adds nothing even where it repeats the
 // diagonal column).
