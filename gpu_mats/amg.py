@@ -17,7 +17,7 @@ dense pseudo-inverse on the coarsest level.
 
 Cycle: a V-cycle with Chebyshev-Jacobi smoothing (Adams, Brezina, Hu and
 Tuminaro, "Parallel multigrid smoothing: polynomial versus Gauss-Seidel",
-JCP 188, 2003) on the interval [0.1, 1.1] x the largest eigenvalue of
+JCP 188, 2003) on the interval [0.2, 1.1] x the largest eigenvalue of
 D^-1 A (Lanczos), or l1-Jacobi smoothing, the same steps before and after
 the coarse correction: the cycle is a symmetric operator, fit for CG. Or a
 K-cycle (``cycle="k"``), whose coarse corrections are two flexible CG steps
@@ -36,8 +36,13 @@ from .kernels import family
 from .ops import diagonal, spmv
 from .sell import SellMatrix, entry_rows
 
-CHEBYSHEV_FRACTION, CHEBYSHEV_SAFETY = 0.1, 1.1  # the lower end 0.1 did best of 0.1, 0.2, 0.3 (BENCHMARKS.md)
+# The Chebyshev interval's lower end: with degree 3, 0.1 did best of 0.1, 0.2, 0.3 (BENCHMARKS.md); with the
+# default degree 2, 0.2 saved an iteration at 96^3 and on the 27-point test problem, and cost none with degree 3.
+CHEBYSHEV_FRACTION, CHEBYSHEV_SAFETY = 0.2, 1.1
 LANCZOS_STEPS = 10
+# Smoothing steps before and after the coarse correction: 2 solved 256^3 to rtol 1e-8 in 11 CG iterations and
+# 67.8 ms where 3 took 10 and 82.9 ms on the H200, and was faster at 64^3, 128^3 and on the sphere (BENCHMARKS.md).
+DEGREE = 2
 # Strength threshold: 0.02 keeps the distance-2 sets of the Galerkin levels (long stencils of weak
 # entries) from coarsening 70-fold, which grew the iterations with the levels (BENCHMARKS.md).
 THRESHOLD = 0.02
@@ -207,7 +212,7 @@ class Multigrid:
     level by level (GeometricMultigrid) share: the levels' SELL copies, the
     smoothing, the coarsest solve, the V- or K-cycle and what they cost."""
 
-    def __init__(self, xp, degree=3, slice_height=32, value_dtype=numpy.float64, cycle="v", smoother="chebyshev",
+    def __init__(self, xp, degree=DEGREE, slice_height=32, value_dtype=numpy.float64, cycle="v", smoother="chebyshev",
                  comm=None):
         for name, value, choices in (("cycle", cycle, CYCLES), ("smoother", smoother, SMOOTHERS)):
             if value not in choices:
@@ -409,7 +414,7 @@ class AggregationAMG(Multigrid):
     ``n`` rows in ``xp``'s memory, and its cycle."""
 
     def __init__(self, indptr, indices, data, n, xp, threshold=THRESHOLD, aggregation="mis2", passes=2, smoothed=True,
-                 degree=3, max_levels=25, coarse_size=1000, slice_height=32, value_dtype=numpy.float64, cycle="v",
+                 degree=DEGREE, max_levels=25, coarse_size=1000, slice_height=32, value_dtype=numpy.float64, cycle="v",
                  smoother="chebyshev"):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {aggregation!r}")
@@ -498,7 +503,7 @@ class GeometricMultigrid(Multigrid):
     ``prolongations`` (scipy CSR, level k+1 to level k) between them, as a
     box's geometric multigrid gives them (plugin.flow.pressure_multigrid)."""
 
-    def __init__(self, indptr, indices, data, n, xp, coarse_operators, prolongations, degree=3, slice_height=32,
+    def __init__(self, indptr, indices, data, n, xp, coarse_operators, prolongations, degree=DEGREE, slice_height=32,
                  value_dtype=numpy.float64, cycle="v", smoother="chebyshev"):
         if len(coarse_operators) != len(prolongations) or not prolongations:
             raise ValueError(f"a geometric hierarchy needs one prolongation per coarse operator and at least one: "

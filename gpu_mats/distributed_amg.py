@@ -21,7 +21,7 @@ leaves it (3 to 4 times the serial CG iterations on 2 and 3 ranks).
 
 import numpy
 
-from .amg import (DENSE_LIMIT, PHASES, SYMMETRY_TOLERANCE, THRESHOLD, AggregationAMG, AMGError, Level, Multigrid,
+from .amg import (DEGREE, DENSE_LIMIT, PHASES, SYMMETRY_TOLERANCE, THRESHOLD, AggregationAMG, AMGError, Level, Multigrid,
                   Restriction)
 from .backend import sparse_module, to_host
 from .halo import split_rows
@@ -36,7 +36,7 @@ class DistributedAggregationAMG(AggregationAMG):
     other options are AggregationAMG's."""
 
     def __init__(self, indptr, indices, data, starts, comm, xp, threshold=THRESHOLD, aggregation="mis2", passes=2,
-                 smoothed=True, degree=3, max_levels=25, coarse_size=1000, slice_height=32,
+                 smoothed=True, degree=DEGREE, max_levels=25, coarse_size=1000, slice_height=32,
                  value_dtype=numpy.float64, cycle="v", smoother="chebyshev", halo_transport="auto"):
         if cycle != "v":
             raise ValueError("gpuamg's K-cycle runs on one rank only (its inner products are not summed over "

@@ -16,7 +16,7 @@ Galerkin products across ranks, the coarsest level gathered on every rank.
 import numpy
 
 from gpu_mats import VALUE_DTYPES
-from gpu_mats.amg import AGGREGATIONS, CYCLES, SMOOTHERS, THRESHOLD, AggregationAMG, AMGError, GeometricMultigrid
+from gpu_mats.amg import AGGREGATIONS, CYCLES, DEGREE, SMOOTHERS, THRESHOLD, AggregationAMG, AMGError, GeometricMultigrid
 from gpu_mats.distributed_amg import DistributedAggregationAMG
 from gpu_mats.exchange import TRANSPORTS
 
@@ -44,9 +44,9 @@ class AggregationMultigridPC(PythonPC):
         Option("pc_gpuamg_cycle", "cycle", "v", "v: V-cycle, symmetric and linear (cg, cacg); k: K-cycle, two "
                "flexible CG steps per coarse correction (nonlinear: fcg, fgmres)", choices=CYCLES,
                view="{}-cycle"),
-        Option("pc_gpuamg_smoother", "smoother", "chebyshev", "chebyshev: Chebyshev-Jacobi on [0.1, 1.1] x the "
+        Option("pc_gpuamg_smoother", "smoother", "chebyshev", "chebyshev: Chebyshev-Jacobi on [0.2, 1.1] x the "
                "largest eigenvalue of D^-1 A; l1jacobi: l1-Jacobi", choices=SMOOTHERS, view="{} smoothing"),
-        Option("pc_gpuamg_degree", "degree", 3, "smoothing steps before and after the coarse correction", low=1,
+        Option("pc_gpuamg_degree", "degree", DEGREE, "smoothing steps before and after the coarse correction", low=1,
                high=16, view="{} steps"),
         Option("pc_gpuamg_max_levels", "max_levels", 25, "most levels", low=1, high=50, view="at most {} levels"),
         Option("pc_gpuamg_value_type", "value_type", "float64", "precision of the hierarchy's stored values "
