@@ -51,9 +51,7 @@ METHODS = {
                                                              "pc_gpuamg_aggregation": "pairwise"}),
     "fcg + gpuamg k-cycle": ("gpusell", {"ksp_type": "fcg", "pc_type": "gpuamg", "pc_gpuamg_cycle": "k"}),
     "gpuamg l1jacobi": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_smoother": "l1jacobi"}),
-    "gpuamg degree 2": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_degree": 2}),
-    "gpuamg f32 degree 2": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_value_type": "float32",
-                                        "pc_gpuamg_degree": 2}),
+    "gpuamg degree 3": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_degree": 3}),
 }
 
 
