@@ -233,10 +233,10 @@ class FlowSolver:
         the project's and GPU matrices. On a mesh gpuamg takes 43.4 ms per step of
         2M tetrahedra (cacg + ainv 189.5, gamg 4285); on a box it runs the 2D
         cavity at 128^2 at 2.69 ms per step (the box's mg 6.43) and sets up in
-        0.14 s at 256^3, where the box's geometric levels take 24-29 s of host
+        0.14 s at 256^3, where the box's geometric levels take 11-24 s of host
         set-up but then run faster per step: under gpuamg's cycle
-        (-flow_pressure_levels geometric) 60.2 ms, under PCMG (-pressure_pc_type
-        mg) 73.4, against the aggregation's 101.8 in one run."""
+        (-flow_pressure_levels geometric) 53.2 ms, against the aggregation's
+        79.0 in one run (PCMG, -pressure_pc_type mg, 73.4 in an earlier one)."""
         return "gamg" if self._petsc_defaults() else "gpuamg"
 
     def _petsc_defaults(self):
