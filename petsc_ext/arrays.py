@@ -10,6 +10,7 @@ import contextlib
 import ctypes
 
 import numpy
+from mpi4py import MPI
 from petsc4py import PETSc
 
 from . import libpetsc as lp
@@ -103,19 +104,30 @@ def vec_over(array, comm, size=None):
 
 
 class ArrayVecs:
-    """PETSc Vecs over arrays, one per array, made on first use.
+    """PETSc Vecs over arrays, one per (address, length), made on first use.
 
-    The first use of an array is collective over ``comm`` (the global size is
-    summed), so ranks must ask for their arrays in the same order.
+    Making a Vec is collective over ``comm`` (the global size is summed), so
+    ranks must ask for their arrays in the same order; and on several ranks
+    they agree at each call whether every one of them has its Vec already:
+    one rank may find an address it used before where another finds a new
+    one (an array of the same length allocated where an old one was), and a
+    Vec made on one rank alone would pair with another call's on the others
+    (the channel and cylinder demos failed so on 2 ranks).
     """
 
     def __init__(self, comm):
         self.comm, self._vecs = comm, {}
+        self._mpi = comm.tompi4py() if comm.getSize() > 1 else None
 
     def __call__(self, array):
         key = (array.data.ptr if not isinstance(array, numpy.ndarray) else array.ctypes.data, array.size)
         vec = self._vecs.get(key)
+        if self._mpi is not None and not self._mpi.allreduce(vec is not None, op=MPI.LAND):
+            vec = None  # some rank makes a new Vec: all do, together
         if vec is None:
+            old = self._vecs.pop(key, None)
+            if old is not None:
+                old.destroy()
             vec = self._vecs[key] = vec_over(array, self.comm)
         return vec
 

@@ -313,8 +313,9 @@ class FlowSolver:
             self._momentum_dt = dt
         return dt
 
-    def run(self, state):
-        """Step until t_end, max_steps or a steady state; returns the last state."""
+    def run(self, state, observe=None):
+        """Step until t_end, max_steps or a steady state; returns the last state.
+        ``observe(state)``, where given, sees each new state (forces, probes)."""
         start, steps0 = time.perf_counter(), state.step
         rate = self.stepper.convective_rate(state)
         report = _Progress(self, state)
@@ -333,6 +334,8 @@ class FlowSolver:
             self.pressure_iterations += self.stepper.pressure_iterations
             if self.monitor:
                 self._monitor(state, cfl)
+            if observe is not None:
+                observe(state)
             report(state)
             if self.checkpoint_every and state.step % self.checkpoint_every == 0:
                 self.save(state)

@@ -1,0 +1,105 @@
+"""Meshes of the DFG "flow around a cylinder" channels (Schäfer and Turek,
+"Benchmark computations of laminar flow around a cylinder", Notes on
+Numerical Fluid Mechanics 52, 1996), made with gmsh's Python API.
+
+2D: the channel (0, 2.2) x (0, 0.41) less the disk of diameter 0.1 centred
+at (0.2, 0.2), in triangles. 3D: the channel (0, 2.5) x (0, 0.41) x (0,
+0.41) less the cylinder of diameter 0.1 whose axis runs along z through
+(0.5, 0.2), in tetrahedra. Groups: "inlet" (x = 0), "outlet" (the far
+end), "wall" (the channel's sides) and "cylinder". Level K has cells of
+about H / 2^K away from the cylinder (H = 0.04 in 2D, 0.08 in 3D) and a
+quarter of that on it, growing linearly over 0.15 from its surface; with
+``order`` 2 the cells are quadratic, their edges on the cylinder on the
+circle.
+
+    python demos/cylinder_mesh.py --dim 2 --level 2 --out cylinder-2.msh
+"""
+
+import argparse
+
+import gmsh
+
+LENGTH = {2: 2.2, 3: 2.5}
+HEIGHT, DIAMETER = 0.41, 0.1
+CENTRE = {2: (0.2, 0.2), 3: (0.5, 0.2)}
+SIZE = {2: 0.04, 3: 0.08}
+REFINEMENT, REACH = 4.0, 0.15  # on the cylinder the cells are SIZE / 2^K / REFINEMENT, over REACH from it
+
+
+def make(dim, level, path, order=2):
+    """Write the channel of ``dim`` at refinement ``level`` to ``path`` (gmsh .msh 4); return its cell count."""
+    size = SIZE[dim] / 2**level
+    gmsh.initialize()
+    try:
+        gmsh.option.setNumber("General.Terminal", 0)
+        gmsh.model.add(f"cylinder{dim}d")
+        occ = gmsh.model.occ
+        (cx, cy), length = CENTRE[dim], LENGTH[dim]
+        if dim == 2:
+            channel = occ.addRectangle(0, 0, 0, length, HEIGHT)
+            body = occ.addDisk(cx, cy, 0, DIAMETER / 2, DIAMETER / 2)
+        else:
+            channel = occ.addBox(0, 0, 0, length, HEIGHT, HEIGHT)
+            body = occ.addCylinder(cx, cy, 0, 0, 0, HEIGHT, DIAMETER / 2)
+        occ.cut([(dim, channel)], [(dim, body)])
+        occ.synchronize()
+        groups = _groups(dim, length)
+        _size_field(dim, groups["cylinder"], size)
+        gmsh.model.mesh.generate(dim)
+        gmsh.model.mesh.setOrder(order)
+        gmsh.write(path)
+        _, tags, _ = gmsh.model.mesh.getElements(dim)
+        return sum(len(t) for t in tags)
+    finally:
+        gmsh.finalize()
+
+
+def _groups(dim, length):
+    """Physical groups: "fluid", and the boundary entities by where their centres lie."""
+    domain = gmsh.model.getEntities(dim)
+    gmsh.model.addPhysicalGroup(dim, [tag for _, tag in domain], name="fluid")
+    groups = {"inlet": [], "outlet": [], "wall": [], "cylinder": []}
+    for _, tag in gmsh.model.getBoundary(domain, combined=True, oriented=False):
+        x, y, z = gmsh.model.occ.getCenterOfMass(dim - 1, tag)
+        if abs(x) < 1e-9:
+            groups["inlet"].append(tag)
+        elif abs(x - length) < 1e-9:
+            groups["outlet"].append(tag)
+        elif min(abs(y), abs(y - HEIGHT)) < 1e-9 or (dim == 3 and min(abs(z), abs(z - HEIGHT)) < 1e-9):
+            groups["wall"].append(tag)
+        else:
+            groups["cylinder"].append(tag)
+    for name, tags in groups.items():
+        gmsh.model.addPhysicalGroup(dim - 1, tags, name=name)
+    return groups
+
+
+def _size_field(dim, cylinder, size):
+    """Cells of size / REFINEMENT on the cylinder, growing to ``size`` at REACH from it."""
+    distance = gmsh.model.mesh.field.add("Distance")
+    gmsh.model.mesh.field.setNumbers(distance, "CurvesList" if dim == 2 else "SurfacesList", cylinder)
+    gmsh.model.mesh.field.setNumber(distance, "Sampling", 200)
+    threshold = gmsh.model.mesh.field.add("Threshold")
+    gmsh.model.mesh.field.setNumber(threshold, "InField", distance)
+    gmsh.model.mesh.field.setNumber(threshold, "SizeMin", size / REFINEMENT)
+    gmsh.model.mesh.field.setNumber(threshold, "SizeMax", size)
+    gmsh.model.mesh.field.setNumber(threshold, "DistMin", 0.0)
+    gmsh.model.mesh.field.setNumber(threshold, "DistMax", REACH)
+    gmsh.model.mesh.field.setAsBackgroundMesh(threshold)
+    for option in ("Mesh.MeshSizeFromPoints", "Mesh.MeshSizeFromCurvature", "Mesh.MeshSizeExtendFromBoundary"):
+        gmsh.option.setNumber(option, 0)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dim", type=int, choices=(2, 3), default=2)
+    parser.add_argument("--level", type=int, default=0, help="refinement level K: cells of SIZE / 2^K")
+    parser.add_argument("--order", type=int, choices=(1, 2), default=2, help="geometry order of the cells")
+    parser.add_argument("--out", required=True, help="the .msh file to write")
+    args = parser.parse_args()
+    cells = make(args.dim, args.level, args.out, args.order)
+    print(f"cylinder_mesh: {args.out}: {cells} cells ({args.dim}D, level {args.level}, order {args.order})")
+
+
+if __name__ == "__main__":
+    main()
