@@ -266,31 +266,42 @@ def _print(summary):
 
 
 def _write(directory, summary, rows, mesh, u, p):
+    written = [os.path.join(directory, "forces.csv"), os.path.join(directory, "summary.json"),
+               os.path.join(directory, "forces.png")]
+    numpy.savetxt(written[0], rows, delimiter=",", header="t,c_D,c_L,delta_p", comments="", fmt="%.10g")
+    with open(written[1], "w") as stream:
+        json.dump(summary, stream, indent=1)
+    plot_forces(written[2], summary, rows)
+    written.append(output.write_mesh_xdmf(os.path.join(directory, f"cylinder-{summary['case']}.xdmf"), mesh, u, p))
+    print("cylinder: wrote " + ", ".join(os.path.abspath(w) for w in written))
+
+
+def plot_forces(path, summary, rows):
+    """c_D and c_L against time (rows of forces.csv), with the case's reference values."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    written = [os.path.join(directory, "forces.csv"), os.path.join(directory, "summary.json")]
-    numpy.savetxt(written[0], rows, delimiter=",", header="t,c_D,c_L,delta_p", comments="", fmt="%.10g")
-    with open(written[1], "w") as stream:
-        json.dump(summary, stream, indent=1)
     figure, axes = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
     reference = summary["reference"]
+    late = rows[:, 0] >= 0.1 * rows[-1, 0]  # the axes leave out the start from rest (c_D near 2000 at t = 0)
     for ax, column, label in ((axes[0], 1, "c_D"), (axes[1], 2, "c_L")):
         ax.plot(rows[:, 0], rows[:, column], "-", label=f"{summary['cells']} cells")
+        shown = list(rows[late, column])
         for key in (label, f"{label}_max"):
             if key in reference:
                 ax.axhline(reference[key], color="k", linestyle="--", linewidth=0.8, label=f"reference {key}")
+                shown.append(reference[key])
+        low, high = min(shown), max(shown)
+        ax.set_ylim(low - 0.1 * (high - low) - 1e-3, high + 0.1 * (high - low) + 1e-3)
         ax.set_ylabel(label)
         ax.legend(loc="best", fontsize=8)
     axes[1].set_xlabel("t")
     axes[0].set_title(f"DFG cylinder {summary['case']}")
     figure.tight_layout()
-    written.append(os.path.join(directory, "forces.png"))
-    figure.savefig(written[-1], dpi=120)
-    written.append(output.write_mesh_xdmf(os.path.join(directory, f"cylinder-{summary['case']}.xdmf"), mesh, u, p))
-    print("cylinder: wrote " + ", ".join(os.path.abspath(w) for w in written))
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
 
 
 if __name__ == "__main__":
