@@ -26,6 +26,31 @@ __device__ __forceinline__ void load_rows(const T* __restrict__ p, T (&out)[R])
     }
 }
 
+// acc[r][j] = the sum over the entries of stored row p0 + r (slots at, at +
+// C, ... below end) of value times X[j] at its column, for the NV vectors j.
+template <typename V, int NV, int R>
+__device__ __forceinline__ void row_sums(const int* __restrict__ cols, const V* __restrict__ vals, long long at,
+                                         long long end, int C, const double* __restrict__ x, long long ldx,
+                                         double (&acc)[R][NV])
+{
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int j = 0; j < NV; ++j) acc[r][j] = 0.0;
+#pragma unroll 4
+    for (; at < end; at += C) {
+        alignas(16) int c[R];
+        alignas(16) V v[R];
+        load_rows<int, R>(cols + at, c);
+        load_rows<V, R>(vals + at, v);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int j = 0; j < NV; ++j)
+                acc[r][j] = fma(static_cast<double>(v[r]), __ldg(x + j * ldx + c[r]), acc[r][j]);
+    }
+}
+
 // Y[j] = alpha * A X[j] + beta * Z[j] for the NV vectors j; vector j starts
 // at j*ldx in X and j*ldy in Y and Z. beta == 0 never reads Z; Z may be Y.
 template <typename V, int NV, int R>
@@ -48,22 +73,7 @@ __global__ void sell_spmv(const long long* __restrict__ slice_ptr,
     if (at >= end && beta == 1.0 && z == y) return;
 
     double acc[R][NV];
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int j = 0; j < NV; ++j) acc[r][j] = 0.0;
-#pragma unroll 4
-    for (; at < end; at += C) {
-        alignas(16) int c[R];
-        alignas(16) V v[R];
-        load_rows<int, R>(cols + at, c);
-        load_rows<V, R>(vals + at, v);
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-#pragma unroll
-            for (int j = 0; j < NV; ++j)
-                acc[r][j] = fma(static_cast<double>(v[r]), __ldg(x + j * ldx + c[r]), acc[r][j]);
-    }
+    row_sums<V, NV, R>(cols, vals, at, end, C, x, ldx, acc);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         const int p = p0 + r;
@@ -98,24 +108,14 @@ __global__ void sell_chebyshev(const long long* __restrict__ slice_ptr,
     const int s = p0 / C;
     const long long end = slice_ptr[s + 1];
     long long at = slice_ptr[s] + (p0 - s * C);
-    double acc[R];
-#pragma unroll
-    for (int k = 0; k < R; ++k) acc[k] = 0.0;
-#pragma unroll 4
-    for (; at < end; at += C) {
-        alignas(16) int c[R];
-        alignas(16) V v[R];
-        load_rows<int, R>(cols + at, c);
-        load_rows<V, R>(vals + at, v);
-#pragma unroll
-        for (int k = 0; k < R; ++k) acc[k] = fma(static_cast<double>(v[k]), __ldg(d + c[k]), acc[k]);
-    }
+    double acc[R][1];
+    row_sums<V, 1, R>(cols, vals, at, end, C, d, 0, acc);
 #pragma unroll
     for (int k = 0; k < R; ++k) {
         const int p = p0 + k;
         if (p >= nrows) break;
         const int row = row_of ? row_of[p] : p;
-        const double residual = z[row] - acc[k];
+        const double residual = z[row] - acc[k][0];
         const double step = fma(a, d[row], c_ * scaling[row] * residual);
         r[row] = residual;
         d_next[row] = step;
