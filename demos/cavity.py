@@ -46,7 +46,7 @@ from plugin.flow.box import dmda_partition  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
 from plugin.flow.mesh import MeshError  # noqa: E402
 from plugin.flow.partition import PARTITIONERS  # noqa: E402
-from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver  # noqa: E402
+from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver, program_mat_type  # noqa: E402
 
 LID = {2: {"ymax": Wall((1.0, 0.0))}, 3: {"xmax": Wall((0.0, 1.0, 0.0))}}  # the moving side
 LENGTHS = {2: (1.0, 1.0), 3: (1.0, 1.0, 2.0)}
@@ -140,9 +140,7 @@ def run_on_mesh(path, re, directory, partitioner):
     dim = geometry.dim
     lid = {"lid": Wall(tuple(numpy.eye(dim)[0])), "wall": Wall()}
     defaults = with_output(STEADY_2D if dim == 2 else {}, directory, mpi)
-    mat_type = "gpusell" if gpu_available() else "aij"
-    if mat_type == "aij":
-        PETSc.Sys.Print(f"cavity: {CPU_NOTICE}")
+    mat_type = program_mat_type("cavity")
     try:
         with option_defaults("", defaults):
             solver = FlowSolver(geometry, comm, mat_type, 1.0 / re, lid)

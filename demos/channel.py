@@ -43,7 +43,6 @@ petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, ainv, cacg)
-from petsc_ext.device import gpu_available  # noqa: E402
 from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
 from plugin.flow import output  # noqa: E402
 from plugin.flow.boundary import BoundaryError, Inflow, Outflow, Wall  # noqa: E402
@@ -51,7 +50,7 @@ from plugin.flow.box import box_geometry, dmda_partition  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
 from plugin.flow.mesh import MeshError  # noqa: E402
 from plugin.flow.partition import PARTITIONERS  # noqa: E402
-from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver  # noqa: E402
+from plugin.flow.solver import FlowBlowUp, FlowSolver, program_mat_type  # noqa: E402
 
 CELLS = ("triangles", "quads", "mixed", "box")
 CASES = ("poiseuille", "kovasznay")
@@ -107,9 +106,7 @@ def main():
     mpi = comm.tompi4py()
     if directory:
         output.prepare_directory(directory, mpi)
-    mat_type = "gpusell" if gpu_available() else "aij"
-    if mat_type == "aij":
-        PETSc.Sys.Print(f"channel: {CPU_NOTICE}")
+    mat_type = program_mat_type("channel")
     kovasznay = Kovasznay(re)
     nu = 1.0 / re
     results = []

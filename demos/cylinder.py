@@ -39,7 +39,6 @@ petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, gpuamg, ...)
-from petsc_ext.device import gpu_available  # noqa: E402
 from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
 from plugin.flow import output  # noqa: E402
 from plugin.flow.boundary import BoundaryError, Inflow, Outflow, Wall  # noqa: E402
@@ -47,7 +46,7 @@ from plugin.flow.distribution import distribute  # noqa: E402
 from plugin.flow.forces import GroupForce, PointPressure  # noqa: E402
 from plugin.flow.mesh import MeshError  # noqa: E402
 from plugin.flow.partition import PARTITIONERS  # noqa: E402
-from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver  # noqa: E402
+from plugin.flow.solver import FlowBlowUp, FlowSolver, program_mat_type  # noqa: E402
 
 HEIGHT, DIAMETER, NU = 0.41, 0.1, 1e-3
 GROUPS = ("inlet", "outlet", "wall", "cylinder")
@@ -152,9 +151,7 @@ def main():
     mpi = comm.tompi4py()
     if directory:
         output.prepare_directory(directory, mpi)
-    mat_type = "gpusell" if gpu_available() else "aij"
-    if mat_type == "aij":
-        PETSc.Sys.Print(f"cylinder: {CPU_NOTICE}")
+    mat_type = program_mat_type("cylinder")
     with tempfile.TemporaryDirectory() as scratch:
         path = mesh_path or _gmsh_mesh(scratch, case.dim, level, order, mpi)
         try:

@@ -572,9 +572,13 @@ def _check_symmetric(matrix):
     size = float(xp.linalg.norm(matrix.data))
     if size == 0.0:
         return
-    asymmetry = float(xp.linalg.norm((matrix - matrix.T).tocsr().data)) / size
-    if asymmetry > SYMMETRY_TOLERANCE:
-        raise AMGError(f"gpuamg needs a symmetric matrix: ||A - A^T||_F / ||A||_F = {asymmetry:.3g} (at most "
+    refuse_asymmetry(float(xp.linalg.norm((matrix - matrix.T).tocsr().data)) / size)
+
+
+def refuse_asymmetry(measured):
+    """An AMGError where the ``measured`` ||A - A^T||_F / ||A||_F is above SYMMETRY_TOLERANCE."""
+    if measured > SYMMETRY_TOLERANCE:
+        raise AMGError(f"gpuamg needs a symmetric matrix: ||A - A^T||_F / ||A||_F = {measured:.3g} (at most "
                        f"{SYMMETRY_TOLERANCE:g}); use a preconditioner for nonsymmetric matrices (gamg under gmres, "
                        "wbilu, ainv spai)")
 

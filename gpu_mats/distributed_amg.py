@@ -21,8 +21,8 @@ leaves it (3 to 4 times the serial CG iterations on 2 and 3 ranks).
 
 import numpy
 
-from .amg import (DEGREE, DENSE_LIMIT, PHASES, SYMMETRY_TOLERANCE, THRESHOLD, AggregationAMG, AMGError, Level, Multigrid,
-                  Restriction)
+from .amg import (DEGREE, DENSE_LIMIT, PHASES, THRESHOLD, AggregationAMG, AMGError, Level, Multigrid, Restriction,
+                  refuse_asymmetry)
 from .backend import sparse_module, to_host
 from .halo import split_rows
 from .row_blocks import HaloColumns, WholeVector, asymmetry, galerkin, ownership, transpose
@@ -76,11 +76,7 @@ class DistributedAggregationAMG(AggregationAMG):
                 (xp.asarray(data, dtype=xp.float64), xp.asarray(indices), xp.asarray(indptr)),
                 shape=(int(starts[self.comm.Get_rank() + 1] - starts[self.comm.Get_rank()]), int(starts[-1])))
         with self._phase("symmetry"):
-            measured = asymmetry(matrix, starts, self.comm)
-        if measured > SYMMETRY_TOLERANCE:
-            raise AMGError(f"gpuamg needs a symmetric matrix: ||A - A^T||_F / ||A||_F = {measured:.3g} (at most "
-                           f"{SYMMETRY_TOLERANCE:g}); use a preconditioner for nonsymmetric matrices (gamg under "
-                           "gmres, wbilu, ainv spai)")
+            refuse_asymmetry(asymmetry(matrix, starts, self.comm))
         return matrix
 
     def _add_rows(self, matrix, starts):

@@ -95,6 +95,15 @@ CPU_NOTICE = ("no usable GPU: PETSc's own types on the CPU (AIJ matrices, cg + g
               "gpuamg for the pressure, gmres + ainv spai for momentum)")
 
 
+def program_mat_type(program, comm=None):
+    """The matrix type a program picks where the user names none: gpusell where
+    a GPU is usable, else aij, after printing CPU_NOTICE under ``program``'s name."""
+    if gpu_available():
+        return "gpusell"
+    PETSc.Sys.Print(f"{program}: {CPU_NOTICE}", comm=comm)
+    return "aij"
+
+
 def assembly_module(choice, mat_type):
     """numpy or cupy: where -flow_assembly ``choice`` assembles the operators of
     matrices of ``mat_type``; ``device`` where no GPU is usable is an error."""
