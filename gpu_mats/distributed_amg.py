@@ -44,7 +44,7 @@ class DistributedAggregationAMG(AggregationAMG):
         Multigrid.__init__(self, xp, degree, slice_height, value_dtype, cycle, smoother, comm=comm)
         self.aggregation, self.passes, self.smoothed = aggregation, passes, smoothed
         self.halo_transport = halo_transport
-        self.starts = starts = numpy.asarray(starts, dtype=numpy.int64)
+        starts = numpy.asarray(starts, dtype=numpy.int64)
         matrix = self._rows(indptr, indices, data, starts)
         while True:
             level, d = self._add_rows(matrix, starts)

@@ -22,9 +22,9 @@ from .exchange import halo_plan, transport
 from .ops import spmv
 
 
-def owner(starts, index, xp=numpy):
-    """The rank owning each global ``index`` when rank p owns starts[p] .. starts[p + 1] - 1."""
-    return xp.searchsorted(xp.asarray(starts), index, side="right") - 1
+def owner(starts, index):
+    """The rank owning each global ``index`` (numpy) when rank p owns starts[p] .. starts[p + 1] - 1."""
+    return numpy.searchsorted(starts, index, side="right") - 1
 
 
 def ownership(count, comm):

@@ -69,17 +69,22 @@ class PointPressure:
     def __init__(self, solver, points):
         g, mpi = solver.geometry, solver.mpi
         self.solver, self.points = solver, numpy.asarray(points, dtype=float)
-        self.stencils = []  # per point on its owner: (cell row, face weights...) else None
-        wanted = set()
+        stencils = []  # per point, on the rank owning its cell: (global cells, weights, constant); else None
         for point in self.points:
             distance = numpy.linalg.norm(g.centroids - point, axis=1) if g.num_cells else numpy.array([numpy.inf])
             nearest = int(numpy.argmin(distance))
-            best, owner = mpi.allreduce((float(distance[nearest]), mpi.rank), op=MPI.MINLOC)
-            stencil = self._stencil(nearest, point) if owner == mpi.rank else None
+            _, owner = mpi.allreduce((float(distance[nearest]), mpi.rank), op=MPI.MINLOC)
+            stencils.append(self._stencil(nearest, point) if owner == mpi.rank else None)
+        wanted = [cell for stencil in stencils if stencil is not None for cell in stencil[0].tolist()]
+        self.cells = numpy.array(sorted(set().union(*mpi.allgather(wanted))), dtype=numpy.int64)
+        # p(points) = weights @ p[cells] + constants, on every rank
+        self.weights, self.constants = numpy.zeros((len(self.points), self.cells.size)), numpy.zeros(len(self.points))
+        for k, stencil in enumerate(stencils):
             if stencil is not None:
-                wanted.update(stencil[0].tolist())
-            self.stencils.append(stencil)
-        self.cells = numpy.array(sorted(set().union(*mpi.allgather(sorted(wanted)))), dtype=numpy.int64)
+                cells, weights, constant = stencil
+                numpy.add.at(self.weights[k], numpy.searchsorted(self.cells, cells), weights)
+                self.constants[k] = constant
+        self.weights, self.constants = mpi.allreduce(self.weights, op=MPI.SUM), mpi.allreduce(self.constants)
         own = (self.cells >= g.cell_start) & (self.cells < g.cell_start + g.num_cells)
         self.own_positions = numpy.flatnonzero(own)
         self.own_rows = solver.xp.asarray(self.cells[own] - g.cell_start)
@@ -108,13 +113,6 @@ class PointPressure:
         return numpy.array(cells, dtype=numpy.int64), numpy.array(weights), constant
 
     def __call__(self, state):
-        mpi = self.solver.mpi
         values = numpy.zeros(self.cells.size)
         values[self.own_positions] = to_host(self.solver.xp, state.p[self.own_rows])
-        values = mpi.allreduce(values, op=MPI.SUM)
-        local = numpy.zeros(len(self.points))
-        for k, stencil in enumerate(self.stencils):
-            if stencil is not None:
-                cells, weights, constant = stencil
-                local[k] = weights @ values[numpy.searchsorted(self.cells, cells)] + constant
-        return mpi.allreduce(local, op=MPI.SUM)
+        return self.weights @ self.solver.mpi.allreduce(values, op=MPI.SUM) + self.constants
