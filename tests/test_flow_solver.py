@@ -199,6 +199,20 @@ def test_checkpoint_restart_continues_to_the_same_result(tmp_path, diffusion):
                                       to_host(whole.xp, getattr(reference, name)), rtol=0, atol=1e-12)
 
 
+def test_a_checkpointing_run_saves_its_last_state(tmp_path):
+    """With -flow_checkpoint_every N, a run that stops between multiples of N
+    saves where it stopped too, so a restart goes on from its end."""
+    path = str(tmp_path / "flow.h5")
+    _, solver = make_solver((8, 8), (False, False), 0.01,
+                            {"flow_max_steps": 5, "flow_checkpoint_every": 3, "flow_checkpoint_file": path}, walls=LID)
+    state = solver.run(solver.initial_state())
+    last = to_host(solver.xp, state.u).copy()  # a new state may reuse the arrays
+    saved = solver.stepper.initial_state()
+    checkpoint.load(path, MPI.COMM_SELF, solver.operators, saved, solver.xp)
+    assert saved.step == state.step == 5
+    numpy.testing.assert_array_equal(to_host(solver.xp, saved.u), last)
+
+
 def test_an_interrupted_checkpoint_write_leaves_the_last_one_readable(tmp_path, monkeypatch):
     path = str(tmp_path / "flow.h5")
     _, solver = make_solver((8, 8), (False, False), 0.01, {"flow_max_steps": 2}, walls=LID)
@@ -462,3 +476,17 @@ def test_a_checkpoint_of_another_grid_shape_is_refused(tmp_path):
     _, wide = make_solver((48, 16), (False, False), 0.01, {}, walls=LID)
     with pytest.raises(ValueError, match="was written on another grid"):
         checkpoint.load(path, MPI.COMM_SELF, wide.operators, wide.stepper.initial_state(), wide.xp)
+
+
+def test_mesh_programs_take_the_users_matrix_type():
+    """-dm_mat_type names the mesh programs' matrix type, with or without a GPU
+    (aij runs PETSc's own solvers on the CPU beside a GPU); without it the
+    program's default is gpusell or aij."""
+    from plugin.flow.solver import program_mat_type
+
+    default = program_mat_type("test")
+    assert default in ("gpusell", "aij")
+    for named in ("aij", "gpusell"):
+        with option_defaults("", {"dm_mat_type": named}):
+            assert program_mat_type("test") == named
+    assert program_mat_type("test") == default

@@ -11,8 +11,19 @@ out of the domain), numbered by FluxFaces. Walls and slip faces carry no
 normal velocity; inflow faces carry a given one, a source.
 
   Ms      faces -> cells     [Ms u_s]_i = sum of A_f u_s,f out of cell i
-  Gamma   cells^d -> faces   n_f . (u_i + u_j) / 2 on interior faces, n_f . u_i
-                             on outflow faces: the velocity projected on the face
+  Gamma   cells^d -> faces   n_f . (w u_i + (1 - w) u_j) on interior faces, n_f . u_i
+                             on outflow faces: the velocity projected on the face,
+                             w = n_f . (x_f - x_i) / delta_f the distance of cell
+                             i's centroid to the face over delta_f (1/2 on a box).
+                             The projection's cell correction u -= Omega^-1 M^T A^-1 M u
+                             then scales a mode by 1 - lambda, lambda at most the
+                             largest eigenvalue of sum_f A_f delta_if n n^T / Omega_i
+                             (delta_if = w delta_f), whose trace is d for every cell
+                             (the divergence theorem for x - x_i; 1 in each direction
+                             on a box). With 1/2 a small cell among larger ones had
+                             lambda = 2.196 on gmsh's tetrahedra of the 3D cylinder
+                             and every flow there blew up in ~60 steps; with w the
+                             spectral radius of that correction is 1.000 there
   Gs      cells -> faces     (p_j - p_i) / delta_f; on outflow faces (p_b - p_i) / delta_f
                              with the given p_b (its part a source, outflow_pressure)
   G       cells -> cells^d   -Omega^-1 M^T with M = Ms Gamma (the divergence of
@@ -127,14 +138,15 @@ class _HalfFaces:
     outward: numpy.ndarray  # (k, d) unit normal pointing out of the owned cell
     distance: numpy.ndarray
     across: numpy.ndarray   # (k, d) from the owned cell's centroid to the other's
+    weight: numpy.ndarray   # the owned cell's weight in Gamma (geometry.face_weights, or 1 minus it)
 
     @classmethod
     def of(cls, g, face_ids=None, xp=numpy):
         """``face_ids``: the faces' numbers (default the geometry's); arrays of ``xp``."""
         face_ids = xp.asarray(g.face_ids if face_ids is None else face_ids)
         face_cells = xp.asarray(g.face_cells)
-        areas, normals, distances, offsets = (xp.asarray(a) for a in (g.face_areas, g.face_normals, g.face_distances,
-                                                                      g.face_offsets))
+        areas, normals, distances, offsets, weights = (
+            xp.asarray(a) for a in (g.face_areas, g.face_normals, g.face_distances, g.face_offsets, g.face_weights))
         first, second = face_cells[:, 0], face_cells[:, 1]
         parts = []
         for cell, other, sign in ((first, second, 1.0), (second, first, -1.0)):
@@ -142,7 +154,8 @@ class _HalfFaces:
             mine = slice(None) if bool(mine.all()) else mine  # all of them (one rank, interior faces): views
             owned = cell[mine]
             parts.append((owned - g.cell_start, owned, other[mine], face_ids[mine], xp.full(owned.shape[0], sign),
-                          areas[mine], sign * normals[mine], distances[mine], sign * offsets[mine]))
+                          areas[mine], sign * normals[mine], distances[mine], sign * offsets[mine],
+                          weights[mine] if sign > 0 else 1 - weights[mine]))
         return cls(*(xp.concatenate(columns) for columns in zip(*parts, strict=True)))
 
 
@@ -272,13 +285,14 @@ class FlowOperators:
 
     def _gradient(self, pattern, h, out):
         """G = -Omega^-1 M^T, row (d, i) from the half-faces of cell i:
-        [G_d p]_i = sum_f A_f n_f,d (p_j - p_i) / (2 Omega_i) - sum_b A_b n_b,d p_i / Omega_i,
-        n out of i, f over interior faces, b over outflow faces. Each block
+        [G_d p]_i = sum_f w_f A_f n_f,d (p_j - p_i) / Omega_i - sum_b A_b n_b,d p_i / Omega_i,
+        n out of i, w_f cell i's weight in Gamma, f over interior faces, b over
+        outflow faces. Each block
         G_d is on L's pattern, its zeros (a box's faces along other axes) dropped."""
         n, xp = self.geometry.num_cells, self.xp
         blocks = []
         for d in range(self.dim):
-            weight = h.area * h.outward[:, d] / (2 * self._volumes[h.row])
+            weight = h.weight * h.area * h.outward[:, d] / self._volumes[h.row]
             diagonal = (-xp.bincount(h.row, weight, n)
                         - xp.bincount(out.row, out.area * out.normal[:, d], n) / self._volumes)
             blocks.append(pattern.values(weight, diagonal))
@@ -291,10 +305,11 @@ class FlowOperators:
         rows = xp.asarray(f.ids)[own] - f.start
         face_cells, normals = xp.asarray(g.face_cells), xp.asarray(g.face_normals)
         first, second = face_cells[own, 0], face_cells[own, 1]
+        weight = xp.asarray(g.face_weights)[own]
         out_rows = xp.asarray(f.open_ids) - f.start
         gamma_rows, gamma_cols, gamma_values = [], [], []
         for d in range(self.dim):
-            for r, c, v in ((rows, first, normals[own, d] / 2), (rows, second, normals[own, d] / 2),
+            for r, c, v in ((rows, first, normals[own, d] * weight), (rows, second, normals[own, d] * (1 - weight)),
                             (out_rows, out.cell, out.normal[:, d])):
                 on = v != 0
                 gamma_rows.append(r[on])

@@ -78,7 +78,8 @@ OPTIONS = (
            "at rest", above=0.0),
     Option("flow_monitor", "monitor", False, "print step, t, dt, CFL, pressure iterations, ||Ms u_s|| and "
            "kinetic energy every step"),
-    Option("flow_checkpoint_every", "checkpoint_every", 0, "write a checkpoint every N steps (0: never)", low=0,
+    Option("flow_checkpoint_every", "checkpoint_every", 0, "write a checkpoint every N steps and at the end of "
+           "the run, to go on from there with -flow_restart (0: never)", low=0,
            high=10**9),
     Option("flow_checkpoint_file", "checkpoint_file", "flow_checkpoint.h5", "checkpoint file (written "
            "atomically: a temporary file, then a rename)"),
@@ -96,8 +97,12 @@ CPU_NOTICE = ("no usable GPU: PETSc's own types on the CPU (AIJ matrices, cg + g
 
 
 def program_mat_type(program, comm=None):
-    """The matrix type a program picks where the user names none: gpusell where
-    a GPU is usable, else aij, after printing CPU_NOTICE under ``program``'s name."""
+    """The matrix type of a mesh program: the user's -dm_mat_type if given (aij
+    runs PETSc's own solvers on the CPU even beside a GPU), else gpusell where a
+    GPU is usable, else aij, after printing CPU_NOTICE under ``program``'s name."""
+    named = PETSc.Options().getString("dm_mat_type", "")
+    if named:
+        return named
     if gpu_available():
         return "gpusell"
     PETSc.Sys.Print(f"{program}: {CPU_NOTICE}", comm=comm)
@@ -352,6 +357,8 @@ class FlowSolver:
                 PETSc.Sys.Print(f"flow: steady at step {state.step}, t = {state.t:.6g}: max |du/dt| below "
                                 f"{self.steady_tol:g}", comm=self.comm)
                 break
+        if self.checkpoint_every and state.step % self.checkpoint_every:
+            self.save(state)  # the run's end, to go on from with -flow_restart
         self.run_seconds += time.perf_counter() - start
         return state
 
