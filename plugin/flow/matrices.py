@@ -75,8 +75,8 @@ class FlowMatrices:
         if ops.slip is not None:
             loop["slip"] = (ops.slip, dim * n, "slip (nu A / delta n n^T)")
         if nonorthogonal:
-            loop["nonorthogonal"] = (self._multiplied(ops.tangential, ops.G, n, comm) * -ops.nu, n,
-                                     "-nu T G (non-orthogonal correction)")
+            loop["nonorthogonal"] = (self._multiplied(ops.tangential, ops.velocity_gradient, n, comm) * -ops.nu, n,
+                                     "-nu T G_u (non-orthogonal correction)")
         self.mats = _LoopMatrices(self, loop, self._sell_operators_fit())
         self._values = value_target(self.mats.operator("C"))
         E = self._storage_order(ops.E_C)

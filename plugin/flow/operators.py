@@ -53,6 +53,10 @@ normal velocity; inflow faces carry a given one, a source.
           centroids: with v the cell gradient of a velocity component, the
           flux that the two-point gradient (u_j - u_i) / delta_f misses on a
           non-orthogonal face (the deferred correction of Jasak 1996)
+  velocity_gradient  cells -> cells^d  G with a velocity's boundary values, for
+          v: 0 on walls at rest (where a pressure's is its cell's), the cell's
+          across outflows; with G's the correction missed the wall-normal
+          gradient next to every wall
 
 Every matrix is assembled from the rank's half-faces (a face seen from one of
 its cells that the rank owns), so no rank needs another's geometry. The
@@ -235,7 +239,7 @@ class FlowOperators:
     def __init__(self, geometry, nu, boundary_conditions, xp=numpy, nonorthogonal=False):
         """``boundary_conditions``: {tag: condition} for every boundary tag
         (plugin.flow.boundary); ``xp``: where to assemble (numpy or cupy);
-        ``nonorthogonal``: also ``tangential`` (else None)."""
+        ``nonorthogonal``: also ``tangential`` and ``velocity_gradient`` (else None)."""
         g = geometry
         n, dim = g.num_cells, g.dim
         self.geometry, self.nu, self.dim, self.volumes, self.xp = g, nu, dim, g.volumes, xp
@@ -277,24 +281,33 @@ class FlowOperators:
                                       (n, len(held.row)))
         self.outflow_pressure = self._outflow_pressure(g, f, out_host)
         self.tangential = self._tangential(g, h) if nonorthogonal else None
+        # The correction's velocity gradients: no slip on walls at rest, none across outflows; the cell's
+        # value on inflow, moving-wall and slip faces (their given velocities would be sources)
+        at_rest = [tag for tag, c in boundary_conditions.items() if isinstance(c, Wall) and c.velocity is None]
+        self.velocity_gradient = (self._gradient(pattern, h, out, faces_of(at_rest).on(xp)) if nonorthogonal
+                                  else None)
 
     @property
     def num_faces(self):
         """Flux faces this rank owns (the length of its part of u_s)."""
         return self.faces.count
 
-    def _gradient(self, pattern, h, out):
+    def _gradient(self, pattern, h, out, zero=None):
         """G = -Omega^-1 M^T, row (d, i) from the half-faces of cell i:
         [G_d p]_i = sum_f w_f A_f n_f,d (p_j - p_i) / Omega_i - sum_b A_b n_b,d p_i / Omega_i,
         n out of i, w_f cell i's weight in Gamma, f over interior faces, b over
-        outflow faces. Each block
-        G_d is on L's pattern, its zeros (a box's faces along other axes) dropped."""
+        outflow faces: Green-Gauss with the face values p_i + w_f (p_j - p_i)
+        (linear along the line of the centroids), 0 at outflows (p_b is a
+        source) and p_i at other boundary faces. With ``zero`` (boundary faces)
+        instead a velocity's: u_i at outflows and 0 on those faces (walls at rest).
+        Each block G_d is on L's pattern, its zeros (a box's faces along other axes) dropped."""
         n, xp = self.geometry.num_cells, self.xp
         blocks = []
         for d in range(self.dim):
             weight = h.weight * h.area * h.outward[:, d] / self._volumes[h.row]
+            held = out if zero is None else zero
             diagonal = (-xp.bincount(h.row, weight, n)
-                        - xp.bincount(out.row, out.area * out.normal[:, d], n) / self._volumes)
+                        - xp.bincount(held.row, held.area * held.normal[:, d], n) / self._volumes)
             blocks.append(pattern.values(weight, diagonal))
         return pattern.stacked(blocks)
 
