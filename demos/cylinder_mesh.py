@@ -24,24 +24,36 @@ HEIGHT, DIAMETER = 0.41, 0.1
 CENTRE = {2: (0.2, 0.2), 3: (0.5, 0.2)}
 SIZE = {2: 0.04, 3: 0.08}
 REFINEMENT, REACH = 4.0, 0.15  # on the cylinder the cells are SIZE / 2^K / REFINEMENT, over REACH from it
+CELLS = ("tetrahedra", "prisms")  # of a 3D mesh
+LAYERS = 20  # of prisms along z at level 0
 
 
-def make(dim, level, path, order=2):
-    """Write the channel of ``dim`` at refinement ``level`` to ``path`` (gmsh .msh 4); return its cell count."""
-    size = SIZE[dim] / 2**level
+def make(dim, level, path, order=2, cells="tetrahedra"):
+    """Write the channel of ``dim`` at refinement ``level`` to ``path`` (gmsh .msh 4); return its cell
+    count. In 3D ``cells`` "prisms" extrudes the 2D mesh of the cross-section at 2D's size (SIZE[2] / 2^K,
+    a quarter of it on the cylinder) along z in 20 * 2^K equal layers, so the cells are as orthogonal as
+    2D's triangles; "tetrahedra" meshes the volume at SIZE[3] / 2^K."""
+    if cells not in CELLS:
+        raise ValueError(f"cells must be one of {', '.join(CELLS)}, not {cells!r}")
+    prisms = dim == 3 and cells == "prisms"
+    size = SIZE[2 if prisms else dim] / 2**level
     gmsh.initialize()
     try:
         gmsh.option.setNumber("General.Terminal", 0)
         gmsh.model.add(f"cylinder{dim}d")
         occ = gmsh.model.occ
         (cx, cy), length = CENTRE[dim], LENGTH[dim]
-        if dim == 2:
+        if dim == 2 or prisms:
             channel = occ.addRectangle(0, 0, 0, length, HEIGHT)
             body = occ.addDisk(cx, cy, 0, DIAMETER / 2, DIAMETER / 2)
+            occ.cut([(2, channel)], [(2, body)])
+            if prisms:
+                surface = occ.getEntities(2)
+                occ.extrude(surface, 0, 0, HEIGHT, numElements=[LAYERS * 2**level], recombine=True)
         else:
             channel = occ.addBox(0, 0, 0, length, HEIGHT, HEIGHT)
             body = occ.addCylinder(cx, cy, 0, 0, 0, HEIGHT, DIAMETER / 2)
-        occ.cut([(dim, channel)], [(dim, body)])
+            occ.cut([(dim, channel)], [(dim, body)])
         occ.synchronize()
         groups = _groups(dim, length)
         _size_field(dim, groups["cylinder"], size)
@@ -95,10 +107,13 @@ def main():
     parser.add_argument("--dim", type=int, choices=(2, 3), default=2)
     parser.add_argument("--level", type=int, default=0, help="refinement level K: cells of SIZE / 2^K")
     parser.add_argument("--order", type=int, choices=(1, 2), default=2, help="geometry order of the cells")
+    parser.add_argument("--cells", choices=CELLS, default="tetrahedra", help="3D: tetrahedra, or prisms "
+                        "extruded from the cross-section's triangles")
     parser.add_argument("--out", required=True, help="the .msh file to write")
     args = parser.parse_args()
-    cells = make(args.dim, args.level, args.out, args.order)
-    print(f"cylinder_mesh: {args.out}: {cells} cells ({args.dim}D, level {args.level}, order {args.order})")
+    cells = make(args.dim, args.level, args.out, args.order, args.cells)
+    print(f"cylinder_mesh: {args.out}: {cells} cells ({args.dim}D, level {args.level}, order {args.order}, "
+          f"{args.cells if args.dim == 3 else 'triangles'})")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ CELLS = {
     "triangle6": (basix.CellType.triangle, 2, [0, 1, 2, 4, 5, 3]),
     "quad9": (basix.CellType.quadrilateral, 2, [0, 1, 3, 2, 4, 7, 5, 6, 8]),
     "tetra10": (basix.CellType.tetrahedron, 2, [0, 1, 2, 3, 9, 8, 5, 7, 6, 4]),
+    "wedge18": (basix.CellType.prism, 2, list(range(18))),  # gmsh's edges and quad faces are basix's, in order
 }
 # Boundary facet blocks and how many of their first nodes are corners.
 FACET_CORNERS = {"line": 2, "line3": 2, "triangle": 3, "triangle6": 3, "quad": 4, "quad8": 4, "quad9": 4}
