@@ -94,6 +94,21 @@ def event_us(fn, repeats=15, batch=20, warmup=3, spin_cycles=8_000_000):
     return statistics.median(times)
 
 
+def krylov_solver(A, prefix, options, max_it):
+    """A KSP on A to rtol 1e-8 with ``options`` as defaults under ``prefix`` (the user's options win)."""
+    from petsc4py import PETSc
+
+    from petsc_ext.options import option_defaults
+
+    ksp = PETSc.KSP().create(comm=A.getComm())
+    ksp.setOptionsPrefix(prefix)
+    ksp.setOperators(A)
+    ksp.setTolerances(rtol=1e-8, max_it=max_it)
+    with option_defaults(prefix, options):
+        ksp.setFromOptions()
+    return ksp
+
+
 def copy_bandwidth_GBs(nbytes=2**31):
     """Device-to-device copy rate, counting bytes read plus bytes written."""
     src, dst = cupy.ones(nbytes // 8), cupy.empty(nbytes // 8)

@@ -27,7 +27,6 @@ import harness  # noqa: E402
 import plugin  # noqa: E402,F401
 from stencils import stencil_csr  # noqa: E402
 from petsc_ext.matrices import aij_from_csr  # noqa: E402
-from petsc_ext.options import option_defaults  # noqa: E402
 
 COMM = PETSc.COMM_WORLD
 METHODS = {"cg": {"ksp_type": "cg"}, "pipecg": {"ksp_type": "pipecg"}}
@@ -47,12 +46,7 @@ def timed(fn):
 
 
 def run(A, options, repeats):
-    ksp = PETSc.KSP().create(comm=COMM)
-    ksp.setOptionsPrefix("kry_")
-    ksp.setOperators(A)
-    ksp.setTolerances(rtol=1e-8, max_it=5000)
-    with option_defaults("kry_", options):
-        ksp.setFromOptions()
+    ksp = harness.krylov_solver(A, "kry_", options, max_it=5000)
     b, x = A.createVecs()
     b.set(1.0)
     ksp.setUp()

@@ -322,6 +322,23 @@ class GpuSellMat:
             event.end()
         PETSc.Log.logFlops(self._flops)
 
+    def product_parts(self, x, y):
+        """The parts of y = A x on arrays as callables, to time the overlap of
+        the halo exchange with the owned-column product (benchmarks/scaling.py,
+        as Oyarzún 2015 measures it): "whole" (the product as MatMult runs it),
+        "halo" (the exchange alone), "inner" (owned columns), "outer" (halo
+        columns); and the halo's size in bytes. Parallel matrices only."""
+        if not self.parallel:
+            raise ValueError("a serial gpusell matrix exchanges no halo")
+        self.update()
+
+        def halo():
+            self._exchange.forward_begin(x, self._halo)
+            self._exchange.forward_end()
+
+        return ({"whole": lambda: self._product(x, y), "halo": halo, "inner": lambda: self._spmv(self.local, x, y),
+                 "outer": lambda: self._spmv(self.offd, self._halo, y, 1.0)}, 8 * int(self._halo.size))
+
     def _spmv(self, block, x, y, beta=0.0, z=None):
         """y = block x + beta z (z None: y) by the SELL family's kernel, no checks."""
         self._kernels.spmv(block, x, y, y if z is None else z, 1.0, beta)
