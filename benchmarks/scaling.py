@@ -5,10 +5,13 @@ CG with jacobi, cacg with s = 8 and 12, CG with gpuamg, and a step of the
 
     mpiexec -n 8 python benchmarks/scaling.py --weak 128 256 --json weak-8.json
     mpiexec -n 8 python benchmarks/scaling.py --strong 512 --json strong-8.json
+    mpiexec -n 8 python benchmarks/scaling.py --mesh cube110.msh --json tets-8.json   # 7,986,000 tetrahedra
     python benchmarks/scaling.py --report weak-*.json strong-*.json --png scaling.png
 
 --weak n: n^3 cells per rank, the grid n * dims with dims = MPI_Dims_create(ranks, 3);
---strong n: n^3 cells in all. Every matrix is the cavity's pressure matrix
+--strong n: n^3 cells in all; --mesh FILE: the cavity on an unstructured mesh
+with groups "lid" and "wall" (benchmarks/cube_mesh.py's tetrahedra, cut
+among the ranks by pymetis), a strong scaling. Every matrix is the cavity's pressure matrix
 (the flow driver's -L, all walls: the constant null space attached), b = A x
 for a random x, x0 = 0, rtol 1e-8; time per iteration is the solve's time
 over its iterations (CG-equivalent ones for cacg). The flow step is the
@@ -116,15 +119,37 @@ def solve(A, options, repeats):
     return {"iterations": its, "reason": reason, "solve_s": seconds, "us_per_iteration": 1e6 * seconds / max(its, 1)}
 
 
-def measure(comm, mode, n, cases, peer_type, warmup, steps, repeats, record):
-    """Each case on the box of ``mode`` and n; ``record(row)`` after every case."""
+def measure_box(comm, mode, n, warmup, *rest):
+    """Each case on the box of ``mode`` and n."""
     da, dims = box(comm, mode, n)
     with option_defaults("", {"flow_t_end": 1e9, "flow_max_steps": warmup}):
         solver = FlowSolver.from_dmda(da, (1.0, 1.0, 1.0), 1e-3, LID)
+    common = {"mode": mode, "n": n, "cells": solver.geometry.num_global_cells, "ranks": comm.getSize(),
+              "dims": list(dims)}
+    measure(solver, common, *rest)
+    da.destroy()
+
+
+def measure_mesh(comm, path, warmup, *rest):
+    """Each case on the cavity of the mesh at ``path`` (groups lid and wall), cut by pymetis."""
+    import os
+
+    from plugin.flow.distribution import distribute
+
+    parts = distribute(path, comm.tompi4py(), "metis")
+    dim = parts.geometry.dim
+    lid = {"lid": Wall(tuple(numpy.eye(dim)[0])), "wall": Wall()}
+    with option_defaults("", {"flow_t_end": 1e9, "flow_max_steps": warmup}):
+        solver = FlowSolver(parts.geometry, comm, "gpusell", 1e-3, lid)
+    common = {"mode": "mesh", "n": os.path.basename(path), "cells": solver.geometry.num_global_cells,
+              "ranks": comm.getSize(), "faces_cut": parts.faces_cut}
+    measure(solver, common, *rest)
+
+
+def measure(solver, common, cases, peer_type, steps, repeats, record):
+    """Each case with the flow ``solver``'s pressure matrix and steps; ``record(row)`` after every case."""
     A = solver.matrices.poisson
-    A.setNullSpace(PETSc.NullSpace().create(constant=True, comm=comm))
-    common = {"mode": mode, "n": n, "cells": da.getSizes()[0] * da.getSizes()[1] * da.getSizes()[2],
-              "ranks": comm.getSize(), "dims": list(dims)}
+    A.setNullSpace(PETSc.NullSpace().create(constant=True, comm=A.getComm()))
     for case in cases:
         start = time.perf_counter()
         if case == "spmv":
@@ -143,7 +168,6 @@ def measure(comm, mode, n, cases, peer_type, warmup, steps, repeats, record):
             row["seconds"] = row["us_per_iteration"] * 1e-6
         record({**common, "case": case, **row, "wall_s": time.perf_counter() - start})
     solver.destroy()
-    da.destroy()
 
 
 def efficiencies(rows):
@@ -154,7 +178,7 @@ def efficiencies(rows):
         base = min(same, key=lambda r: r["ranks"])
         ratio = base["seconds"] / row["seconds"]
         out.append({**row, "efficiency": ratio if row["mode"] == "weak" else ratio * base["ranks"] / row["ranks"]})
-    return sorted(out, key=lambda r: (r["mode"], r["n"], r["case"], r["ranks"]))
+    return sorted(out, key=lambda r: (r["mode"], str(r["n"]), r["case"], r["ranks"]))
 
 
 def report(paths, png):
@@ -172,14 +196,14 @@ def report(paths, png):
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        figure, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-        for ax, mode in zip(axes, ("weak", "strong")):
+        figure, axes = plt.subplots(1, 3, figsize=(14, 4), sharey=True)
+        for ax, mode in zip(axes, ("weak", "strong", "mesh")):
             for key in sorted({(r["n"], r["case"]) for r in rows if r["mode"] == mode}):
                 line = [r for r in rows if r["mode"] == mode and (r["n"], r["case"]) == key]
                 ax.plot([r["ranks"] for r in line], [r["efficiency"] for r in line], "o-", label=f"{key[1]}, n {key[0]}")
             ax.set_xscale("log", base=2)
             ax.set_xlabel("GPUs (ranks)")
-            ax.set_title(f"{mode} scaling")
+            ax.set_title("strong scaling, tetrahedra" if mode == "mesh" else f"{mode} scaling")
             ax.legend(fontsize=7)
         axes[0].set_ylabel("parallel efficiency")
         figure.tight_layout()
@@ -192,6 +216,7 @@ def main(argv=None, comm=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--weak", type=int, nargs="*", default=[], help="n: n^3 cells per rank")
     parser.add_argument("--strong", type=int, nargs="*", default=[], help="n: n^3 cells in all")
+    parser.add_argument("--mesh", nargs="*", default=[], help="unstructured cavities (groups lid and wall)")
     parser.add_argument("--cases", nargs="*", default=list(CASES), choices=CASES)
     parser.add_argument("--peer-mat", default="", help="the SpMV's peer type (aijcusparse on a GPU; '' for none)")
     parser.add_argument("--warmup", type=int, default=10, help="flow steps before the timed ones")
@@ -215,9 +240,12 @@ def main(argv=None, comm=None):
             print(" ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
             harness.write_json(args.json, {**meta, "results": rows}, quiet=True)
 
+    rest = (args.cases, args.peer_mat, args.steps, args.repeats, record)
     for mode, sizes in (("weak", args.weak), ("strong", args.strong)):
         for n in sizes:
-            measure(comm, mode, n, args.cases, args.peer_mat, args.warmup, args.steps, args.repeats, record)
+            measure_box(comm, mode, n, args.warmup, *rest)
+    for path in args.mesh:
+        measure_mesh(comm, path, args.warmup, *rest)
     return rows
 
 
