@@ -4,7 +4,8 @@ lives (NumPy on the host, CuPy on the GPU: the same array code for both).
 Set-up, level by level, for a symmetric positive (semi)definite matrix:
 strength of connection |a_ij| >= threshold sqrt(a_ii a_jj); aggregates
 around the roots of a distance-2 maximal independent set (``mis2``, the
-default), or from ``passes`` rounds of pairwise matching by handshakes
+default; with ``mis2_pairs`` the finest level's aggregates then paired that
+many times, for a smaller first coarse level), or from ``passes`` rounds of pairwise matching by handshakes
 (``pairwise``: each free node points at its strongest free neighbour, mutual
 pointers pair up; Notay, "An aggregation-based algebraic multigrid method",
 ETNA 37, 2010, pairs twice for aggregates of about 4), each round on the
@@ -415,11 +416,11 @@ class AggregationAMG(Multigrid):
 
     def __init__(self, indptr, indices, data, n, xp, threshold=THRESHOLD, aggregation="mis2", passes=2, smoothed=True,
                  degree=DEGREE, max_levels=25, coarse_size=1000, slice_height=32, value_dtype=numpy.float64, cycle="v",
-                 smoother="chebyshev"):
+                 smoother="chebyshev", mis2_pairs=0):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {aggregation!r}")
         super().__init__(xp, degree, slice_height, value_dtype, cycle, smoother)
-        self.aggregation, self.passes, self.smoothed = aggregation, passes, smoothed
+        self.aggregation, self.passes, self.smoothed, self.mis2_pairs = aggregation, passes, smoothed, mis2_pairs
         matrix = self._csr(indptr, indices, data, (n, n))
         while True:
             level, d = self._add_level(matrix)
@@ -465,19 +466,22 @@ class AggregationAMG(Multigrid):
         self.generation += 1
 
     def _aggregate(self, matrix, threshold):
-        """Aggregates: of a MIS-2 (``mis2``), or of ``passes`` pairwise matchings, each on the Galerkin
-        matrix of the last (``pairwise``)."""
+        """Aggregates: of a MIS-2 (``mis2``; on the finest level then paired ``mis2_pairs`` times), or of
+        ``passes`` pairwise matchings (``pairwise``), each matching on the Galerkin matrix of the last."""
         xp = self.xp
         if self.aggregation == "mis2":
-            return mis2_aggregates(matrix, threshold)
-        aggregates = xp.arange(matrix.shape[0], dtype=xp.int64)
-        current = matrix
-        for round_ in range(self.passes):
+            aggregates, count = mis2_aggregates(matrix, threshold)
+            rounds = self.mis2_pairs if len(self.levels) == 1 else 0
+        else:
+            aggregates, count, rounds = xp.arange(matrix.shape[0], dtype=xp.int64), matrix.shape[0], self.passes
+        for _ in range(rounds):
+            if count < matrix.shape[0]:  # a matching on the aggregates' Galerkin matrix
+                T = _piecewise_constant(xp, aggregates, count)
+                current = (T.T.tocsr() @ matrix @ T).tocsr()
+            else:
+                current = matrix
             pairs, count = pairwise_aggregates(current, threshold)
             aggregates = pairs[aggregates]
-            if round_ + 1 < self.passes:
-                T = _piecewise_constant(xp, pairs, count)
-                current = (T.T.tocsr() @ current @ T).tocsr()
         return aggregates, count
 
     def _prolongation(self, matrix, d, aggregates, count, rho):

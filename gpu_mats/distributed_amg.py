@@ -37,12 +37,12 @@ class DistributedAggregationAMG(AggregationAMG):
 
     def __init__(self, indptr, indices, data, starts, comm, xp, threshold=THRESHOLD, aggregation="mis2", passes=2,
                  smoothed=True, degree=DEGREE, max_levels=25, coarse_size=1000, slice_height=32,
-                 value_dtype=numpy.float64, cycle="v", smoother="chebyshev", halo_transport="auto"):
+                 value_dtype=numpy.float64, cycle="v", smoother="chebyshev", halo_transport="auto", mis2_pairs=0):
         if cycle != "v":
             raise ValueError("gpuamg's K-cycle runs on one rank only (its inner products are not summed over "
                              "ranks): use the V-cycle in parallel")
         Multigrid.__init__(self, xp, degree, slice_height, value_dtype, cycle, smoother, comm=comm)
-        self.aggregation, self.passes, self.smoothed = aggregation, passes, smoothed
+        self.aggregation, self.passes, self.smoothed, self.mis2_pairs = aggregation, passes, smoothed, mis2_pairs
         self.halo_transport = halo_transport
         starts = numpy.asarray(starts, dtype=numpy.int64)
         matrix = self._rows(indptr, indices, data, starts)

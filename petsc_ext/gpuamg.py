@@ -39,6 +39,10 @@ class AggregationMultigridPC(PythonPC):
                view="{} aggregation"),
         Option("pc_gpuamg_passes", "passes", 2, "pairwise: matchings per level (aggregates of about 2^passes "
                "rows)", low=1, high=5, view="{} passes", applies=("aggregation", ("pairwise",))),
+        Option("pc_gpuamg_mis2_pairs", "mis2_pairs", 0, "mis2: pairwise matchings of the finest level's aggregates "
+               "(each halves the first coarse level; 1 took the 2M-tetrahedron sphere's operator complexity from "
+               "1.71 to 1.32 at 16 CG iterations instead of 12, BENCHMARKS.md)", low=0, high=3,
+               view="{} pairings of the finest aggregates", applies=("aggregation", ("mis2",))),
         Option("pc_gpuamg_smoothed", "smoothed", True, "smooth the tentative prolongation by one damped Jacobi "
                "step (smoothed aggregation)", view="smoothed {}"),
         Option("pc_gpuamg_cycle", "cycle", "v", "v: V-cycle, symmetric and linear (cg, cacg); k: K-cycle, two "
@@ -101,7 +105,8 @@ class AggregationMultigridPC(PythonPC):
                 indptr, indices, data, operator.getOwnershipRanges(), comm, self.xp, threshold=self.threshold,
                 aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed, degree=self.degree,
                 max_levels=self.max_levels, coarse_size=self.coarse_size, value_dtype=VALUE_DTYPES[self.value_type],
-                cycle=self.cycle, smoother=self.smoother, halo_transport=self.halo_transport)
+                cycle=self.cycle, smoother=self.smoother, halo_transport=self.halo_transport,
+                mis2_pairs=self.mis2_pairs)
         elif self.given_levels is not None:
             self.amg = GeometricMultigrid(indptr, indices, data, n, self.xp, *self.given_levels,
                                           degree=self.degree, value_dtype=VALUE_DTYPES[self.value_type],
@@ -111,7 +116,7 @@ class AggregationMultigridPC(PythonPC):
                                       aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed,
                                       degree=self.degree, max_levels=self.max_levels,
                                       coarse_size=self.coarse_size, value_dtype=VALUE_DTYPES[self.value_type],
-                                      cycle=self.cycle, smoother=self.smoother)
+                                      cycle=self.cycle, smoother=self.smoother, mis2_pairs=self.mis2_pairs)
         if self.xp is not numpy and comm.Get_size() == 1:  # graphs of the cycle hold its arrays and scalars
             from gpu_mats.kernels.cuda_graphs import GraphCache  # CuPy's: imported where there is a GPU
             self.graphs = GraphCache()
