@@ -27,6 +27,8 @@ A JSON file is written after every case, so a run cut short keeps what it measur
 
 import argparse
 import glob
+import json
+import os
 import sys
 import time
 
@@ -46,6 +48,7 @@ from petsc_ext.gpusell import context  # noqa: E402
 from petsc_ext.matrices import aij_from_rows  # noqa: E402
 from petsc_ext.options import option_defaults  # noqa: E402
 from plugin.flow.boundary import Wall  # noqa: E402
+from plugin.flow.distribution import distribute  # noqa: E402
 from plugin.flow.solver import FlowSolver  # noqa: E402
 
 LID = {"xmax": Wall((0.0, 1.0, 0.0))}
@@ -132,10 +135,6 @@ def measure_box(comm, mode, n, warmup, *rest):
 
 def measure_mesh(comm, path, warmup, *rest):
     """Each case on the cavity of the mesh at ``path`` (groups lid and wall), cut by pymetis."""
-    import os
-
-    from plugin.flow.distribution import distribute
-
     parts = distribute(path, comm.tompi4py(), "metis")
     dim = parts.geometry.dim
     lid = {"lid": Wall(tuple(numpy.eye(dim)[0])), "wall": Wall()}
@@ -182,8 +181,6 @@ def efficiencies(rows):
 
 
 def report(paths, png):
-    import json
-
     rows = [row for path in paths for name in sorted(glob.glob(path)) for row in json.load(open(name))["results"]]
     rows = efficiencies(rows)
     harness.print_table(rows, [("mode", "mode", "{}"), ("n", "n", "{}"), ("case", "case", "{}"),

@@ -163,6 +163,12 @@ def _first(xp, n, rows, cols, position, valid):
     return best
 
 
+def _coarse_matrix(xp, matrix, aggregates, count):
+    """T^T A T for the piecewise-constant T of ``aggregates``: the matrix the next matching runs on."""
+    T = _piecewise_constant(xp, aggregates, count)
+    return (T.T.tocsr() @ matrix @ T).tocsr()
+
+
 def _piecewise_constant(xp, aggregates, count):
     n = aggregates.size
     return sparse_module(xp).csr_matrix((xp.ones(n), aggregates, xp.arange(n + 1, dtype=xp.int64)), shape=(n, count))
@@ -472,16 +478,14 @@ class AggregationAMG(Multigrid):
         if self.aggregation == "mis2":
             aggregates, count = mis2_aggregates(matrix, threshold)
             rounds = self.mis2_pairs if len(self.levels) == 1 else 0
+            current = _coarse_matrix(xp, matrix, aggregates, count) if rounds else None
         else:
-            aggregates, count, rounds = xp.arange(matrix.shape[0], dtype=xp.int64), matrix.shape[0], self.passes
-        for _ in range(rounds):
-            if count < matrix.shape[0]:  # a matching on the aggregates' Galerkin matrix
-                T = _piecewise_constant(xp, aggregates, count)
-                current = (T.T.tocsr() @ matrix @ T).tocsr()
-            else:
-                current = matrix
+            aggregates, rounds, current = xp.arange(matrix.shape[0], dtype=xp.int64), self.passes, matrix
+        for round_ in range(rounds):
             pairs, count = pairwise_aggregates(current, threshold)
             aggregates = pairs[aggregates]
+            if round_ + 1 < rounds:
+                current = _coarse_matrix(xp, current, pairs, count)
         return aggregates, count
 
     def _prolongation(self, matrix, d, aggregates, count, rho):
