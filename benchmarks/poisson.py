@@ -52,6 +52,7 @@ METHODS = {
     "fcg + gpuamg k-cycle": ("gpusell", {"ksp_type": "fcg", "pc_type": "gpuamg", "pc_gpuamg_cycle": "k"}),
     "gpuamg l1jacobi": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_smoother": "l1jacobi"}),
     "gpuamg degree 3": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_degree": 3}),
+    "gpuamg mis2 pairs 1": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_mis2_pairs": 1}),
 }
 
 
