@@ -6,7 +6,8 @@ events over --repeats applications after a warm-up one.
     python benchmarks/amg_cycles.py --size 256 --json amg-cycles.json
 
 Variants are AggregationAMG keyword sets (--variant 'name={"cycle": "k"}',
-repeatable; default: VARIANTS). --breakdown also times each operation of an
+repeatable; default: VARIANTS), and "rows_per_thread" for the SELL kernels
+of the variant's value type (gpu_mats.kernels.sell.cuda.TUNING). --breakdown also times each operation of an
 eager cycle (CUDA events around every kernel, by level) with the bytes it
 must move at least and the bandwidth that makes: where the cycle falls short
 of the memory's speed.
@@ -17,10 +18,12 @@ import collections
 import json
 
 import cupy
+import numpy
 
 import harness
 from gpu_mats.amg import AggregationAMG
 from gpu_mats.kernels.cuda_graphs import capture, replay
+from gpu_mats.kernels.sell import cuda as sell_cuda
 from stencils import laplacian
 
 VARIANTS = {
@@ -69,6 +72,17 @@ class Breakdown:
         for level in amg.levels:
             if level.R is not None:
                 level.R = _TimedRestriction(self, level.R)
+            if level.A_rows is not None:  # the warp-per-row copy: its products go through _product
+                level.A_rows.chebyshev_step = self._timed_step(level.A_rows)
+
+    def _timed_step(self, A):
+        step = A.chebyshev_step
+
+        def timed(d, d_next, r, z, scaling, x, a, c):
+            self._time(self.level_of[x.size], "fused smoothing step", A.nbytes + 56 * x.size,
+                       lambda: step(d, d_next, r, z, scaling, x, a, c))
+
+        return timed
 
     def _time(self, level, name, moved, fn):
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
@@ -149,6 +163,12 @@ def main():
     csr = [cupy.asarray(a) for a in laplacian(n)]
     rows = []
     for name, keywords in variants.items():
+        keywords = dict(keywords)
+        tuning = keywords.pop("rows_per_thread", None)  # of the SELL kernels, for the variant's value type
+        value_type = numpy.dtype(keywords.get("value_dtype", "float64"))
+        chosen = dict(sell_cuda.TUNING[value_type])
+        if tuning:
+            sell_cuda.TUNING[value_type]["rows_per_thread"] = tuning
         amg = AggregationAMG(*csr, n**3, cupy, **keywords)
         b, x = cupy.ones(n**3), cupy.empty(n**3)
         graph = capture(lambda: amg.apply(b, x))
@@ -164,6 +184,7 @@ def main():
                       f"{part['GB']:7.3f} GB {part['GB/s']:7.0f} GB/s")
             print(f"  sum of the operations {sum(part['ms'] for part in parts):.3f} ms", flush=True)
         harness.write_json(args.json, {**meta, "size": n, "results": rows}, quiet=True)
+        sell_cuda.TUNING[value_type].update(chosen)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,8 @@ METHODS = {
     "gpuamg l1jacobi": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_smoother": "l1jacobi"}),
     "gpuamg degree 3": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_degree": 3}),
     "gpuamg mis2 pairs 1": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_mis2_pairs": 1}),
+    "gpuamg f32 mis2 pairs 1": ("gpusell", {"pc_type": "gpuamg", "pc_gpuamg_mis2_pairs": 1,
+                                            "pc_gpuamg_value_type": "float32"}),
 }
 
 

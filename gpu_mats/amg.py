@@ -24,7 +24,7 @@ the coarse correction: the cycle is a symmetric operator, fit for CG. Or a
 K-cycle (``cycle="k"``), whose coarse corrections are two flexible CG steps
 each: a nonlinear preconditioner, for flexible Krylov methods (fcg, fgmres).
 Every level's operator and prolongation is a SellMatrix, its restriction
-CSR multiplied a warp per row; the cycle launches kernels only (no
+CSR multiplied a warp per row, as are the operators of small levels; the cycle launches kernels only (no
 temporaries, no copies to the host), so that a CUDA graph can hold it.
 """
 
@@ -51,6 +51,10 @@ AGGREGATIONS = ("mis2", "pairwise")
 CYCLES = ("v", "k")
 SMOOTHERS = ("chebyshev", "l1jacobi")
 DENSE_LIMIT = 5000  # rows of the largest coarsest level solved densely
+# Levels of fewer rows have their operator multiplied a warp per row in the cycle (WarpRows): a thread per
+# row fills an H200's 132 SMs from about 270k rows, and at 256^3 the SELL products of the levels of 40,852
+# and 1,099 rows (100 and 150 entries a row) took 0.6 ms of a 4.7 ms cycle (BENCHMARKS.md).
+WARP_ROWS = 2**18
 GALERKIN_PRODUCTS = 2**26  # multiply-adds of R A per block of a Galerkin product (_galerkin)
 SYMMETRY_TOLERANCE = 1e-10  # ||A - A^T||_F / ||A||_F: rounding, not a nonsymmetric discretization
 PHASES = ("symmetry", "aggregation", "smoother", "prolongation", "galerkin", "operators", "coarsest")
@@ -174,29 +178,35 @@ def _piecewise_constant(xp, aggregates, count):
     return sparse_module(xp).csr_matrix((xp.ones(n), aggregates, xp.arange(n + 1, dtype=xp.int64)), shape=(n, count))
 
 
-class Restriction:
-    """R = P^T as CSR arrays (values in the hierarchy's type), multiplied a warp
-    per row (the csr kernel family): a coarse row gathers an aggregate and its
-    neighbours, hundreds of entries on the coarse levels, which SELL's thread
-    per row leaves to a few threads (1.34 ms of a 7.2 ms cycle at 256^3)."""
+class WarpRows:
+    """A CSR matrix, values in the hierarchy's type, multiplied a warp per
+    row (the csr kernel family): the restrictions R = P^T, whose coarse rows
+    gather an aggregate and its neighbours, hundreds of entries that SELL's
+    thread per row leaves to a few threads (1.34 ms of a 7.2 ms cycle at
+    256^3), and the operators of levels too small to fill the GPU a thread
+    per row (WARP_ROWS)."""
 
-    def __init__(self, R, value_dtype, xp):
-        self.shape = R.shape
-        self.indptr = xp.asarray(R.indptr, dtype=xp.int64)
-        self.indices = xp.asarray(R.indices, dtype=xp.int32)
-        self.data = xp.asarray(R.data, dtype=value_dtype)
+    def __init__(self, M, value_dtype, xp):
+        self.shape = M.shape
+        self.indptr = xp.asarray(M.indptr, dtype=xp.int64)
+        self.indices = xp.asarray(M.indices, dtype=xp.int32)
+        self.data = xp.asarray(M.data, dtype=value_dtype)
         self.nnz = int(self.data.size)
         self.nbytes = self.indptr.nbytes + self.indices.nbytes + self.data.nbytes
         self._kernels = family("csr", xp)
 
-    def multiply(self, x, y):
-        """y = R x."""
-        self._kernels.spmv(self.indptr, self.indices, self.data, x, y)
+    def multiply(self, x, y, alpha=1.0, beta=0.0, z=None):
+        """y = alpha M x + beta z (z defaults to y)."""
+        self._kernels.spmv(self.indptr, self.indices, self.data, x, y, z, alpha, beta)
+
+    def chebyshev_step(self, d, d_next, r, z, scaling, x, a, c):
+        """r = z - M d; d_next = a d + c scaling r; x += d_next, in one kernel."""
+        self._kernels.chebyshev_step(self.indptr, self.indices, self.data, d, d_next, r, z, scaling, x, a, c)
 
 
 class Level:
     """One level: ``A`` (SellMatrix), and where it is not the coarsest the
-    transfers ``P`` (SellMatrix) and ``R`` = P^T (Restriction; ``galerkin_R``, the
+    transfers ``P`` (SellMatrix) and ``R`` = P^T (WarpRows; ``galerkin_R``, the
     same in float64 CSR for the Galerkin products of a refresh), the largest
     eigenvalue of D^-1 A, the Chebyshev interval, the smoother's ``scaling``
     and ``steps``, and under a K-cycle its vectors (c1, c2, v1, v2, rt) and
@@ -205,6 +215,7 @@ class Level:
     def __init__(self, A, xp, rows=None):
         """``rows``: of a level whose ``A`` is set later (DistributedAggregationAMG)."""
         self.A = A
+        self.A_rows = None  # on one rank, below WARP_ROWS rows: A as the cycle multiplies it (WarpRows)
         self.P = self.R = self.inverse = None
         # in parallel: the blocks on other ranks' columns (row_blocks.HaloColumns), and on the coarsest level
         # the vector gathered from every rank (row_blocks.WholeVector) that its rows of the inverse multiply
@@ -251,14 +262,21 @@ class Multigrid:
         """A new coarsest level of ``matrix``, and its (positive) diagonal."""
         with self._phase("operators"):
             level = Level(self._sell(matrix), self.xp)
+            level.A_rows = self._warp_rows(matrix)
         self.levels.append(level)
         return level, _positive_diagonal(matrix, len(self.levels) - 1)
+
+    def _warp_rows(self, matrix):
+        """The warp-per-row copy of a level's operator ``matrix`` that the cycle
+        multiplies: on one rank, for levels of fewer than WARP_ROWS rows."""
+        small = self.comm is None and matrix.shape[0] < WARP_ROWS
+        return WarpRows(matrix, self._value_dtype, self.xp) if small else None
 
     def _connect(self, level, P):
         """The transfers of ``level`` to the next: P, and R = P^T (kept in float64 CSR as ``galerkin_R``)."""
         with self._phase("operators"):
             level.galerkin_R = R = P.T.tocsr()
-            level.P, level.R = self._sell(P), Restriction(R, self._value_dtype, self.xp)
+            level.P, level.R = self._sell(P), WarpRows(R, self._value_dtype, self.xp)
 
     def _finish(self, matrix):
         """The coarsest level's inverse of ``matrix``, and the K-cycle's vectors."""
@@ -337,7 +355,7 @@ class Multigrid:
             return
         self._smooth(level, b, x, zero=True)
         r = level.r
-        self._product(level.A, level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)  # r = b - A x
+        self._product(_operator(level), level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)  # r = b - A x
         coarse = self.levels[k + 1]
         if level.R_halo is not None:
             level.R_halo.start(r)
@@ -358,7 +376,10 @@ class Multigrid:
         have arrived, the exchange overlapped with the owned block's SpMV."""
         if halo is not None:
             halo.start(x)
-        spmv(A, x, y, alpha=alpha, beta=beta, z=z)
+        if isinstance(A, WarpRows):
+            A.multiply(x, y, alpha, beta, z)
+        else:
+            spmv(A, x, y, alpha=alpha, beta=beta, z=z)
         if halo is not None:
             halo.finish(y, alpha)
 
@@ -369,11 +390,11 @@ class Multigrid:
         with the inner products left on the device."""
         level, kernels = self.levels[k], self._kernels
         self._cycle(k, level.b, level.c1)
-        spmv(level.A, level.c1, level.v1)
+        self._product(_operator(level), None, level.c1, level.v1)
         kernels.dot_pairs(level.s[:2], (level.c1, level.c1), (level.v1, level.b))  # rho1, alpha1
         kernels.kcycle_residual(level.rt, level.s, level.b, level.v1)
         self._cycle(k, level.rt, level.c2)
-        spmv(level.A, level.c2, level.v2)
+        self._product(_operator(level), None, level.c2, level.v2)
         kernels.dot_pairs(level.s[2:], (level.c2, level.c2, level.c2), (level.v1, level.v2, level.rt))
         kernels.kcycle_combine(level.x, level.s, level.c1, level.c2)
 
@@ -381,21 +402,25 @@ class Multigrid:
         """The level's smoothing steps on A x = b from x (x = 0 with ``zero``).
         The first step is an update (the krylov family's chebyshev_step);
         each later one, on one rank, a single kernel: r -= A d with the update
-        fused in (the sell family's chebyshev_step, alternating d between two
-        arrays); in parallel an SpMV with its halo, then the update."""
+        fused in (the sell or, on small levels, the csr family's
+        chebyshev_step, alternating d between two arrays); in parallel an
+        SpMV with its halo, then the update."""
         r = level.r
         if zero:
             x[...] = 0.0
             r = b
         else:
-            self._product(level.A, level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)
+            self._product(_operator(level), level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)
         d, d_next = level.d, level.d_next
         for step, (a, c) in enumerate(level.steps):
             if step == 0:  # a = 0: d is written, not read
                 self._kernels.chebyshev_step(x, d, r, level.scaling, a, c)
                 continue
             z = b if zero and step == 1 else level.r
-            if level.A_halo is None:
+            if level.A_rows is not None:
+                level.A_rows.chebyshev_step(d, d_next, level.r, z, level.scaling, x, a, c)
+                d, d_next = d_next, d
+            elif level.A_halo is None:
                 self._sell_kernels.chebyshev_step(level.A, d, d_next, level.r, z, level.scaling, x, a, c)
                 d, d_next = d_next, d
             else:
@@ -460,6 +485,7 @@ class AggregationAMG(Multigrid):
                     level.A.refresh_values(matrix.data)
                 else:
                     level.A = self._sell(matrix)
+                level.A_rows = self._warp_rows(matrix)
             _positive_diagonal(matrix, k)
             if level.inverse is not None:
                 break
@@ -538,10 +564,16 @@ class GeometricMultigrid(Multigrid):
         level = self.levels[0]
         with self._phase("operators"):
             level.A.refresh_values(matrix.data)
+            level.A_rows = self._warp_rows(matrix)
         _positive_diagonal(matrix, 0)
         with self._phase("smoother"):
             self._smoother(level, matrix)
         self.generation += 1
+
+
+def _operator(level):
+    """The level's operator as the cycle multiplies it: its warp-per-row copy where it has one, else SELL."""
+    return level.A if level.A_rows is None else level.A_rows
 
 
 def _galerkin(R, A, P, products=GALERKIN_PRODUCTS):

@@ -21,7 +21,7 @@ leaves it (3 to 4 times the serial CG iterations on 2 and 3 ranks).
 
 import numpy
 
-from .amg import (DEGREE, DENSE_LIMIT, PHASES, THRESHOLD, AggregationAMG, AMGError, Level, Multigrid, Restriction,
+from .amg import (DEGREE, DENSE_LIMIT, PHASES, THRESHOLD, AggregationAMG, AMGError, Level, Multigrid, WarpRows,
                   refuse_asymmetry)
 from .backend import sparse_module, to_host
 from .halo import split_rows
@@ -158,7 +158,7 @@ class DistributedAggregationAMG(AggregationAMG):
             R = transpose(P, starts, coarse_starts, self.comm)
             start, end = int(starts[rank]), int(starts[rank + 1])
             split = split_rows(R.indptr, R.indices, R.data, start, end)
-            level.R = Restriction(self._csr_block(split.diag, end - start), self._value_dtype, self.xp)
+            level.R = WarpRows(self._csr_block(split.diag, end - start), self._value_dtype, self.xp)
             level.R_halo = self._halo(split.offd, split.halo, starts)
 
     def _gather_coarsest(self, matrix, starts):

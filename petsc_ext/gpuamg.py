@@ -161,7 +161,7 @@ class AggregationMultigridPC(PythonPC):
                  f"grid complexity {grid:.3f}",
                  "  level      rows       nonzeros   MiB on rank 0"]
         for k, ((rows, nnz), level) in enumerate(zip(self.amg.sizes(), self.amg.levels)):
-            held = [t.nbytes for t in (level.A, level.P, level.R, level.inverse, level.A_halo, level.P_halo,
+            held = [t.nbytes for t in (level.A, level.A_rows, level.P, level.R, level.inverse, level.A_halo, level.P_halo,
                                        level.R_halo, level.whole) if t is not None]
             lines.append(f"  {k:5d} {rows:9d} {nnz:14d} {sum(held) / 2**20:8.2f}")
         phases = ", ".join(f"{name} {seconds:.4f}" for name, seconds in self.amg.phases.items())

@@ -194,8 +194,10 @@ def test_cuda_local_solves_report_the_same_failing_task():
 
 
 @pytest.mark.parametrize("dtype", [numpy.float64, numpy.float32])
-def test_cuda_csr_warp_spmv_matches_numpy(dtype):
-    """The warp-per-row CSR product on rows from empty to thousands of entries."""
+def test_cuda_csr_warp_kernels_match_numpy(dtype):
+    """The warp-per-row CSR product (plain, and y = alpha A x + beta z with z
+    apart or z = y) and fused smoothing step, on rows from empty to
+    thousands of entries, against their NumPy twins and scipy."""
     import cupy
     import scipy.sparse
 
@@ -207,13 +209,35 @@ def test_cuda_csr_warp_spmv_matches_numpy(dtype):
     cols = numpy.concatenate([rng.choice(5000, k, replace=False) for k in lengths])
     A = scipy.sparse.csr_matrix((rng.standard_normal(rows.size), (rows, cols)), shape=(lengths.size, 5000))
     arrays = (A.indptr.astype(numpy.int64), A.indices.astype(numpy.int32), A.data.astype(dtype))
-    x = rng.standard_normal(5000)
+    on_device = tuple(cupy.asarray(a) for a in arrays)
+    x, z = rng.standard_normal(5000), rng.standard_normal(lengths.size)
     expected = numpy.empty(lengths.size)
     host.spmv(*arrays, x, expected)
     numpy.testing.assert_allclose(expected, A.astype(dtype).astype(numpy.float64) @ x, rtol=1e-12, atol=1e-12)
     y = cupy.full(lengths.size, cupy.nan)
-    cuda.spmv(*(cupy.asarray(a) for a in arrays), cupy.asarray(x), y)
+    cuda.spmv(*on_device, cupy.asarray(x), y)
     numpy.testing.assert_allclose(y.get(), expected, rtol=1e-12, atol=1e-12)
+    for in_place in (False, True):  # z a vector of its own, or z = y
+        host_y, device_y = z.copy(), cupy.asarray(z)
+        host.spmv(*arrays, x, host_y, None if in_place else z.copy(), -0.5, 2.0)
+        cuda.spmv(*on_device, cupy.asarray(x), device_y, None if in_place else cupy.asarray(z), -0.5, 2.0)
+        numpy.testing.assert_allclose(host_y, 2.0 * z - 0.5 * expected, rtol=1e-12, atol=1e-12)
+        numpy.testing.assert_allclose(device_y.get(), host_y, rtol=1e-12, atol=1e-12)
+
+    square = A[:, :lengths.size].tocsr()
+    arrays = (square.indptr.astype(numpy.int64), square.indices.astype(numpy.int32), square.data.astype(dtype))
+    d, scaling, x0 = rng.standard_normal((3, lengths.size))
+    outputs = []
+    for kernels, xp in ((host, numpy), (cuda, cupy)):
+        r, d_next, x_out = xp.full(lengths.size, xp.nan), xp.full(lengths.size, xp.nan), xp.asarray(x0.copy())
+        kernels.chebyshev_step(*(xp.asarray(a) for a in arrays), xp.asarray(d), d_next, r, xp.asarray(z),
+                               xp.asarray(scaling), x_out, 0.7, 1.3)
+        outputs.append([v if xp is numpy else v.get() for v in (r, d_next, x_out)])
+    residual = z - square.astype(dtype).astype(numpy.float64) @ d
+    numpy.testing.assert_allclose(outputs[0][0], residual, rtol=1e-12, atol=1e-12)
+    numpy.testing.assert_allclose(outputs[0][1], 0.7 * d + 1.3 * scaling * residual, rtol=1e-12, atol=1e-12)
+    for got, expected in zip(outputs[1], outputs[0]):
+        numpy.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
 def test_cuda_krylov_kernels_match_numpy():

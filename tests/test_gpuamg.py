@@ -117,6 +117,31 @@ def test_the_v_cycle_is_symmetric():
     assert v @ Mv > 0
 
 
+@pytest.mark.parametrize("cycle", ["v", "k"])
+def test_small_levels_multiplied_a_warp_per_row_give_the_sell_cycles_result(monkeypatch, cycle):
+    """The csr family's products and fused smoothing step on the levels below
+    WARP_ROWS rows against the sell family's on all levels, after a set-up
+    and after a refresh (which must renew the copies)."""
+    import gpu_mats.amg
+
+    A = stencil(12, 27)
+    b = numpy.random.default_rng(3).standard_normal(A.shape[0])
+    results = []
+    for warp_rows in (0, A.shape[0] + 1):  # no level, then every level
+        monkeypatch.setattr(gpu_mats.amg, "WARP_ROWS", warp_rows)
+        amg = AggregationAMG(*csr_arrays(A), A.shape[0], numpy, coarse_size=20, cycle=cycle)
+        assert all((level.A_rows is None) == (warp_rows == 0) for level in amg.levels)
+        x, refreshed = numpy.empty_like(b), numpy.empty_like(b)
+        amg.apply(b, x)
+        amg.refresh(3.0 * csr_arrays(A)[2])
+        amg.apply(b, refreshed)
+        results.append((x, refreshed))
+    (x_sell, refreshed_sell), (x_rows, refreshed_rows) = results
+    numpy.testing.assert_allclose(x_rows, x_sell, rtol=1e-12, atol=1e-14)
+    numpy.testing.assert_allclose(refreshed_rows, refreshed_sell, rtol=1e-12, atol=1e-14)
+    numpy.testing.assert_allclose(refreshed_rows, x_rows / 3.0, rtol=1e-8)
+
+
 def test_a_neumann_matrix_keeps_its_null_space_through_the_hierarchy():
     """The unstructured tetrahedra's Laplacian: constants in its null space on every level, CG with the null space attached converges."""
     A = tetrahedra()

@@ -1,5 +1,5 @@
-"""CSR SpMV on the GPU, a warp per row (``csr.cu``): no library call, so a
-CUDA graph can capture it."""
+"""CSR products on the GPU, a warp per row (``csr.cu``): no library call, so a
+CUDA graph can capture them."""
 
 import functools
 import pathlib
@@ -7,19 +7,30 @@ import pathlib
 import cupy
 import numpy
 
-_NAMES = {numpy.dtype(numpy.float64): "csr_spmv_f64", numpy.dtype(numpy.float32): "csr_spmv_f32"}
+_VALUE_TYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}
+BLOCK = 256  # threads per block: 8 rows
 
 
 @functools.cache
-def _kernel(name):
+def _module():
     source = pathlib.Path(__file__).with_name("csr.cu").read_text()
-    return cupy.RawModule(code=source, options=("--std=c++14",)).get_function(name)
+    names = [f"{kernel}<{value}>" for kernel in ("csr_spmv", "csr_chebyshev") for value in _VALUE_TYPES.values()]
+    return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
 
 
-def spmv(indptr, indices, data, x, y):
-    """y = A x (csr.cu)."""
-    rows = y.size
+def _launch(kernel, indptr, indices, data, rows, *args):
     if rows:
-        block = 256
-        _kernel(_NAMES[data.dtype])((-(-rows * 32 // block),), (block,),
-                                    (numpy.int64(rows), indptr, indices, data, x, y))
+        function = _module().get_function(f"{kernel}<{_VALUE_TYPES[data.dtype]}>")
+        function((-(-rows * 32 // BLOCK),), (BLOCK,), (numpy.int64(rows), indptr, indices, data, *args))
+
+
+def spmv(indptr, indices, data, x, y, z=None, alpha=1.0, beta=0.0):
+    """y = alpha A x + beta z (csr.cu's csr_spmv)."""
+    _launch("csr_spmv", indptr, indices, data, y.size, x, y, y if z is None else z, numpy.float64(alpha),
+            numpy.float64(beta))
+
+
+def chebyshev_step(indptr, indices, data, d, d_next, r, z, scaling, x, a, c):
+    """r = z - A d; d_next = a d + c scaling r; x += d_next (csr.cu's csr_chebyshev)."""
+    _launch("csr_chebyshev", indptr, indices, data, r.size, d, d_next, r, z, scaling, x, numpy.float64(a),
+            numpy.float64(c))
