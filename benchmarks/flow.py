@@ -36,7 +36,26 @@ COMM = PETSc.COMM_WORLD
 LID = {"xmax": Wall((0.0, 1.0, 0.0))}  # the face x = 1 slides along y
 
 
-def measure(n, re, warmup, steps):
+def cycle_breakdown(solver, repeats=5):
+    """The pressure preconditioner's cycle (gpuamg) timed operation by
+    operation on the GPU (amg_cycles.breakdown), on b = 1: where the pressure
+    solve's time goes, against the solve's own."""
+    import cupy
+
+    import amg_cycles
+
+    amg = solver.pressure_ksp.getPC().getPythonContext().amg
+    rows = amg.levels[0].A.shape[0]
+    parts = amg_cycles.breakdown(amg, cupy.ones(rows), cupy.empty(rows), repeats)
+    for part in parts:
+        PETSc.Sys.Print(f"  level {part['level']} {part['operation']:24s} x{part['calls']:.0f} {part['ms']:8.3f} ms "
+                        f"{part['GB']:7.3f} GB {part['GB/s']:7.0f} GB/s")
+    PETSc.Sys.Print(f"  one cycle: {sum(part['ms'] for part in parts):.3f} ms ({len(amg.levels)} levels: "
+                    f"{[level.A.shape[0] for level in amg.levels]})")
+    return parts
+
+
+def measure(n, re, warmup, steps, breakdown=False):
     start = time.perf_counter()
     da = PETSc.DMDA().create(dim=3, sizes=(n, n, n), stencil_width=1, setup=False)
     da.setMatType("gpusell")
@@ -67,6 +86,8 @@ def measure(n, re, warmup, steps):
            "mcell_steps_per_s": timing["million_cell_steps_per_second"],
            "pressure_its": timing["pressure_iterations_per_step"],
            **{f"{name.lower()}_ms": 1e3 * seconds for name, seconds in timing["phases"].items()}}
+    if breakdown:
+        row["cycle_breakdown"] = cycle_breakdown(solver)
     solver.destroy()
     da.destroy()
     return row
@@ -78,11 +99,13 @@ def main():
     parser.add_argument("--re", type=float, default=1000.0)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--breakdown", action="store_true",
+                        help="then time the pressure's gpuamg cycle operation by operation (one GPU rank)")
     parser.add_argument("--json")
     args = parser.parse_args(ARGS)
     rows = []
     for n in args.sizes:
-        rows.append(measure(n, args.re, args.warmup, args.steps))
+        rows.append(measure(n, args.re, args.warmup, args.steps, args.breakdown))
         if COMM.getRank() == 0:
             harness.write_json(args.json, {"meta": {**harness.metadata(), "petsc_options": PETSC_ARGS,
                                                     "ranks": COMM.getSize()}, "rows": rows}, quiet=True)

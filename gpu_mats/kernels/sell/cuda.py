@@ -19,11 +19,13 @@ MAX_VECTORS = 4  # widest generalized SpMV compiled; more vectors go in chunks
 _VALUE_TYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}
 _NULL = numpy.uint64(0)
 
-# Rows per thread (16-byte value loads) and threads per block, per value type
-# (BENCHMARKS.md, "kernel tuning").
+# Rows per thread and threads per block, per value type (BENCHMARKS.md,
+# "kernel tuning"). float32: 4 rows (16-byte value loads) were 5% faster for
+# y = A x alone at 256^3, but 2 rows 13-27% faster in gpuamg's cycle, whose
+# products also read z or update r, d and x (benchmarks/amg_cycles.py).
 TUNING = {
     numpy.dtype(numpy.float64): {"rows_per_thread": 2, "block": 256},
-    numpy.dtype(numpy.float32): {"rows_per_thread": 4, "block": 256},
+    numpy.dtype(numpy.float32): {"rows_per_thread": 2, "block": 256},
 }
 
 
