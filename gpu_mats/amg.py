@@ -179,8 +179,8 @@ def _piecewise_constant(xp, aggregates, count):
 
 
 class WarpRows:
-    """A CSR matrix, values in the hierarchy's type, multiplied a warp per
-    row (the csr kernel family): the restrictions R = P^T, whose coarse rows
+    """A CSR matrix, values in the hierarchy's type, multiplied by a warp or
+    part of one per row (the csr kernel family): the restrictions R = P^T, whose coarse rows
     gather an aggregate and its neighbours, hundreds of entries that SELL's
     thread per row leaves to a few threads (1.34 ms of a 7.2 ms cycle at
     256^3), and the operators of levels too small to fill the GPU a thread

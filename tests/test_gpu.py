@@ -194,17 +194,19 @@ def test_cuda_local_solves_report_the_same_failing_task():
 
 
 @pytest.mark.parametrize("dtype", [numpy.float64, numpy.float32])
-def test_cuda_csr_warp_kernels_match_numpy(dtype):
-    """The warp-per-row CSR product (plain, and y = alpha A x + beta z with z
-    apart or z = y) and fused smoothing step, on rows from empty to
-    thousands of entries, against their NumPy twins and scipy."""
+@pytest.mark.parametrize("longest, lanes", [(8, 4), (24, 8), (48, 16), (400, 32)])
+def test_cuda_csr_warp_kernels_match_numpy(dtype, longest, lanes):
+    """The CSR product with 4 to 32 threads per row (plain, and y = alpha A x
+    + beta z with z apart or z = y) and fused smoothing step, on rows from
+    empty to thousands of entries, against their NumPy twins and scipy."""
     import cupy
     import scipy.sparse
 
     from gpu_mats.kernels.csr import cuda, host
 
-    rng = numpy.random.default_rng(5)
-    lengths = numpy.concatenate([[0, 1, 31, 32, 33, 3000], rng.integers(0, 400, 200)])
+    rng = numpy.random.default_rng(longest)
+    lengths = numpy.concatenate([[0, 1, 31, 32, 33], [3000] * (longest == 400), rng.integers(0, longest, 200)])
+    assert cuda.lanes(lengths.size, lengths.sum()) == lanes
     rows = numpy.repeat(numpy.arange(lengths.size), lengths)
     cols = numpy.concatenate([rng.choice(5000, k, replace=False) for k in lengths])
     A = scipy.sparse.csr_matrix((rng.standard_normal(rows.size), (rows, cols)), shape=(lengths.size, 5000))

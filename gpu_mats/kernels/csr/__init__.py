@@ -1,4 +1,5 @@
-"""Products of CSR matrices a warp per row: for the restrictions R = P^T of
+"""Products of CSR matrices with several threads per row on the GPU (4 to
+32, from the mean row length): for the restrictions R = P^T of
 gpu_mats.amg, whose few coarse rows gather hundreds of entries each, and for
 the coarse levels of its cycle, too few rows to fill the GPU with SELL's
 thread per row."""

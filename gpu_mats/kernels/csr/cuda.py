@@ -1,5 +1,5 @@
-"""CSR products on the GPU, a warp per row (``csr.cu``): no library call, so a
-CUDA graph can capture them."""
+"""CSR products on the GPU, several threads of a warp per row (``csr.cu``):
+no library call, so a CUDA graph can capture them."""
 
 import functools
 import pathlib
@@ -8,20 +8,31 @@ import cupy
 import numpy
 
 _VALUE_TYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}
-BLOCK = 256  # threads per block: 8 rows
+BLOCK = 256
+LANES = (4, 8, 16, 32)  # threads per row compiled
+
+
+def lanes(rows, nnz):
+    """Threads per row: about two entries each (the 16 entries of a box's
+    restriction rows on 8 lanes, where a warp left half its lanes idle),
+    from 4 to 32."""
+    mean = nnz / max(rows, 1)
+    return next((count for count in LANES if 2 * count >= mean), LANES[-1])
 
 
 @functools.cache
 def _module():
     source = pathlib.Path(__file__).with_name("csr.cu").read_text()
-    names = [f"{kernel}<{value}>" for kernel in ("csr_spmv", "csr_chebyshev") for value in _VALUE_TYPES.values()]
+    names = [f"{kernel}<{value},{count}>" for kernel in ("csr_spmv", "csr_chebyshev")
+             for value in _VALUE_TYPES.values() for count in LANES]
     return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
 
 
 def _launch(kernel, indptr, indices, data, rows, *args):
     if rows:
-        function = _module().get_function(f"{kernel}<{_VALUE_TYPES[data.dtype]}>")
-        function((-(-rows * 32 // BLOCK),), (BLOCK,), (numpy.int64(rows), indptr, indices, data, *args))
+        count = lanes(rows, data.size)
+        function = _module().get_function(f"{kernel}<{_VALUE_TYPES[data.dtype]},{count}>")
+        function((-(-rows * count // BLOCK),), (BLOCK,), (numpy.int64(rows), indptr, indices, data, *args))
 
 
 def spmv(indptr, indices, data, x, y, z=None, alpha=1.0, beta=0.0):
