@@ -205,7 +205,8 @@ def test_cuda_csr_warp_kernels_match_numpy(dtype, longest, lanes):
     from gpu_mats.kernels.csr import cuda, host
 
     rng = numpy.random.default_rng(longest)
-    lengths = numpy.concatenate([[0, 1, 31, 32, 33], [3000] * (longest == 400), rng.integers(0, longest, 200)])
+    lengths = numpy.concatenate([[0, 1, 31, 32, 33], [3000] * (longest == 400),
+                                 rng.integers(0, longest, 200)]).astype(numpy.int64)
     assert cuda.lanes(lengths.size, lengths.sum()) == lanes
     rows = numpy.repeat(numpy.arange(lengths.size), lengths)
     cols = numpy.concatenate([rng.choice(5000, k, replace=False) for k in lengths])
