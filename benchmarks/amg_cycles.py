@@ -72,8 +72,8 @@ class Breakdown:
         for level in amg.levels:
             if level.R is not None:
                 level.R = _TimedRestriction(self, level.R)
-            if level.A_rows is not None:  # the warp-per-row copy: its products go through _product
-                level.A_rows.chebyshev_step = self._timed_step(level.A_rows)
+            if level.A_cycle is not None:  # a warp-per-row copy or a stencil: its products go through _product
+                level.A_cycle.chebyshev_step = self._timed_step(level.A_cycle)
 
     def _timed_step(self, A):
         step = A.chebyshev_step

@@ -36,6 +36,7 @@ from .backend import array_module, hashed_bits, scatter_max, scatter_min, sparse
 from .kernels import family
 from .ops import diagonal, spmv
 from .sell import SellMatrix, entry_rows
+from .stencil import StencilMatrix
 
 # The Chebyshev interval's lower end: with degree 3, 0.1 did best of 0.1, 0.2, 0.3 (BENCHMARKS.md); with the
 # default degree 2, 0.2 saved an iteration at 96^3 and on the 27-point test problem, and cost none with degree 3.
@@ -215,7 +216,10 @@ class Level:
     def __init__(self, A, xp, rows=None):
         """``rows``: of a level whose ``A`` is set later (DistributedAggregationAMG)."""
         self.A = A
-        self.A_rows = None  # on one rank, below WARP_ROWS rows: A as the cycle multiplies it (WarpRows)
+        # on one rank, A as the cycle multiplies it where SELL is slower: a box's stencil (StencilMatrix) on a
+        # geometric level, a CSR copy multiplied a warp per row (WarpRows) on a level below WARP_ROWS rows
+        self.A_cycle = None
+        self.grid = None  # a box's (shape, periodic), where the application gave it (GeometricMultigrid)
         self.P = self.R = self.inverse = None
         # in parallel: the blocks on other ranks' columns (row_blocks.HaloColumns), and on the coarsest level
         # the vector gathered from every rank (row_blocks.WholeVector) that its rows of the inverse multiply
@@ -258,19 +262,28 @@ class Multigrid:
             _check_symmetric(matrix)
         return matrix
 
-    def _add_level(self, matrix):
-        """A new coarsest level of ``matrix``, and its (positive) diagonal."""
+    def _add_level(self, matrix, grid=None):
+        """A new coarsest level of ``matrix`` (on ``grid``, a box's (shape, periodic), where known), and its
+        (positive) diagonal."""
         with self._phase("operators"):
             level = Level(self._sell(matrix), self.xp)
-            level.A_rows = self._warp_rows(matrix)
+            level.grid = grid
+            level.A_cycle = self._cycled(matrix, grid)
         self.levels.append(level)
         return level, _positive_diagonal(matrix, len(self.levels) - 1)
 
-    def _warp_rows(self, matrix):
-        """The warp-per-row copy of a level's operator ``matrix`` that the cycle
-        multiplies: on one rank, for levels of fewer than WARP_ROWS rows."""
-        small = self.comm is None and matrix.shape[0] < WARP_ROWS
-        return WarpRows(matrix, self._value_dtype, self.xp) if small else None
+    def _cycled(self, matrix, grid=None):
+        """What the cycle multiplies instead of a level's SELL operator
+        ``matrix``, on one rank: its stencil on ``grid`` where it is one
+        (StencilMatrix), else a warp-per-row copy on a level of fewer than
+        WARP_ROWS rows; None: SELL."""
+        if self.comm is not None:
+            return None
+        if grid is not None:
+            stencil = StencilMatrix.from_csr(matrix.indptr, matrix.indices, matrix.data, *grid, self._value_dtype)
+            if stencil is not None:
+                return stencil
+        return WarpRows(matrix, self._value_dtype, self.xp) if matrix.shape[0] < WARP_ROWS else None
 
     def _connect(self, level, P):
         """The transfers of ``level`` to the next: P, and R = P^T (kept in float64 CSR as ``galerkin_R``)."""
@@ -376,10 +389,10 @@ class Multigrid:
         have arrived, the exchange overlapped with the owned block's SpMV."""
         if halo is not None:
             halo.start(x)
-        if isinstance(A, WarpRows):
-            A.multiply(x, y, alpha, beta, z)
-        else:
+        if isinstance(A, SellMatrix):
             spmv(A, x, y, alpha=alpha, beta=beta, z=z)
+        else:  # WarpRows, StencilMatrix
+            A.multiply(x, y, alpha, beta, z)
         if halo is not None:
             halo.finish(y, alpha)
 
@@ -402,9 +415,9 @@ class Multigrid:
         """The level's smoothing steps on A x = b from x (x = 0 with ``zero``).
         The first step is an update (the krylov family's chebyshev_step);
         each later one, on one rank, a single kernel: r -= A d with the update
-        fused in (the sell or, on small levels, the csr family's
-        chebyshev_step, alternating d between two arrays); in parallel an
-        SpMV with its halo, then the update."""
+        fused in (the chebyshev_step of the sell family, or of the stencil
+        or csr family where the level has A_cycle; alternating d between two
+        arrays); in parallel an SpMV with its halo, then the update."""
         r = level.r
         if zero:
             x[...] = 0.0
@@ -417,8 +430,8 @@ class Multigrid:
                 self._kernels.chebyshev_step(x, d, r, level.scaling, a, c)
                 continue
             z = b if zero and step == 1 else level.r
-            if level.A_rows is not None:
-                level.A_rows.chebyshev_step(d, d_next, level.r, z, level.scaling, x, a, c)
+            if level.A_cycle is not None:
+                level.A_cycle.chebyshev_step(d, d_next, level.r, z, level.scaling, x, a, c)
                 d, d_next = d_next, d
             elif level.A_halo is None:
                 self._sell_kernels.chebyshev_step(level.A, d, d_next, level.r, z, level.scaling, x, a, c)
@@ -485,7 +498,7 @@ class AggregationAMG(Multigrid):
                     level.A.refresh_values(matrix.data)
                 else:
                     level.A = self._sell(matrix)
-                level.A_rows = self._warp_rows(matrix)
+                level.A_cycle = self._cycled(matrix)
             _positive_diagonal(matrix, k)
             if level.inverse is not None:
                 break
@@ -535,25 +548,31 @@ class GeometricMultigrid(Multigrid):
     (indptr, indices, data) of ``n`` rows, the coarser ones
     ``coarse_operators`` (scipy CSR, each rediscretized on its grid) with the
     ``prolongations`` (scipy CSR, level k+1 to level k) between them, as a
-    box's geometric multigrid gives them (plugin.flow.pressure_multigrid)."""
+    box's geometric multigrid gives them (plugin.flow.pressure_multigrid).
+    With ``grids``, each level's (shape, periodic) finest first, a level
+    whose operator is a constant-coefficient stencil on its grid is cycled
+    as one (StencilMatrix: no matrix read per product)."""
 
     def __init__(self, indptr, indices, data, n, xp, coarse_operators, prolongations, degree=DEGREE, slice_height=32,
-                 value_dtype=numpy.float64, cycle="v", smoother="chebyshev"):
+                 value_dtype=numpy.float64, cycle="v", smoother="chebyshev", grids=None):
         if len(coarse_operators) != len(prolongations) or not prolongations:
             raise ValueError(f"a geometric hierarchy needs one prolongation per coarse operator and at least one: "
                              f"got {len(prolongations)} and {len(coarse_operators)}")
+        if grids is not None and len(grids) != len(prolongations) + 1:
+            raise ValueError(f"{len(prolongations) + 1} levels need as many grids, got {len(grids)}")
         super().__init__(xp, degree, slice_height, value_dtype, cycle, smoother)
+        grids = [None] * (len(prolongations) + 1) if grids is None else grids
         matrix = self._csr(indptr, indices, data, (n, n))
-        for P, coarse in zip(prolongations, coarse_operators):
+        for P, coarse, grid in zip(prolongations, coarse_operators, grids):
             if P.shape != (matrix.shape[0], coarse.shape[0]):
                 raise ValueError(f"a prolongation of shape {P.shape} between levels of {matrix.shape[0]} and "
                                  f"{coarse.shape[0]} rows")
-            level, _ = self._add_level(matrix)
+            level, _ = self._add_level(matrix, grid)
             with self._phase("smoother"):
                 self._smoother(level, matrix)
             self._connect(level, sparse_module(xp).csr_matrix(P))
             matrix = self._csr(coarse.indptr, coarse.indices, coarse.data, coarse.shape)
-        self._add_level(matrix)
+        self._add_level(matrix, grids[-1])
         self._finish(matrix)
 
     def refresh(self, data):
@@ -564,7 +583,7 @@ class GeometricMultigrid(Multigrid):
         level = self.levels[0]
         with self._phase("operators"):
             level.A.refresh_values(matrix.data)
-            level.A_rows = self._warp_rows(matrix)
+            level.A_cycle = self._cycled(matrix, level.grid)
         _positive_diagonal(matrix, 0)
         with self._phase("smoother"):
             self._smoother(level, matrix)
@@ -573,7 +592,7 @@ class GeometricMultigrid(Multigrid):
 
 def _operator(level):
     """The level's operator as the cycle multiplies it: its warp-per-row copy where it has one, else SELL."""
-    return level.A if level.A_rows is None else level.A_rows
+    return level.A if level.A_cycle is None else level.A_cycle
 
 
 def _galerkin(R, A, P, products=GALERKIN_PRODUCTS):

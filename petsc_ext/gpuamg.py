@@ -19,6 +19,7 @@ from gpu_mats import VALUE_DTYPES
 from gpu_mats.amg import AGGREGATIONS, CYCLES, DEGREE, SMOOTHERS, THRESHOLD, AggregationAMG, AMGError, GeometricMultigrid
 from gpu_mats.distributed_amg import DistributedAggregationAMG
 from gpu_mats.exchange import TRANSPORTS
+from gpu_mats.stencil import StencilMatrix
 
 from .arrays import in_out_arrays
 from .gpusell import local_block
@@ -57,6 +58,9 @@ class AggregationMultigridPC(PythonPC):
                "(vectors stay float64)", choices=tuple(VALUE_DTYPES), view="values {}"),
         Option("pc_gpuamg_cuda_graph", "cuda_graph", True, "replay each V-cycle as one CUDA graph (CUDA vectors; "
                "a graph per pair of vector addresses, captured at its second use)", view="CUDA graph {}"),
+        Option("pc_gpuamg_stencil", "stencil", True, "cycle a box's geometric levels as stencils from their grids "
+               "(no matrix read per product) where the application gives the grids and a level's operator is one",
+               view="box levels as stencils {}"),
         Option("pc_gpuamg_coarse_size", "coarse_size", 1000, "rows at or below which a level is the coarsest "
                "(dense pseudo-inverse; in parallel gathered on every rank)", low=1, high=5000,
                view="coarse size {}"),
@@ -68,12 +72,14 @@ class AggregationMultigridPC(PythonPC):
         super().__init__()
         self.amg, self.refreshed, self.graphs, self.given_levels = None, False, None, None
 
-    def set_levels(self, coarse_operators, prolongations):
+    def set_levels(self, coarse_operators, prolongations, grids=None):
         """Take the coarse levels from the application (scipy CSR: each coarse
         grid's operator, and the prolongations from level k+1 to k), as a box's
         geometric multigrid has them, instead of aggregating: the cycle is the
-        same (gpu_mats.amg.GeometricMultigrid)."""
-        self.given_levels = (list(coarse_operators), list(prolongations))
+        same (gpu_mats.amg.GeometricMultigrid). ``grids``: each level's
+        (shape, periodic), finest first, cells numbered x fastest, for the
+        stencil products (-pc_gpuamg_stencil)."""
+        self.given_levels = (list(coarse_operators), list(prolongations), grids)
         self.release()
 
     def options_changed(self, pc, changed):
@@ -108,9 +114,11 @@ class AggregationMultigridPC(PythonPC):
                 cycle=self.cycle, smoother=self.smoother, halo_transport=self.halo_transport,
                 mis2_pairs=self.mis2_pairs)
         elif self.given_levels is not None:
-            self.amg = GeometricMultigrid(indptr, indices, data, n, self.xp, *self.given_levels,
+            coarse_operators, prolongations, grids = self.given_levels
+            self.amg = GeometricMultigrid(indptr, indices, data, n, self.xp, coarse_operators, prolongations,
                                           degree=self.degree, value_dtype=VALUE_DTYPES[self.value_type],
-                                          cycle=self.cycle, smoother=self.smoother)
+                                          cycle=self.cycle, smoother=self.smoother,
+                                          grids=grids if self.stencil else None)
         else:
             self.amg = AggregationAMG(indptr, indices, data, n, self.xp, threshold=self.threshold,
                                       aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed,
@@ -154,6 +162,9 @@ class AggregationMultigridPC(PythonPC):
             return []
         operator, grid = self.amg.complexities()  # of the whole hierarchy, over all ranks in parallel
         origin = "given by the application (geometric)" if self.given_levels is not None else "aggregated"
+        stencils = sum(isinstance(level.A_cycle, StencilMatrix) for level in self.amg.levels)
+        if stencils:
+            origin += f", {stencils} cycled as stencils"
         spread = ("" if self.amg.comm is None else
                   f", split over {self.amg.comm.Get_size()} ranks (aggregates inside a rank; the coarsest level "
                   "gathered on every rank)")
@@ -161,7 +172,7 @@ class AggregationMultigridPC(PythonPC):
                  f"grid complexity {grid:.3f}",
                  "  level      rows       nonzeros   MiB on rank 0"]
         for k, ((rows, nnz), level) in enumerate(zip(self.amg.sizes(), self.amg.levels)):
-            held = [t.nbytes for t in (level.A, level.A_rows, level.P, level.R, level.inverse, level.A_halo, level.P_halo,
+            held = [t.nbytes for t in (level.A, level.A_cycle, level.P, level.R, level.inverse, level.A_halo, level.P_halo,
                                        level.R_halo, level.whole) if t is not None]
             lines.append(f"  {k:5d} {rows:9d} {nnz:14d} {sum(held) / 2**20:8.2f}")
         phases = ", ".join(f"{name} {seconds:.4f}" for name, seconds in self.amg.phases.items())

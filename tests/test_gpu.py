@@ -243,6 +243,40 @@ def test_cuda_csr_warp_kernels_match_numpy(dtype, longest, lanes):
         numpy.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("value_type", [numpy.float64, numpy.float32])
+def test_cuda_stencil_kernels_match_numpy(value_type):
+    """The stencil family's product and fused smoothing step on boxes with
+    walls, periodic sides and outflows, 2D and 3D, against the NumPy twins
+    (which tests/test_stencil.py holds to the CSR matrices)."""
+    import cupy
+
+    from gpu_mats.kernels.stencil import cuda, host
+    from gpu_mats.stencil import StencilMatrix
+    from test_stencil import BOXES, box_laplacian
+
+    rng = numpy.random.default_rng(9)
+    for shape, periodic, lengths, open_tags in BOXES.values():
+        A = box_laplacian(shape, periodic, lengths, open_tags)
+        on_host = StencilMatrix.from_csr(A.indptr, A.indices, A.data, shape, periodic, value_type)
+        on_device = StencilMatrix.from_csr(*(cupy.asarray(a) for a in (A.indptr, A.indices, A.data)), shape,
+                                           periodic, value_type)
+        assert on_device.couplings == on_host.couplings
+        x, z, d, scaling, x0 = rng.standard_normal((5, A.shape[0]))
+        for alpha, beta in ((1.0, 0.0), (-0.5, 2.0)):
+            expected = numpy.empty_like(x)
+            host.spmv(on_host, x, expected, z, alpha, beta)
+            y = cupy.full(x.size, cupy.nan)
+            cuda.spmv(on_device, cupy.asarray(x), y, cupy.asarray(z), alpha, beta)
+            numpy.testing.assert_allclose(y.get(), expected, rtol=1e-13, atol=1e-13)
+        outputs = []
+        for kernels, S, xp in ((host, on_host, numpy), (cuda, on_device, cupy)):
+            r, d_next, x_out = xp.full(x.size, xp.nan), xp.full(x.size, xp.nan), xp.asarray(x0.copy())
+            kernels.chebyshev_step(S, xp.asarray(d), d_next, r, xp.asarray(z), xp.asarray(scaling), x_out, 0.7, 1.3)
+            outputs.append([v if xp is numpy else v.get() for v in (r, d_next, x_out)])
+        for got, expected in zip(outputs[1], outputs[0]):
+            numpy.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-13)
+
+
 def test_cuda_krylov_kernels_match_numpy():
     import cupy
 

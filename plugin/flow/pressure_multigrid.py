@@ -152,13 +152,13 @@ class PressureMultigrid:
             pc.getMGSmoother(level).getPC().setType(PETSc.PC.Type.JACOBI)
 
     def array_levels(self, open_tags=()):
-        """The coarse levels' operators (-L on each grid below the finest) and
-        the prolongations between the levels, as scipy CSR on one rank: the
-        hierarchy of ``attach`` for gpuamg's array cycle
-        (-flow_pressure_levels geometric)."""
+        """The coarse levels' operators (-L on each grid below the finest), the
+        prolongations between the levels, as scipy CSR on one rank, and every
+        level's (shape, periodic): the hierarchy of ``attach`` for gpuamg's
+        array cycle (-flow_pressure_levels geometric)."""
         operators = [self._laplacian(grid, 0, open_tags) for grid in self.grids[1:]]
         prolongations = [interpolation(fine, coarse, 0) for fine, coarse in zip(self.grids, self.grids[1:])]
-        return operators, prolongations
+        return operators, prolongations, [(grid.shape, grid.periodic) for grid in self.grids]
 
     def _laplacian(self, grid, rank, open_tags):
         """-L on the rank's cells of ``grid`` (scipy CSR): the pressure matrix's sign."""

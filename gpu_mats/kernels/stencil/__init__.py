@@ -1,0 +1,13 @@
+"""Products of a box's constant-coefficient operator (gpu_mats.stencil's
+StencilMatrix), computed from the grid instead of read from a matrix:
+y = alpha A x + beta z and the fused smoothing step."""
+
+
+def spmv(S, x, y, z, alpha, beta):
+    """y = alpha S x + beta z for float64 vectors in S's memory (beta = 0 never reads z; z may be y)."""
+
+
+def chebyshev_step(S, d, d_next, r, z, scaling, x, a, c):
+    """One smoothing step fused into the product: r = z - S d, then
+    d_next = a d + c scaling r and x += d_next (z may be r; d_next must not
+    be d, which neighbouring cells read)."""

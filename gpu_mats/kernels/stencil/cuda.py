@@ -1,0 +1,42 @@
+"""The stencil family on the GPU: launchers for ``stencil.cu``, compiled once
+per process with ``cupy.RawModule``."""
+
+import functools
+import pathlib
+
+import cupy
+import numpy
+
+_VALUE_TYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}
+BLOCK = 256
+
+
+@functools.cache
+def _module():
+    source = pathlib.Path(__file__).with_name("stencil.cu").read_text()
+    names = [f"{kernel}<{value}>" for kernel in ("stencil_spmv", "stencil_chebyshev") for value in _VALUE_TYPES.values()]
+    return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
+
+
+def _grid(S):
+    """The kernels' grid arguments: nx, ny, nz, the periodic axes' bits, cx, cy, cz (2D: one cell along z)."""
+    shape, couplings = tuple(S.shape) + (1,) * (3 - len(S.shape)), tuple(S.couplings) + (0.0,) * (3 - len(S.shape))
+    bits = sum(1 << d for d, wraps in enumerate(S.periodic) if wraps)
+    return (*(numpy.int32(n) for n in shape), numpy.int32(bits), *(numpy.float64(c) for c in couplings))
+
+
+def _launch(kernel, S, *args):
+    n = S.diag.size
+    if n:
+        function = _module().get_function(f"{kernel}<{_VALUE_TYPES[S.diag.dtype]}>")
+        function((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), *_grid(S), S.diag, *args))
+
+
+def spmv(S, x, y, z, alpha, beta):
+    """y = alpha S x + beta z (stencil.cu's stencil_spmv)."""
+    _launch("stencil_spmv", S, x, y, z, numpy.float64(alpha), numpy.float64(beta))
+
+
+def chebyshev_step(S, d, d_next, r, z, scaling, x, a, c):
+    """r = z - S d; d_next = a d + c scaling r; x += d_next (stencil.cu's stencil_chebyshev)."""
+    _launch("stencil_chebyshev", S, d, d_next, r, z, scaling, x, numpy.float64(a), numpy.float64(c))

@@ -1,0 +1,32 @@
+"""The stencil family on the host: the NumPy twins of ``stencil.cu``."""
+
+import numpy
+
+
+def _product(S, x):
+    """S x on the grid: the diagonal times x, less c_d times each neighbour along axis d."""
+    grid = x.reshape(S.shape[::-1])  # numbered x fastest: the last array axis is x
+    out = S.diag.astype(numpy.float64).reshape(grid.shape) * grid
+    for d, c in enumerate(S.couplings):
+        axis = grid.ndim - 1 - d
+        for shift in (1, -1):
+            moved = numpy.roll(grid, shift, axis=axis)  # moved[i] = grid[i - shift]
+            if not S.periodic[d]:  # no neighbour across a wall
+                edge = [slice(None)] * grid.ndim
+                edge[axis] = 0 if shift == 1 else -1
+                moved[tuple(edge)] = 0.0
+            out -= c * moved
+    return out.ravel()
+
+
+def spmv(S, x, y, z, alpha, beta):
+    """Twin of stencil.cu's stencil_spmv."""
+    product = alpha * _product(S, x)
+    y[...] = product + beta * z if beta != 0.0 else product
+
+
+def chebyshev_step(S, d, d_next, r, z, scaling, x, a, c):
+    """Twin of stencil.cu's stencil_chebyshev."""
+    r[...] = z - _product(S, d)
+    d_next[...] = a * d + c * scaling * r
+    x += d_next
