@@ -36,7 +36,7 @@ from .backend import array_module, hashed_bits, scatter_max, scatter_min, sparse
 from .kernels import family
 from .ops import diagonal, spmv
 from .sell import SellMatrix, entry_rows
-from .stencil import StencilMatrix
+from .stencil import StencilMatrix, TensorTransfer
 
 # The Chebyshev interval's lower end: with degree 3, 0.1 did best of 0.1, 0.2, 0.3 (BENCHMARKS.md); with the
 # default degree 2, 0.2 saved an iteration at 96^3 and on the 27-point test problem, and cost none with degree 3.
@@ -551,7 +551,9 @@ class GeometricMultigrid(Multigrid):
     box's geometric multigrid gives them (plugin.flow.pressure_multigrid).
     With ``grids``, each level's (shape, periodic) finest first, a level
     whose operator is a constant-coefficient stencil on its grid is cycled
-    as one (StencilMatrix: no matrix read per product)."""
+    as one (StencilMatrix: no matrix read per product), and a prolongation
+    that is a tensor product of per-axis ones, and its restriction, are
+    applied from their tables (TensorTransfer)."""
 
     def __init__(self, indptr, indices, data, n, xp, coarse_operators, prolongations, degree=DEGREE, slice_height=32,
                  value_dtype=numpy.float64, cycle="v", smoother="chebyshev", grids=None):
@@ -571,6 +573,12 @@ class GeometricMultigrid(Multigrid):
             with self._phase("smoother"):
                 self._smoother(level, matrix)
             self._connect(level, sparse_module(xp).csr_matrix(P))
+            coarse_grid = grids[len(self.levels)]
+            if grid is not None and coarse_grid is not None:
+                with self._phase("operators"):
+                    transfers = TensorTransfer.between(P, grid[0], coarse_grid[0], xp)
+                if transfers is not None:  # the transfers from per-axis tables, not read from P and R
+                    level.P, level.R = transfers
             matrix = self._csr(coarse.indptr, coarse.indices, coarse.data, coarse.shape)
         self._add_level(matrix, grids[-1])
         self._finish(matrix)

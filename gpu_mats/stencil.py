@@ -1,18 +1,21 @@
-"""A box's constant-coefficient operator, applied from its grid instead of
-read from a matrix: on a uniform box the pressure Laplacian of every
-geometric level has one coupling per axis, so a product needs only x and
-the diagonal. At 256^3 the 7-point SELL product reads 68 bytes a row with
-float32 values, the stencil 28 (BENCHMARKS.md, gpuamg's fourth part).
+"""A box's constant-coefficient operator and its grid transfers, applied
+from the grids instead of read from matrices: on a uniform box the pressure
+Laplacian of every geometric level has one coupling per axis, so a product
+needs only x and the diagonal (at 256^3 the 7-point SELL product reads 68
+bytes a row with float32 values, the stencil 28: BENCHMARKS.md, gpuamg's
+fourth part), and the linear interpolation between two grids is a tensor
+product of one small operator per axis.
 
-``StencilMatrix.from_csr`` recognizes such a matrix in CSR, numbered x
-fastest, or says it is not one; the array code runs on NumPy or CuPy.
+``StencilMatrix.from_csr`` and ``TensorTransfer.between`` recognize them in
+CSR, cells numbered x fastest, or say they are not such; the array code runs
+on NumPy or CuPy.
 """
 
 from dataclasses import dataclass
 
 import numpy
 
-from .backend import array_module
+from .backend import array_module, hashed_bits, sparse_module
 from .kernels import family
 from .sell import entry_rows
 
@@ -87,6 +90,89 @@ class StencilMatrix:
     def chebyshev_step(self, d, d_next, r, z, scaling, x, a, c):
         """r = z - A d; d_next = a d + c scaling r; x += d_next, in one pass."""
         family("stencil", array_module(self.diag)).chebyshev_step(self, d, d_next, r, z, scaling, x, a, c)
+
+
+# A transfer recognized as a tensor product must give the matrix's products on random vectors to this (relative).
+TRANSFER_TOLERANCE = 1e-12
+
+
+@dataclass(eq=False)
+class TensorTransfer:
+    """y = T x for T = T_z (x) T_y (x) T_x, x on the grid ``in_shape`` and y on
+    ``out_shape`` (3 axes; a 2D grid is one cell deep): along axis d, output
+    coordinate i takes ``weights[d][i, a]`` of input coordinate
+    ``cols[d][i, a]`` for a < ``width`` (zero weights pad the tables)."""
+
+    out_shape: tuple
+    in_shape: tuple
+    cols: tuple
+    weights: tuple
+    width: int
+
+    @property
+    def shape(self):
+        return int(numpy.prod(self.out_shape)), int(numpy.prod(self.in_shape))
+
+    @property
+    def nbytes(self):
+        return int(sum(a.nbytes for a in self.cols + self.weights))
+
+    @classmethod
+    def between(cls, P, fine_shape, coarse_shape, xp):
+        """(prolongation, restriction) as tensor products in ``xp``'s memory for
+        the scipy CSR prolongation ``P`` from the grid ``coarse_shape`` to
+        ``fine_shape``, or None where P is not one. Each axis's factor is read
+        from P's rows along that axis through cell 0, whose factors on the
+        other axes sum to 1 (an interpolation's rows do); the products are
+        then checked against P's on random vectors."""
+        fine, coarse = _three(fine_shape), _three(coarse_shape)
+        if P.shape != (int(numpy.prod(fine)), int(numpy.prod(coarse))):
+            return None
+        factors = [_axis_factor(P, fine, coarse, d) for d in range(3)]
+        transfers = (cls._of(factors, fine, coarse, xp), cls._of([F.T.tocsr() for F in factors], coarse, fine, xp))
+        P_xp = sparse_module(xp).csr_matrix(P)
+        for T, M in zip(transfers, (P_xp, P_xp.T.tocsr())):
+            v = (hashed_bits(xp, M.shape[1], 7) >> xp.uint64(11)).astype(xp.float64) / 2.0**53 - 0.5
+            expected, got = M @ v, xp.empty(M.shape[0])
+            T.multiply(v, got)
+            if float(xp.linalg.norm(got - expected)) > TRANSFER_TOLERANCE * float(xp.linalg.norm(expected)):
+                return None
+        return transfers
+
+    @classmethod
+    def _of(cls, factors, out_shape, in_shape, xp):
+        width = max(int(numpy.diff(F.indptr).max()) for F in factors)
+        cols, weights = [], []
+        for F in factors:
+            count = numpy.diff(F.indptr)
+            slot = numpy.arange(F.nnz) - numpy.repeat(F.indptr[:-1], count)
+            table_cols, table_weights = numpy.zeros((F.shape[0], width), numpy.int32), numpy.zeros((F.shape[0], width))
+            rows = numpy.repeat(numpy.arange(F.shape[0]), count)
+            table_cols[rows, slot], table_weights[rows, slot] = F.indices, F.data
+            cols.append(xp.asarray(table_cols))
+            weights.append(xp.asarray(table_weights))
+        return cls(out_shape, in_shape, tuple(cols), tuple(weights), width)
+
+    def multiply(self, x, y, alpha=1.0, beta=0.0, z=None):
+        """y = alpha T x + beta z (z defaults to y)."""
+        family("stencil", array_module(self.weights[0])).transfer(self, x, y, y if z is None else z, alpha, beta)
+
+
+def _three(shape):
+    return tuple(int(n) for n in shape) + (1,) * (3 - len(shape))
+
+
+def _axis_factor(P, fine, coarse, d):
+    """The factor of P along axis d (scipy CSR, fine by coarse cells of that axis), summed over the other axes."""
+    P = P.tocsr()
+    rows = numpy.arange(fine[d]) * int(numpy.prod(fine[:d]))
+    part = P[rows]
+    entry_rows = numpy.repeat(numpy.arange(fine[d]), numpy.diff(part.indptr))
+    along = (part.indices // int(numpy.prod(coarse[:d]))) % coarse[d]
+    factor = sparse_module(numpy).csr_matrix((part.data, (entry_rows, along)), shape=(fine[d], coarse[d]))
+    factor.sum_duplicates()
+    factor.eliminate_zeros()
+    return factor
 
 
 def _neighbours(xp, shape, periodic):

@@ -277,6 +277,29 @@ def test_cuda_stencil_kernels_match_numpy(value_type):
             numpy.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-13)
 
 
+def test_cuda_tensor_transfers_match_numpy():
+    """The stencil family's tensor_transfer (a box's interpolation between
+    grids and its transpose) against the NumPy twin, on each box's hierarchy."""
+    import cupy
+
+    from gpu_mats.kernels.stencil import cuda, host
+    from gpu_mats.stencil import TensorTransfer
+    from test_stencil import BOXES, box_transfers
+
+    rng = numpy.random.default_rng(10)
+    for shape, periodic, lengths, _ in BOXES.values():
+        for fine, coarse, P in box_transfers(tuple(2 * n for n in shape), periodic, lengths):
+            on_host = TensorTransfer.between(P, fine.shape, coarse.shape, numpy)
+            on_device = TensorTransfer.between(P, fine.shape, coarse.shape, cupy)
+            for T_host, T_device in zip(on_host, on_device):
+                x, z = rng.standard_normal(T_host.shape[1]), rng.standard_normal(T_host.shape[0])
+                expected = numpy.empty(T_host.shape[0])
+                host.transfer(T_host, x, expected, z, 0.5, -2.0)
+                y = cupy.full(T_host.shape[0], cupy.nan)
+                cuda.transfer(T_device, cupy.asarray(x), y, cupy.asarray(z), 0.5, -2.0)
+                numpy.testing.assert_allclose(y.get(), expected, rtol=1e-13, atol=1e-13)
+
+
 def test_cuda_krylov_kernels_match_numpy():
     import cupy
 

@@ -435,7 +435,7 @@ def test_the_boxs_geometric_levels_run_on_gpuamgs_cycle(dim):
     iterations plus one per step; a mesh has no grids and is refused."""
     from gpu_mats.amg import GeometricMultigrid
     from gpu_mats.backend import to_host
-    from gpu_mats.stencil import StencilMatrix
+    from gpu_mats.stencil import StencilMatrix, TensorTransfer
     from plugin.flow.boundary import Wall
     from plugin.flow.solver import FlowSolver
 
@@ -455,6 +455,7 @@ def test_the_boxs_geometric_levels_run_on_gpuamgs_cycle(dim):
     amg = runs["geometric"][2].pressure_ksp.getPC().getPythonContext().amg
     assert isinstance(amg, GeometricMultigrid)
     assert all(isinstance(level.A_cycle, StencilMatrix) for level in amg.levels)  # the box's Laplacian on each grid
+    assert all(isinstance(level.P, TensorTransfer) for level in amg.levels[:-1])
     assert [level.A.shape[0] for level in amg.levels] == [int(numpy.prod(g.shape)) for g in runs["mg"][2].multigrid.grids]
     numpy.testing.assert_allclose(runs["geometric"][0], runs["mg"][0], rtol=0, atol=1e-9)
     assert runs["geometric"][1] <= runs["mg"][1] + 4, (runs["geometric"][1], runs["mg"][1])

@@ -1,12 +1,14 @@
-"""gpu_mats.stencil: a box's constant-coefficient operator recognized in CSR
-and applied from its grid (NumPy twin here; the CUDA kernels against it in
-tests/test_gpu.py), and gpuamg's geometric levels cycled on it."""
+"""gpu_mats.stencil: a box's constant-coefficient operator and its grid
+transfers recognized in CSR and applied from the grids (NumPy twins here;
+the CUDA kernels against them in tests/test_gpu.py), and gpuamg's geometric
+levels cycled on them."""
 
 import numpy
 import pytest
+import scipy.sparse
 
 from gpu_mats.amg import GeometricMultigrid
-from gpu_mats.stencil import StencilMatrix
+from gpu_mats.stencil import StencilMatrix, TensorTransfer
 from meshes import unit_mesh
 from plugin.flow.box import BoxPartition, partition_geometry
 from plugin.flow.mesh import mesh_geometry
@@ -65,6 +67,46 @@ def test_what_is_not_a_stencil_on_the_grid_is_refused():
     assert StencilMatrix.from_csr(two.indptr, two.indices, two.data, (2, 4), (True, False)) is None
 
 
+def box_transfers(shape, periodic, lengths):
+    """Each pair of successive grids of the box's hierarchy with its interpolation (scipy CSR)."""
+    grids = hierarchy(BoxPartition(shape, [[n] for n in shape], periodic), lengths)
+    return [(fine, coarse, interpolation(fine, coarse, 0)) for fine, coarse in zip(grids, grids[1:])]
+
+
+@pytest.mark.parametrize("box", BOXES)
+def test_the_boxs_interpolations_are_recognized_as_tensor_products(box):
+    """Semi- and full coarsening, walls (the mirror cell) and periodic sides:
+    the tables' products are P's and P^T's."""
+    shape, periodic, lengths, _ = BOXES[box]
+    pairs = box_transfers(tuple(2 * n for n in shape), periodic, lengths)
+    assert pairs
+    rng = numpy.random.default_rng(2)
+    for fine, coarse, P in pairs:
+        transfers = TensorTransfer.between(P, fine.shape, coarse.shape, numpy)
+        assert transfers is not None, (fine.shape, coarse.shape)
+        prolongation, restriction = transfers
+        assert prolongation.shape == P.shape and restriction.shape == P.T.shape
+        v, u, z = rng.standard_normal(P.shape[1]), rng.standard_normal(P.shape[0]), rng.standard_normal(P.shape[0])
+        y = numpy.empty(P.shape[0])
+        prolongation.multiply(v, y, 2.0, -1.0, z)
+        numpy.testing.assert_allclose(y, 2.0 * (P @ v) - z, rtol=1e-13, atol=1e-13)
+        w = numpy.empty(P.shape[1])
+        restriction.multiply(u, w)
+        numpy.testing.assert_allclose(w, P.T @ u, rtol=1e-13, atol=1e-13)
+
+
+def test_a_prolongation_that_is_no_tensor_product_is_refused():
+    fine, coarse, P = box_transfers((8, 8, 8), (False,) * 3, (1.0, 1.0, 1.0))[0]
+    changed = P.copy()
+    changed.data[5] += 0.1
+    aggregates = numpy.random.default_rng(4).integers(0, P.shape[1], P.shape[0])  # a tentative prolongation
+    aggregation = scipy.sparse.csr_matrix((numpy.ones(P.shape[0]), (numpy.arange(P.shape[0]), aggregates)),
+                                          shape=P.shape)
+    for matrix in (changed, aggregation):
+        assert TensorTransfer.between(matrix, fine.shape, coarse.shape, numpy) is None
+    assert TensorTransfer.between(P, fine.shape, (4, 4, 2), numpy) is None  # the wrong grid
+
+
 @pytest.mark.parametrize("value_type", [numpy.float64, numpy.float32])
 def test_geometric_levels_cycled_as_stencils_give_the_sell_cycle(value_type):
     """GeometricMultigrid with its grids (stencil products on every level)
@@ -81,6 +123,8 @@ def test_geometric_levels_cycled_as_stencils_give_the_sell_cycle(value_type):
         amg = GeometricMultigrid(A.indptr, A.indices, A.data, A.shape[0], numpy, coarse, prolongations,
                                  value_dtype=value_type, grids=given)
         assert all(isinstance(level.A_cycle, StencilMatrix) == (given is not None) for level in amg.levels[:-1])
+        assert all(isinstance(level.P, TensorTransfer) == isinstance(level.R, TensorTransfer) == (given is not None)
+                   for level in amg.levels[:-1])
         x = numpy.empty_like(b)
         amg.apply(b, x)
         results.append(x)

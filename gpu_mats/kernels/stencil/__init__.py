@@ -1,6 +1,7 @@
 """Products of a box's constant-coefficient operator (gpu_mats.stencil's
 StencilMatrix), computed from the grid instead of read from a matrix:
-y = alpha A x + beta z and the fused smoothing step."""
+y = alpha A x + beta z and the fused smoothing step; and of its grid
+transfers (TensorTransfer), from per-axis tables."""
 
 
 def spmv(S, x, y, z, alpha, beta):
@@ -11,3 +12,7 @@ def chebyshev_step(S, d, d_next, r, z, scaling, x, a, c):
     """One smoothing step fused into the product: r = z - S d, then
     d_next = a d + c scaling r and x += d_next (z may be r; d_next must not
     be d, which neighbouring cells read)."""
+
+
+def transfer(T, x, y, z, alpha, beta):
+    """y = alpha T x + beta z for a TensorTransfer T (beta = 0 never reads z; z may be y)."""

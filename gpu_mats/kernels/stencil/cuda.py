@@ -14,7 +14,8 @@ BLOCK = 256
 @functools.cache
 def _module():
     source = pathlib.Path(__file__).with_name("stencil.cu").read_text()
-    names = [f"{kernel}<{value}>" for kernel in ("stencil_spmv", "stencil_chebyshev") for value in _VALUE_TYPES.values()]
+    names = [f"{kernel}<{value}>" for kernel in ("stencil_spmv", "stencil_chebyshev")
+             for value in _VALUE_TYPES.values()] + ["tensor_transfer"]
     return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
 
 
@@ -40,3 +41,15 @@ def spmv(S, x, y, z, alpha, beta):
 def chebyshev_step(S, d, d_next, r, z, scaling, x, a, c):
     """r = z - S d; d_next = a d + c scaling r; x += d_next (stencil.cu's stencil_chebyshev)."""
     _launch("stencil_chebyshev", S, d, d_next, r, z, scaling, x, numpy.float64(a), numpy.float64(c))
+
+
+def transfer(T, x, y, z, alpha, beta):
+    """y = alpha T x + beta z (stencil.cu's tensor_transfer)."""
+    n = int(numpy.prod(T.out_shape))
+    if n:
+        tables = [a for d in range(3) for a in (T.cols[d], T.weights[d])]
+        _module().get_function("tensor_transfer")(
+            (-(-n // BLOCK),), (BLOCK,),
+            (numpy.int64(n), numpy.int32(T.out_shape[0]), numpy.int32(T.out_shape[1]), numpy.int32(T.in_shape[0]),
+             numpy.int32(T.in_shape[1]), numpy.int32(T.width), *tables, x, y, z, numpy.float64(alpha),
+             numpy.float64(beta)))

@@ -30,3 +30,17 @@ def chebyshev_step(S, d, d_next, r, z, scaling, x, a, c):
     r[...] = z - _product(S, d)
     d_next[...] = a * d + c * scaling * r
     x += d_next
+
+
+def transfer(T, x, y, z, alpha, beta):
+    """Twin of stencil.cu's tensor_transfer."""
+    grid = x.reshape(T.in_shape[::-1])
+    total = numpy.zeros(T.out_shape[::-1])
+    for c in range(T.width):
+        for b in range(T.width):
+            for a in range(T.width):
+                weight = (T.weights[2][:, c][:, None, None] * T.weights[1][:, b][None, :, None]
+                          * T.weights[0][:, a][None, None, :])
+                total += weight * grid[numpy.ix_(T.cols[2][:, c], T.cols[1][:, b], T.cols[0][:, a])]
+    product = alpha * total.ravel()
+    y[...] = product + beta * z if beta != 0.0 else product

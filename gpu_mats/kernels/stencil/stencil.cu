@@ -75,3 +75,41 @@ __global__ void stencil_chebyshev(long long n, int nx, int ny, int nz, int perio
     d_next[cell] = step;
     x[cell] += step;
 }
+
+// y = alpha T x + beta z for T a tensor product of one operator per axis
+// (a box's linear interpolation between grids, or its transpose): output
+// cell (i, j, k) of the grid ox x oy x oz takes the sum over a, b, c < W of
+// wx[i W + a] wy[j W + b] wz[k W + c] x[cx[i W + a] + ix (cy[j W + b] + iy cz[k W + c])],
+// x on the grid ix x iy x iz; zero weights pad the tables to W.
+__global__ void tensor_transfer(long long n, int ox, int oy, int ix, int iy, int W,
+                                const int* __restrict__ cx, const double* __restrict__ wx,
+                                const int* __restrict__ cy, const double* __restrict__ wy,
+                                const int* __restrict__ cz, const double* __restrict__ wz,
+                                const double* __restrict__ x, double* y, const double* z, double alpha, double beta)
+{
+    const long long cell = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (cell >= n) return;
+    const int i = static_cast<int>(cell % ox);
+    const long long rest = cell / ox;
+    const int j = static_cast<int>(rest % oy);
+    const int k = static_cast<int>(rest / oy);
+    const long long plane = static_cast<long long>(ix) * iy;
+    double sum = 0.0;
+    for (int c = 0; c < W; ++c) {
+        const double w3 = wz[k * W + c];
+        if (w3 == 0.0) continue;
+        const long long at3 = plane * cz[k * W + c];
+        for (int b = 0; b < W; ++b) {
+            const double w2 = w3 * wy[j * W + b];
+            if (w2 == 0.0) continue;
+            const long long at2 = at3 + static_cast<long long>(ix) * cy[j * W + b];
+            for (int a = 0; a < W; ++a) {
+                const double w1 = w2 * wx[i * W + a];
+                if (w1 != 0.0) sum = fma(w1, __ldg(x + at2 + cx[i * W + a]), sum);
+            }
+        }
+    }
+    double out = alpha * sum;
+    if (beta != 0.0) out = fma(beta, z[cell], out);
+    y[cell] = out;
+}
