@@ -17,7 +17,7 @@ import numpy
 
 from .backend import array_module, hashed_bits, sparse_module
 from .kernels import family
-from .sell import entry_rows
+from .sell import INT32_MAX, entry_rows
 
 # Couplings along an axis that differ by at most this (relative) are one: the
 # operators are computed per face, and their rounding differs from face to face.
@@ -43,12 +43,13 @@ class StencilMatrix:
     def from_csr(cls, indptr, indices, data, shape, periodic, value_dtype=numpy.float64):
         """The stencil of the CSR matrix (arrays in NumPy or CuPy), or None where
         the matrix is not one on this grid: an entry off the neighbours, a
-        neighbour missing, couplings that vary along an axis, or a periodic
-        axis of fewer than 3 cells (its two neighbours would be one)."""
+        neighbour missing, couplings that vary along an axis, a periodic
+        axis of fewer than 3 cells (its two neighbours would be one), or
+        more cells than the kernels' 32-bit numbering takes."""
         xp = array_module(data)
         shape, periodic = tuple(int(n) for n in shape), tuple(bool(p) for p in periodic)
         n = int(numpy.prod(shape))
-        if indptr.size != n + 1 or any(p and s < 3 for s, p in zip(shape, periodic)):
+        if indptr.size != n + 1 or n > INT32_MAX or any(p and s < 3 for s, p in zip(shape, periodic)):
             return None
         rows = entry_rows(xp, xp.asarray(indptr, dtype=xp.int64))
         cols = xp.asarray(indices, dtype=xp.int64)
@@ -94,6 +95,7 @@ class StencilMatrix:
 
 # A transfer recognized as a tensor product must give the matrix's products on random vectors to this (relative).
 TRANSFER_TOLERANCE = 1e-12
+MAX_WIDTH = 4  # entries per axis of a transfer's rows (the kernels are compiled up to it)
 
 
 @dataclass(eq=False)
@@ -129,6 +131,9 @@ class TensorTransfer:
         if P.shape != (int(numpy.prod(fine)), int(numpy.prod(coarse))):
             return None
         factors = [_axis_factor(P, fine, coarse, d) for d in range(3)]
+        if max(int(numpy.diff(F.indptr).max()) for F in factors + [F.T.tocsr() for F in factors]) > MAX_WIDTH or \
+                P.shape[0] > INT32_MAX:
+            return None
         transfers = (cls._of(factors, fine, coarse, xp), cls._of([F.T.tocsr() for F in factors], coarse, fine, xp))
         P_xp = sparse_module(xp).csr_matrix(P)
         for T, M in zip(transfers, (P_xp, P_xp.T.tocsr())):

@@ -9,13 +9,14 @@ import numpy
 
 _VALUE_TYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}
 BLOCK = 256
+WIDTHS = (1, 2, 3, 4)  # table widths of tensor_transfer compiled
 
 
 @functools.cache
 def _module():
     source = pathlib.Path(__file__).with_name("stencil.cu").read_text()
     names = [f"{kernel}<{value}>" for kernel in ("stencil_spmv", "stencil_chebyshev")
-             for value in _VALUE_TYPES.values()] + ["tensor_transfer"]
+             for value in _VALUE_TYPES.values()] + [f"tensor_transfer<{width}>" for width in WIDTHS]
     return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
 
 
@@ -48,8 +49,8 @@ def transfer(T, x, y, z, alpha, beta):
     n = int(numpy.prod(T.out_shape))
     if n:
         tables = [a for d in range(3) for a in (T.cols[d], T.weights[d])]
-        _module().get_function("tensor_transfer")(
+        _module().get_function(f"tensor_transfer<{T.width}>")(
             (-(-n // BLOCK),), (BLOCK,),
-            (numpy.int64(n), numpy.int32(T.out_shape[0]), numpy.int32(T.out_shape[1]), numpy.int32(T.in_shape[0]),
-             numpy.int32(T.in_shape[1]), numpy.int32(T.width), *tables, x, y, z, numpy.float64(alpha),
+            (numpy.int32(n), numpy.int32(T.out_shape[0]), numpy.int32(T.out_shape[1]), numpy.int32(T.in_shape[0]),
+             numpy.int32(T.in_shape[1]), *tables, x, y, z, numpy.float64(alpha),
              numpy.float64(beta)))

@@ -37,10 +37,9 @@ template <typename V>
 __device__ __forceinline__ double product(const Grid g, long long cell, const V* __restrict__ diag,
                                           const double* __restrict__ x)
 {
-    const int i = static_cast<int>(cell % g.nx);
-    const long long rest = cell / g.nx;
-    const int j = static_cast<int>(rest % g.ny);
-    const int k = static_cast<int>(rest / g.ny);
+    const int c = static_cast<int>(cell);  // fewer than 2^31 cells (checked where the matrix is made)
+    const int i = c % g.nx, rest = c / g.nx;
+    const int j = rest % g.ny, k = rest / g.ny;
     return static_cast<double>(diag[cell]) * __ldg(x + cell) - neighbours(g, cell, i, j, k, x);
 }
 
@@ -80,32 +79,33 @@ __global__ void stencil_chebyshev(long long n, int nx, int ny, int nz, int perio
 // (a box's linear interpolation between grids, or its transpose): output
 // cell (i, j, k) of the grid ox x oy x oz takes the sum over a, b, c < W of
 // wx[i W + a] wy[j W + b] wz[k W + c] x[cx[i W + a] + ix (cy[j W + b] + iy cz[k W + c])],
-// x on the grid ix x iy x iz; zero weights pad the tables to W.
-__global__ void tensor_transfer(long long n, int ox, int oy, int ix, int iy, int W,
-                                const int* __restrict__ cx, const double* __restrict__ wx,
-                                const int* __restrict__ cy, const double* __restrict__ wy,
-                                const int* __restrict__ cz, const double* __restrict__ wz,
-                                const double* __restrict__ x, double* y, const double* z, double alpha, double beta)
+// x on the grid ix x iy x iz; zero weights pad the tables to W (2 for an
+// interpolation, 4 for its transpose: the loops unroll).
+template <int W>
+__global__ void tensor_transfer(int n, int ox, int oy, int ix, int iy, const int* __restrict__ cx,
+                                const double* __restrict__ wx, const int* __restrict__ cy,
+                                const double* __restrict__ wy, const int* __restrict__ cz,
+                                const double* __restrict__ wz, const double* __restrict__ x, double* y,
+                                const double* z, double alpha, double beta)
 {
-    const long long cell = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    const int cell = blockIdx.x * blockDim.x + threadIdx.x;
     if (cell >= n) return;
-    const int i = static_cast<int>(cell % ox);
-    const long long rest = cell / ox;
-    const int j = static_cast<int>(rest % oy);
-    const int k = static_cast<int>(rest / oy);
-    const long long plane = static_cast<long long>(ix) * iy;
+    const int i = cell % ox, rest = cell / ox;
+    const int j = rest % oy, k = rest / oy;
+    const int plane = ix * iy;
     double sum = 0.0;
+#pragma unroll
     for (int c = 0; c < W; ++c) {
-        const double w3 = wz[k * W + c];
-        if (w3 == 0.0) continue;
-        const long long at3 = plane * cz[k * W + c];
+        const double w3 = __ldg(wz + k * W + c);
+        const int at3 = plane * __ldg(cz + k * W + c);
+#pragma unroll
         for (int b = 0; b < W; ++b) {
-            const double w2 = w3 * wy[j * W + b];
-            if (w2 == 0.0) continue;
-            const long long at2 = at3 + static_cast<long long>(ix) * cy[j * W + b];
+            const double w2 = w3 * __ldg(wy + j * W + b);
+            const int at2 = at3 + ix * __ldg(cy + j * W + b);
+#pragma unroll
             for (int a = 0; a < W; ++a) {
-                const double w1 = w2 * wx[i * W + a];
-                if (w1 != 0.0) sum = fma(w1, __ldg(x + at2 + cx[i * W + a]), sum);
+                const double w1 = w2 * __ldg(wx + i * W + a);
+                if (w1 != 0.0) sum = fma(w1, __ldg(x + at2 + __ldg(cx + i * W + a)), sum);
             }
         }
     }
