@@ -66,6 +66,7 @@ class Breakdown:
         # per timed kernel: (rows of its level, operation, bytes moved) from its arguments
         amg._kernels = _Timed(self, amg._kernels, {
             "chebyshev_step": lambda x, d, r, scaling, a, c: (x.size, "first smoothing step", 8 * x.size * (5 + (a != 0))),
+            "chebyshev_start": lambda x, d, r, scaling, c: (x.size, "first smoothing step", 32 * x.size),
             "matvec": lambda y, A, x: (y.size, "coarsest dense solve", A.nbytes + 8 * (x.size + y.size))})
         amg._sell_kernels = _Timed(self, amg._sell_kernels, {
             "chebyshev_step": lambda A, d, dn, r, z, s, x, a, c: (x.size, "fused smoothing step", A.nbytes + 56 * x.size)})

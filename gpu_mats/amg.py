@@ -413,21 +413,24 @@ class Multigrid:
 
     def _smooth(self, level, b, x, zero=False):
         """The level's smoothing steps on A x = b from x (x = 0 with ``zero``).
-        The first step is an update (the krylov family's chebyshev_step);
+        The first step is an update (the krylov family's chebyshev_step, or
+        from x = 0 its chebyshev_start, which writes x without reading it);
         each later one, on one rank, a single kernel: r -= A d with the update
         fused in (the chebyshev_step of the sell family, or of the stencil
         or csr family where the level has A_cycle; alternating d between two
         arrays); in parallel an SpMV with its halo, then the update."""
         r = level.r
         if zero:
-            x[...] = 0.0
             r = b
         else:
             self._product(_operator(level), level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)
         d, d_next = level.d, level.d_next
         for step, (a, c) in enumerate(level.steps):
-            if step == 0:  # a = 0: d is written, not read
-                self._kernels.chebyshev_step(x, d, r, level.scaling, a, c)
+            if step == 0:  # a = 0: d is written, not read; from zero, x too
+                if zero:
+                    self._kernels.chebyshev_start(x, d, r, level.scaling, c)
+                else:
+                    self._kernels.chebyshev_step(x, d, r, level.scaling, a, c)
                 continue
             z = b if zero and step == 1 else level.r
             if level.A_cycle is not None:

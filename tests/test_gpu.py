@@ -338,6 +338,14 @@ def test_cuda_krylov_kernels_match_numpy():
             cuda.chebyshev_step(xd, dd, cupy.asarray(W[6]), cupy.asarray(W[7]), a, 1.3)
             numpy.testing.assert_allclose(dd.get(), d, rtol=1e-14, atol=1e-14)  # fma: last-bit differences
             numpy.testing.assert_allclose(xd.get(), x, rtol=1e-14, atol=1e-14)
+        x, d = numpy.full(n, numpy.nan), numpy.full(n, numpy.nan)  # from zero: neither x nor d is read
+        xd, dd = cupy.asarray(x), cupy.asarray(d)
+        host.chebyshev_start(x, d, W[6], W[7], 1.3)
+        cuda.chebyshev_start(xd, dd, cupy.asarray(W[6]), cupy.asarray(W[7]), 1.3)
+        numpy.testing.assert_allclose(d, 1.3 * W[7] * W[6], rtol=1e-15)
+        numpy.testing.assert_array_equal(x, d)
+        numpy.testing.assert_allclose(dd.get(), d, rtol=1e-15)
+        numpy.testing.assert_array_equal(xd.get(), dd.get())
         for pairs in (1, 2, 3):  # the K-cycle's inner products, left in device memory
             out, expected_out = cupy.full(3, 7.0), numpy.full(3, 7.0)
             xs, ys = W[:pairs], W[3:3 + pairs]

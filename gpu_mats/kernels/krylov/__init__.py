@@ -20,6 +20,10 @@ def gemm_accumulate(C, alpha, A, B):
     """C += alpha A B in place, for row-major blocks with contiguous rows."""
 
 
+def chebyshev_start(x, d, r, inv_diag, b):
+    """The first smoothing step from x = 0: d = b inv_diag r, then x = d (x not read: no zeroing pass)."""
+
+
 def chebyshev_step(x, d, r, inv_diag, a, b):
     """d = a d + b inv_diag r (d not read when a is 0), then x += d, in one pass."""
 

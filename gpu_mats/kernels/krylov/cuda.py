@@ -35,6 +35,14 @@ def chebyshev_step(x, d, r, inv_diag, a, b):
                                                                 r, inv_diag, d, x))
 
 
+def chebyshev_start(x, d, r, inv_diag, b):
+    """d = b inv_diag r, then x = d (krylov.cu)."""
+    n = x.size
+    if n:
+        block = 256
+        _kernel("chebyshev_start")((-(-n // block),), (block,), (numpy.int64(n), numpy.float64(b), r, inv_diag, d, x))
+
+
 def dot_pairs(out, xs, ys):
     """out[k] = xs[k] . ys[k] for up to 3 pairs, left in device memory (krylov.cu)."""
     out[...] = 0.0

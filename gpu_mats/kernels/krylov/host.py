@@ -17,6 +17,12 @@ def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
         numpy.multiply(d, v, out=scaled)
 
 
+def chebyshev_start(x, d, r, inv_diag, b):
+    """Twin of krylov.cu: d = b inv_diag r, then x = d."""
+    d[...] = b * inv_diag * r
+    x[...] = d
+
+
 def chebyshev_step(x, d, r, inv_diag, a, b):
     """Twin of krylov.cu: d = a d + b inv_diag r (d not read when a is 0), then x += d."""
     v = b * inv_diag * r

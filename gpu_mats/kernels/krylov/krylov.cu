@@ -27,6 +27,18 @@ extern "C" __global__ void chebyshev_step(long long n, double a, double b, const
     x[i] += v;
 }
 
+// The first step of Chebyshev-Jacobi smoothing from x = 0: d = b*inv_diag.*r
+// and x = d, x not read (no zeroing pass before).
+extern "C" __global__ void chebyshev_start(long long n, double b, const double* r, const double* inv_diag, double* d,
+                                           double* x)
+{
+    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (i >= n) return;
+    const double v = b * inv_diag[i] * r[i];
+    d[i] = v;
+    x[i] = v;
+}
+
 // y = A x for a dense row-major A (m, n): one warp per row, the lanes' partial
 // sums added by shuffles. A kernel, not cuBLAS, so that a CUDA graph can
 // capture it (the coarsest level's solve inside gpu_mats.amg's cycle).
