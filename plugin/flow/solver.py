@@ -41,7 +41,7 @@ from .pressure_multigrid import PressureMultigrid
 DIFFUSION = ("explicit", "implicit")
 PRESSURE_GUESS = ("extrapolated", "previous")
 PRESSURE_LAPLACIAN = ("compact", "wide")
-PRESSURE_LEVELS = ("algebraic", "geometric")
+PRESSURE_LEVELS = ("auto", "algebraic", "geometric")
 ASSEMBLY = ("auto", "host", "device")
 # Largest growth of dt per step. With implicit diffusion dt (and with it the
 # momentum matrix) is held until the CFL limit leaves [dt, 1.25 dt).
@@ -57,9 +57,11 @@ OPTIONS = (
            "systems solved by a KSP with prefix momentum_ (GMRES; + ainv spai on the project's matrices)", choices=DIFFUSION),
     Option("flow_pressure_guess", "pressure_guess", "extrapolated", "the pressure solve starts from the last "
            "pressure extrapolated linearly in time, or from the last pressure", choices=PRESSURE_GUESS),
-    Option("flow_pressure_levels", "pressure_levels", "algebraic", "with -pressure_pc_type gpuamg: algebraic, "
-           "its aggregation hierarchy; geometric, the box's grids (rediscretized levels, linear interpolation, "
-           "as -pressure_pc_type mg has them) under gpuamg's array cycle (one rank)", choices=PRESSURE_LEVELS),
+    Option("flow_pressure_levels", "pressure_levels", "auto", "with -pressure_pc_type gpuamg: geometric, the "
+           "box's grids (rediscretized levels, linear interpolation, as -pressure_pc_type mg has them) cycled as "
+           "stencils by gpuamg, float32 values unless -pressure_pc_gpuamg_value_type says otherwise (one rank); "
+           "algebraic, gpuamg's aggregation; auto: geometric on a DMDA box on one rank, else algebraic",
+           choices=PRESSURE_LEVELS),
     Option("flow_pressure_laplacian", "pressure_laplacian", "compact", "compact: L of Oyarzún 2015 (eq. 1.7) "
            "with the face velocities of eq. 2.9, which dissipates O(dt h^2) of the kinetic energy; wide: "
            "M Omega^-1 M^T, an exact projection that conserves it to O(dt^2), but blind to checkerboard "
@@ -226,7 +228,11 @@ class FlowSolver:
         ksp.getPC().setType(self._pressure_pc_default())
         ksp.setTolerances(rtol=1e-8)
         ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
-        ksp.setFromOptions()
+        geometric = self._pressure_levels() == "geometric"
+        # the box's levels in float32: the 256^3 cavity at 27.61 against 28.58 ms per step in float64, the same
+        # 6.1 iterations (BENCHMARKS.md); the aggregation's float32 hierarchy failed on that cavity
+        with option_defaults(prefix, {"pc_gpuamg_value_type": "float32"} if geometric else {}):
+            ksp.setFromOptions()
         if ksp.getType() == PETSc.KSP.Type.CG and not PETSc.Options().hasName(f"{prefix}ksp_norm_type"):
             # rtol on ||b - A q|| / ||b||, the discrete divergence left: PETSc's default for a nonzero
             # guess, ||B b|| with B the preconditioner, costs one more cycle per solve (the 256^3 cavity:
@@ -240,23 +246,29 @@ class FlowSolver:
             with option_defaults(prefix, {"pc_mg_levels": self.multigrid.depth}):
                 pc.setFromOptions()  # the level count first: -pc_mg_cycle_type and the like act on the levels
             self.multigrid.attach(pc, self.matrices.poisson.getType(), self.operators.open_tags)
-        if pc.getType() == "gpuamg" and self.pressure_levels == "geometric":
+        if pc.getType() == "gpuamg" and geometric:
             if self.multigrid is None or self.comm.getSize() > 1:
                 raise OptionError("-flow_pressure_levels geometric needs the grids of a DMDA box on one rank "
                                   f"(this run: {'a mesh' if self.multigrid is None else 'several ranks'})")
             pc.getPythonContext().set_levels(*self.multigrid.array_levels(self.operators.open_tags))
         return ksp
 
+    def _pressure_levels(self):
+        """-flow_pressure_levels, auto resolved: geometric on a DMDA box on one
+        rank (the 256^3 cavity at 27.6 ms per step against the aggregation's
+        64.8; set-up 9 s of host work against 0.1 s), else algebraic."""
+        if self.pressure_levels != "auto":
+            return self.pressure_levels
+        return "geometric" if self.multigrid is not None and self.comm.getSize() == 1 else "algebraic"
+
     def _pressure_pc_default(self):
         """Under cg, the fastest pressure preconditioner measured for the matrices
         (BENCHMARKS.md, "gpuamg in the flow driver"): gamg on host AIJ, gpuamg on
         the project's and GPU matrices. On a mesh gpuamg takes 43.4 ms per step of
         2M tetrahedra (cacg + ainv 189.5, gamg 4285); on a box it runs the 2D
-        cavity at 128^2 at 2.69 ms per step (the box's mg 6.43) and sets up in
-        0.14 s at 256^3, where the box's geometric levels take 11-24 s of host
-        set-up but then run faster per step: under gpuamg's cycle
-        (-flow_pressure_levels geometric) 53.2 ms, against the aggregation's
-        79.0 in one run (PCMG, -pressure_pc_type mg, 73.4 in an earlier one)."""
+        cavity at 128^2 at 2.69 ms per step (the box's mg 6.43); on a 256^3
+        box, on the box's own levels (-flow_pressure_levels), 27.6 ms per step
+        against PCMG's 73.4 in an earlier run."""
         return "gamg" if self._petsc_defaults() else "gpuamg"
 
     def _petsc_defaults(self):
