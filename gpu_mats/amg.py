@@ -24,8 +24,10 @@ the coarse correction: the cycle is a symmetric operator, fit for CG. Or a
 K-cycle (``cycle="k"``), whose coarse corrections are two flexible CG steps
 each: a nonlinear preconditioner, for flexible Krylov methods (fcg, fgmres).
 Every level's operator and prolongation is a SellMatrix, its restriction
-CSR multiplied a warp per row, as are the operators of small levels; the cycle launches kernels only (no
-temporaries, no copies to the host), so that a CUDA graph can hold it.
+CSR multiplied a warp per row, as are the operators of small levels; a box's
+geometric levels are applied from their grids (gpu_mats.stencil). The cycle
+launches kernels only (no temporaries, no copies to the host), so that a
+CUDA graph can hold it.
 """
 
 
