@@ -137,6 +137,12 @@ class _TimedRestriction:
                               lambda: self._R.multiply(x, y))
 
 
+def breakdown_lines(parts):
+    """The printed table of ``breakdown``'s rows, a line per (level, operation)."""
+    return [f"  level {part['level']} {part['operation']:24s} x{part['calls']:.0f} {part['ms']:8.3f} ms "
+            f"{part['GB']:7.3f} GB {part['GB/s']:7.0f} GB/s" for part in parts]
+
+
 def breakdown(amg, b, x, repeats):
     """Per (level, operation) of the eager cycle: calls, ms, GB and GB/s per cycle (after one untimed cycle)."""
     amg.apply(b, x)
@@ -180,9 +186,7 @@ def main():
               f"graph {rows[-1]['graph_ms']:.3f} ms per cycle", flush=True)
         if args.breakdown:
             rows[-1]["breakdown"] = parts = breakdown(amg, b, x, args.repeats)
-            for part in parts:
-                print(f"  level {part['level']} {part['operation']:24s} x{part['calls']:.0f} {part['ms']:8.3f} ms "
-                      f"{part['GB']:7.3f} GB {part['GB/s']:7.0f} GB/s")
+            print("\n".join(breakdown_lines(parts)))
             print(f"  sum of the operations {sum(part['ms'] for part in parts):.3f} ms", flush=True)
         harness.write_json(args.json, {**meta, "size": n, "results": rows}, quiet=True)
         sell_cuda.TUNING[value_type].update(chosen)

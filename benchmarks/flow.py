@@ -69,9 +69,7 @@ def cycle_breakdown(solver, repeats=5):
     amg = pc.getPythonContext().amg
     rows = amg.levels[0].A.shape[0]
     parts = amg_cycles.breakdown(amg, cupy.ones(rows), cupy.empty(rows), repeats)
-    for part in parts:
-        PETSc.Sys.Print(f"  level {part['level']} {part['operation']:24s} x{part['calls']:.0f} {part['ms']:8.3f} ms "
-                        f"{part['GB']:7.3f} GB {part['GB/s']:7.0f} GB/s")
+    PETSc.Sys.Print("\n".join(amg_cycles.breakdown_lines(parts)))
     PETSc.Sys.Print(f"  one cycle: {sum(part['ms'] for part in parts):.3f} ms ({len(amg.levels)} levels: "
                     f"{[level.A.shape[0] for level in amg.levels]})")
     return {**costs, "cycle": parts}

@@ -577,13 +577,14 @@ class GeometricMultigrid(Multigrid):
             level, _ = self._add_level(matrix, grid)
             with self._phase("smoother"):
                 self._smoother(level, matrix)
-            self._connect(level, sparse_module(xp).csr_matrix(P))
-            coarse_grid = grids[len(self.levels)]
+            transfers, coarse_grid = None, grids[len(self.levels)]
             if grid is not None and coarse_grid is not None:
                 with self._phase("operators"):
                     transfers = TensorTransfer.between(P, grid[0], coarse_grid[0], xp)
-                if transfers is not None:  # the transfers from per-axis tables, not read from P and R
-                    level.P, level.R = transfers
+            if transfers is None:
+                self._connect(level, sparse_module(xp).csr_matrix(P))
+            else:  # from per-axis tables: no SELL P, CSR R or float64 R kept beside them
+                level.P, level.R = transfers
             matrix = self._csr(coarse.indptr, coarse.indices, coarse.data, coarse.shape)
         self._add_level(matrix, grids[-1])
         self._finish(matrix)
@@ -604,7 +605,8 @@ class GeometricMultigrid(Multigrid):
 
 
 def _operator(level):
-    """The level's operator as the cycle multiplies it: its warp-per-row copy where it has one, else SELL."""
+    """The level's operator as the cycle multiplies it: its A_cycle (stencil or warp-per-row copy) where it has
+    one, else SELL."""
     return level.A if level.A_cycle is None else level.A_cycle
 
 

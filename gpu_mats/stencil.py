@@ -70,9 +70,10 @@ class StencilMatrix:
         found = xp.bincount(rows[off] * 2 * len(shape) + direction[off], minlength=n * 2 * len(shape))
         if not bool((found.reshape(n, -1) == _neighbours(xp, shape, periodic)).all()):
             return None  # a neighbour missing, or one entered twice
+        off_values, off_axes = -xp.asarray(data)[off], direction[off] // 2
         couplings = []
         for d in range(len(shape)):
-            values = -xp.asarray(data)[off][(direction[off] // 2) == d]
+            values = off_values[off_axes == d]
             if values.size == 0:
                 couplings.append(0.0)
                 continue
@@ -131,10 +132,10 @@ class TensorTransfer:
         if P.shape != (int(numpy.prod(fine)), int(numpy.prod(coarse))):
             return None
         factors = [_axis_factor(P, fine, coarse, d) for d in range(3)]
-        if max(int(numpy.diff(F.indptr).max()) for F in factors + [F.T.tocsr() for F in factors]) > MAX_WIDTH or \
-                P.shape[0] > INT32_MAX:
+        transposed = [F.T.tocsr() for F in factors]
+        if max(int(numpy.diff(F.indptr).max()) for F in factors + transposed) > MAX_WIDTH or P.shape[0] > INT32_MAX:
             return None
-        transfers = (cls._of(factors, fine, coarse, xp), cls._of([F.T.tocsr() for F in factors], coarse, fine, xp))
+        transfers = (cls._of(factors, fine, coarse, xp), cls._of(transposed, coarse, fine, xp))
         P_xp = sparse_module(xp).csr_matrix(P)
         for T, M in zip(transfers, (P_xp, P_xp.T.tocsr())):
             v = (hashed_bits(xp, M.shape[1], 7) >> xp.uint64(11)).astype(xp.float64) / 2.0**53 - 0.5

@@ -256,7 +256,7 @@ class FlowSolver:
     def _pressure_levels(self):
         """-flow_pressure_levels, auto resolved: geometric on a DMDA box on one
         rank (the 256^3 cavity at 27.6 ms per step against the aggregation's
-        64.8; set-up 9 s of host work against 0.1 s), else algebraic."""
+        64.8; set-up 9-14 s of host work against 0.1 s), else algebraic."""
         if self.pressure_levels != "auto":
             return self.pressure_levels
         return "geometric" if self.multigrid is not None and self.comm.getSize() == 1 else "algebraic"
