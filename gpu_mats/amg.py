@@ -25,7 +25,9 @@ K-cycle (``cycle="k"``), whose coarse corrections are two flexible CG steps
 each: a nonlinear preconditioner, for flexible Krylov methods (fcg, fgmres).
 Every level's operator and prolongation is a SellMatrix, its restriction
 CSR multiplied a warp per row, as are the operators of small levels; a box's
-geometric levels are applied from their grids (gpu_mats.stencil). The cycle
+geometric levels are applied from their grids (gpu_mats.stencil), where the
+cycle's vectors may be float32 (``vector_dtype``: half the bytes of every
+pass; the Krylov vectors outside stay float64). The cycle
 launches kernels only (no temporaries, no copies to the host), so that a
 CUDA graph can hold it.
 """
@@ -54,6 +56,11 @@ AGGREGATIONS = ("mis2", "pairwise")
 CYCLES = ("v", "k")
 SMOOTHERS = ("chebyshev", "l1jacobi")
 DENSE_LIMIT = 5000  # rows of the largest coarsest level solved densely
+# Singular values of the coarsest matrix below this (relative to its largest) are its null space: the Galerkin
+# matrix of an all-Neumann problem has one at the rounding of its products, 1e-15 to 1e-14, which pinv's default
+# cut-off of 1e-15 sometimes inverted (BENCHMARKS.md, gpuamg's sixth part); a coarsest level of a few thousand rows
+# of a nonsingular problem keeps its smallest at 1e-3 or above.
+COARSEST_RCOND = 1e-10
 # Levels of fewer rows have their operator multiplied a warp per row in the cycle (WarpRows): a thread per
 # row fills an H200's 132 SMs from about 270k rows, and at 256^3 the SELL products of the levels of 40,852
 # and 1,099 rows (100 and 150 entries a row) took 0.6 ms of a 4.7 ms cycle (BENCHMARKS.md).
@@ -215,8 +222,8 @@ class Level:
     and ``steps``, and under a K-cycle its vectors (c1, c2, v1, v2, rt) and
     coefficients ``s``; on the coarsest ``inverse``, a dense pseudo-inverse."""
 
-    def __init__(self, A, xp, rows=None):
-        """``rows``: of a level whose ``A`` is set later (DistributedAggregationAMG)."""
+    def __init__(self, A, xp, rows=None, dtype=numpy.float64):
+        """``rows``: of a level whose ``A`` is set later (DistributedAggregationAMG); ``dtype``: its vectors'."""
         self.A = A
         # on one rank, A as the cycle multiplies it where SELL is slower: a box's stencil (StencilMatrix) on a
         # geometric level, a CSR copy multiplied a warp per row (WarpRows) on a level below WARP_ROWS rows
@@ -227,7 +234,7 @@ class Level:
         # the vector gathered from every rank (row_blocks.WholeVector) that its rows of the inverse multiply
         self.A_halo = self.P_halo = self.R_halo = self.whole = None
         n = A.shape[0] if rows is None else rows
-        self.b, self.x, self.r, self.d, self.d_next = (xp.empty(n) for _ in range(5))
+        self.b, self.x, self.r, self.d, self.d_next = (xp.empty(n, dtype=dtype) for _ in range(5))
 
 
 class Multigrid:
@@ -237,13 +244,14 @@ class Multigrid:
     smoothing, the coarsest solve, the V- or K-cycle and what they cost."""
 
     def __init__(self, xp, degree=DEGREE, slice_height=32, value_dtype=numpy.float64, cycle="v", smoother="chebyshev",
-                 comm=None):
+                 comm=None, vector_dtype=numpy.float64):
         for name, value, choices in (("cycle", cycle, CYCLES), ("smoother", smoother, SMOOTHERS)):
             if value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, not {value!r}")
         self.xp, self.degree, self.cycle, self.smoother = xp, degree, cycle, smoother
         self.comm = comm  # mpi4py, where the levels are split over ranks (DistributedAggregationAMG)
         self._slice_height, self._value_dtype = slice_height, value_dtype
+        self.vector_dtype = numpy.dtype(vector_dtype)
         self._kernels, self._sell_kernels = family("krylov", xp), family("sell", xp)
         self.phases = dict.fromkeys(PHASES, 0.0)
         self.generation = 0  # counts refreshes: a CUDA graph of the cycle holds its arrays and scalars
@@ -268,7 +276,7 @@ class Multigrid:
         """A new coarsest level of ``matrix`` (on ``grid``, a box's (shape, periodic), where known), and its
         (positive) diagonal."""
         with self._phase("operators"):
-            level = Level(self._sell(matrix), self.xp)
+            level = Level(self._sell(matrix), self.xp, dtype=self.vector_dtype)
             level.grid = grid
             level.A_cycle = self._cycled(matrix, grid)
         self.levels.append(level)
@@ -297,11 +305,27 @@ class Multigrid:
         """The coarsest level's inverse of ``matrix``, and the K-cycle's vectors."""
         with self._phase("coarsest"):
             self._coarsest(self.levels[-1], matrix)
+        self._check_vector_dtype()
         if self.cycle == "k":  # the K-cycle's vectors and coefficients on the levels it solves by flexible CG
             for level in self.levels[1:-1]:
                 n = level.A.shape[0]
                 level.c1, level.c2, level.v1, level.v2, level.rt = (self.xp.empty(n) for _ in range(5))
                 level.s = self.xp.zeros(5)
+
+    def _check_vector_dtype(self):
+        """An AMGError where float32 vectors meet a kernel that takes float64
+        ones only: the stencil and tensor-transfer kernels and the smoothing
+        updates take both; the SELL and CSR products, the K-cycle's and the
+        halo exchanges only float64."""
+        if self.vector_dtype == numpy.float64:
+            return
+        if self.comm is not None or self.cycle != "v":
+            raise AMGError(f"{self.vector_dtype} cycle vectors are for a V-cycle on one rank")
+        for k, level in enumerate(self.levels[:-1]):
+            if not (isinstance(level.A_cycle, StencilMatrix) and isinstance(level.P, TensorTransfer)):
+                raise AMGError(f"{self.vector_dtype} cycle vectors need every level cycled from its grid (a "
+                               f"stencil, and tensor-product transfers): level {k} is not (an aggregation, or a "
+                               "geometric level that is not a constant-coefficient stencil)")
 
     def _phase(self, name):
         """Time a set-up phase into ``phases[name]``, the GPU's work included."""
@@ -335,10 +359,10 @@ class Multigrid:
             comm=self.comm)
         level.interval = (CHEBYSHEV_FRACTION * level.lambda_max, CHEBYSHEV_SAFETY * level.lambda_max)
         if self.smoother == "l1jacobi":
-            level.scaling = 1.0 / xp.asarray(abs(matrix).sum(axis=1)).ravel()
+            level.scaling = (1.0 / xp.asarray(abs(matrix).sum(axis=1)).ravel()).astype(self.vector_dtype)
             level.steps = [(0.0, 1.0)] * self.degree
             return
-        level.scaling = inv_diag
+        level.scaling = inv_diag.astype(self.vector_dtype, copy=False)
         low, high = level.interval
         theta, delta = (high + low) / 2, (high - low) / 2
         sigma = theta / delta
@@ -355,13 +379,20 @@ class Multigrid:
             raise AMGError(f"the coarsest level has {rows} rows (coarsening stalled): more than the "
                            f"{DENSE_LIMIT} a dense solve takes; lower the threshold (or, with pairwise aggregation, "
                            "raise the passes)")
-        level.inverse = self.xp.ascontiguousarray(self.xp.linalg.pinv(matrix.toarray()))
+        level.inverse = self.xp.ascontiguousarray(coarsest_inverse(self.xp, matrix.toarray()))
 
     # --- the cycle -------------------------------------------------------------------
 
     def apply(self, b, x):
-        """x = M^-1 b, one cycle (V or K) from x = 0."""
-        self._cycle(0, b, x)
+        """x = M^-1 b, one cycle (V or K) from x = 0; with float32 cycle
+        vectors b is rounded into the finest level's and x read back."""
+        if b.dtype == self.vector_dtype:
+            self._cycle(0, b, x)
+            return
+        finest = self.levels[0]
+        finest.b[...] = b
+        self._cycle(0, finest.b, finest.x)
+        x[...] = finest.x
 
     def _cycle(self, k, b, x):
         level = self.levels[k]
@@ -465,10 +496,10 @@ class AggregationAMG(Multigrid):
 
     def __init__(self, indptr, indices, data, n, xp, threshold=THRESHOLD, aggregation="mis2", passes=2, smoothed=True,
                  degree=DEGREE, max_levels=25, coarse_size=1000, slice_height=32, value_dtype=numpy.float64, cycle="v",
-                 smoother="chebyshev", mis2_pairs=0):
+                 smoother="chebyshev", mis2_pairs=0, vector_dtype=numpy.float64):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {aggregation!r}")
-        super().__init__(xp, degree, slice_height, value_dtype, cycle, smoother)
+        super().__init__(xp, degree, slice_height, value_dtype, cycle, smoother, vector_dtype=vector_dtype)
         self.aggregation, self.passes, self.smoothed, self.mis2_pairs = aggregation, passes, smoothed, mis2_pairs
         matrix = self._csr(indptr, indices, data, (n, n))
         while True:
@@ -561,13 +592,13 @@ class GeometricMultigrid(Multigrid):
     applied from their tables (TensorTransfer)."""
 
     def __init__(self, indptr, indices, data, n, xp, coarse_operators, prolongations, degree=DEGREE, slice_height=32,
-                 value_dtype=numpy.float64, cycle="v", smoother="chebyshev", grids=None):
+                 value_dtype=numpy.float64, cycle="v", smoother="chebyshev", grids=None, vector_dtype=numpy.float64):
         if len(coarse_operators) != len(prolongations) or not prolongations:
             raise ValueError(f"a geometric hierarchy needs one prolongation per coarse operator and at least one: "
                              f"got {len(prolongations)} and {len(coarse_operators)}")
         if grids is not None and len(grids) != len(prolongations) + 1:
             raise ValueError(f"{len(prolongations) + 1} levels need as many grids, got {len(grids)}")
-        super().__init__(xp, degree, slice_height, value_dtype, cycle, smoother)
+        super().__init__(xp, degree, slice_height, value_dtype, cycle, smoother, vector_dtype=vector_dtype)
         grids = [None] * (len(prolongations) + 1) if grids is None else grids
         matrix = self._csr(indptr, indices, data, (n, n))
         for P, coarse, grid in zip(prolongations, coarse_operators, grids):
@@ -602,6 +633,15 @@ class GeometricMultigrid(Multigrid):
         with self._phase("smoother"):
             self._smoother(level, matrix)
         self.generation += 1
+
+
+def coarsest_inverse(xp, dense):
+    """The pseudo-inverse of the coarsest level's ``dense`` matrix, its null
+    space cut at COARSEST_RCOND: an inverted rounding error along the
+    constant vector would scale that vector by 1e15 in every cycle, and the
+    rounding of float32 operators (A 1 of order 1e-7 instead of 0) then made
+    the cycle indefinite at 256^3."""
+    return xp.linalg.pinv(dense, rcond=COARSEST_RCOND)
 
 
 def _operator(level):

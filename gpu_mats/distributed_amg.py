@@ -22,7 +22,7 @@ leaves it (3 to 4 times the serial CG iterations on 2 and 3 ranks).
 import numpy
 
 from .amg import (DEGREE, DENSE_LIMIT, PHASES, THRESHOLD, AggregationAMG, AMGError, Level, Multigrid, WarpRows,
-                  refuse_asymmetry)
+                  coarsest_inverse, refuse_asymmetry)
 from .backend import sparse_module, to_host
 from .halo import split_rows
 from .row_blocks import HaloColumns, WholeVector, asymmetry, galerkin, ownership, transpose
@@ -179,7 +179,7 @@ class DistributedAggregationAMG(AggregationAMG):
             whole = sparse_module(numpy).csr_matrix((data, indices, indptr), shape=(total, total)).toarray()
             if level.whole is None:
                 level.whole = WholeVector(starts, comm, xp, self.halo_transport)
-            rows = numpy.linalg.pinv(whole)[starts[rank]:starts[rank + 1]][:, level.whole.order]
+            rows = coarsest_inverse(numpy, whole)[starts[rank]:starts[rank + 1]][:, level.whole.order]
             level.inverse = xp.ascontiguousarray(xp.asarray(rows))
 
     # --- new values on the same pattern -------------------------------------------------

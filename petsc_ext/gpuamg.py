@@ -54,8 +54,11 @@ class AggregationMultigridPC(PythonPC):
         Option("pc_gpuamg_degree", "degree", DEGREE, "smoothing steps before and after the coarse correction", low=1,
                high=16, view="{} steps"),
         Option("pc_gpuamg_max_levels", "max_levels", 25, "most levels", low=1, high=50, view="at most {} levels"),
-        Option("pc_gpuamg_value_type", "value_type", "float64", "precision of the hierarchy's stored values "
-               "(vectors stay float64)", choices=tuple(VALUE_DTYPES), view="values {}"),
+        Option("pc_gpuamg_value_type", "value_type", "float64", "precision of the hierarchy's stored values",
+               choices=tuple(VALUE_DTYPES), view="values {}"),
+        Option("pc_gpuamg_vector_type", "vector_type", "float64", "precision of the cycle's vectors (the Krylov "
+               "method's stay float64); float32 on one rank where every level is cycled as a stencil "
+               "(-pc_gpuamg_stencil, a box's levels)", choices=tuple(VALUE_DTYPES), view="cycle vectors {}"),
         Option("pc_gpuamg_cuda_graph", "cuda_graph", True, "replay each V-cycle as one CUDA graph (CUDA vectors; "
                "a graph per pair of vector addresses, captured at its second use)", view="CUDA graph {}"),
         Option("pc_gpuamg_stencil", "stencil", True, "cycle a box's geometric levels as stencils from their grids "
@@ -94,6 +97,9 @@ class AggregationMultigridPC(PythonPC):
                            "that a system does not have): use -pc_type gamg, which aggregates blocks")
         comm = operator.getComm().tompi4py()
         if comm.Get_size() > 1:
+            if self.vector_type != "float64":
+                raise AMGError(f"-pc_gpuamg_vector_type {self.vector_type} is for one rank: in parallel the "
+                               "cycle's halo exchanges carry float64")
             if self.given_levels is not None:
                 raise AMGError("levels given by the application (set_levels) are one rank's: on several ranks "
                                "gpuamg aggregates")
@@ -118,13 +124,15 @@ class AggregationMultigridPC(PythonPC):
             self.amg = GeometricMultigrid(indptr, indices, data, n, self.xp, coarse_operators, prolongations,
                                           degree=self.degree, value_dtype=VALUE_DTYPES[self.value_type],
                                           cycle=self.cycle, smoother=self.smoother,
-                                          grids=grids if self.stencil else None)
+                                          grids=grids if self.stencil else None,
+                                          vector_dtype=VALUE_DTYPES[self.vector_type])
         else:
             self.amg = AggregationAMG(indptr, indices, data, n, self.xp, threshold=self.threshold,
                                       aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed,
                                       degree=self.degree, max_levels=self.max_levels,
                                       coarse_size=self.coarse_size, value_dtype=VALUE_DTYPES[self.value_type],
-                                      cycle=self.cycle, smoother=self.smoother, mis2_pairs=self.mis2_pairs)
+                                      cycle=self.cycle, smoother=self.smoother, mis2_pairs=self.mis2_pairs,
+                                      vector_dtype=VALUE_DTYPES[self.vector_type])
         if self.xp is not numpy and comm.Get_size() == 1:  # graphs of the cycle hold its arrays and scalars
             from gpu_mats.kernels.cuda_graphs import GraphCache  # CuPy's: imported where there is a GPU
             self.graphs = GraphCache()

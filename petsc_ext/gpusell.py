@@ -38,6 +38,7 @@ from gpu_mats.kernels import family
 from gpu_mats.exchange import TRANSPORTS, NcclTransport, halo_plan, transport
 from gpu_mats.halo import split_rows
 from gpu_mats.sell import INT32_MAX
+from gpu_mats.stencil import StencilMatrix
 
 from . import libpetsc as lp
 from .arrays import get_array, restore_array
@@ -59,6 +60,9 @@ OPTIONS = (
            "the natural order, fastest in BENCHMARKS.md)", low=1, high=INT32_MAX),
     Option("mat_gpusell_value_type", "value_type", "float64", "precision of the stored values (vectors stay "
            "float64)", choices=tuple(VALUE_DTYPES)),
+    Option("mat_gpusell_stencil", "stencil", True, "on one rank, where the application gives the box the rows "
+           "are the cells of (set_grid: the flow driver on a DMDA box), multiply a constant-coefficient 7-point "
+           "matrix from the grid, reading no matrix (the 256^3 pressure MatMult: BENCHMARKS.md)"),
     Option("mat_gpusell_halo", "halo_transport", "auto", "in parallel, the halo exchange: nccl between GPUs on a "
            "stream of its own, overlapped with the owned-column product; mpi through host memory; auto: NCCL for "
            "GPU data when CuPy has it (else MPI, with a notice)", choices=TRANSPORTS),
@@ -89,6 +93,8 @@ class GpuSellMat:
         self.local = self.offd = None  # SellMatrix blocks: own columns, halo columns
         self._transposes = None
         self._split = self._exchange = self._halo = None
+        self.grid = None  # (shape, periodic) of the box whose cells are the rows, where given (set_grid)
+        self._stencil_of = self._stencil_matrix = None  # (SELL copy, state) the stencil was found in, and it
 
     # --- keeping the SELL copy current -------------------------------------
 
@@ -191,6 +197,28 @@ class GpuSellMat:
     @property
     def nnz(self):
         return self.local.nnz + (self.offd.nnz if self.offd is not None else 0)
+
+    def set_grid(self, shape, periodic):
+        """The rows are the cells of a box of ``shape`` cells, numbered x
+        fastest, ``periodic`` per axis (a DMDA box on one rank): while the
+        values are a constant-coefficient stencil on it (StencilMatrix), the
+        products read x and the diagonal only (-mat_gpusell_stencil)."""
+        self.grid = (tuple(int(n) for n in shape), tuple(bool(p) for p in periodic))
+        self._stencil_of = None
+
+    def stencil_matrix(self):
+        """The StencilMatrix the products use, or None: no grid given, the
+        option off, several ranks, or values that are not a stencil on the
+        grid. Found again after every change of the values (the caller has
+        brought the SELL copy up to date)."""
+        if self.grid is None or not self.stencil or self.parallel or self.local is None:
+            return None
+        if self._stencil_of is None or self._stencil_of[0] is not self.local or self._stencil_of[1] != self._state:
+            indptr, indices, data = self.local.to_csr()
+            self._stencil_matrix = StencilMatrix.from_csr(indptr, indices, data, *self.grid,
+                                                          value_dtype=self.local.value_dtype)
+            self._stencil_of = (self.local, self._state)
+        return self._stencil_matrix
 
     # --- products -------------------------------------------------------------
 
@@ -300,7 +328,10 @@ class GpuSellMat:
         event = _EVENTS["MultTr" if transpose else "Mult"]
         event.begin()
         try:
-            if not self.parallel:
+            stencil = None if transpose or self.grid is None else self.stencil_matrix()
+            if stencil is not None:
+                stencil.multiply(x, y, 1.0, beta, z)
+            elif not self.parallel:
                 self._spmv(self.transposes()[0] if transpose else self.local, x, y, beta, z)
             elif transpose:
                 local_t, offd_t = self.transposes()
@@ -388,7 +419,9 @@ class GpuSellMat:
             f"  {total * mb:.2f} MiB on the {where} (values {val_bytes * mb:.2f}, columns {col_bytes * mb:.2f}, "
             f"slice offsets and row order {(total - val_bytes - col_bytes) * mb:.2f})",
         ] + ([f"  halo exchange: {type(self._exchange).__name__}, overlapped with the owned-column product"]
-             if self._exchange is not None else [])
+             if self._exchange is not None else []) + (
+            [f"  products from the grid: a constant-coefficient stencil on {' x '.join(map(str, self.grid[0]))} "
+             "cells"] if self.grid is not None and self.stencil_matrix() is not None else [])
 
 
 class SellOperator:

@@ -16,6 +16,7 @@ from petsc_ext.options import OptionError, option_defaults
 from plugin.flow.mesh import mesh_geometry
 from plugin.flow.operators import compact_laplacian
 from stencils import laplacian
+from test_stencil import box_laplacian
 
 
 def poisson_2d(n):
@@ -287,6 +288,31 @@ def test_a_float32_hierarchy_needs_about_the_iterations_of_a_float64_one():
     assert runs["float32"] <= runs["float64"] + 2
 
 
+def test_the_coarsest_inverse_cuts_the_null_space_and_a_float32_neumann_box_converges():
+    """The 32^3 walled box's pressure Laplacian (all Neumann): its coarsest
+    Galerkin matrix has the constant's eigenvalue at -1e-15 of the largest,
+    which a pseudo-inverse cut at 1e-15 inverted (a 1e12 inverse); with
+    float32 operators, whose A 1 is 1e-7 and not 0, CG then failed
+    (KSP_DIVERGED_INDEFINITE_PC, as at 256^3 on the GPU)."""
+    A = box_laplacian((32, 32, 32), (False,) * 3, (1.0, 1.0, 1.0)).tocsr()
+    A.sort_indices()
+    amg = AggregationAMG(*csr_arrays(A), A.shape[0], numpy)
+    inverse = amg.levels[-1].inverse
+    assert abs(inverse @ numpy.ones(inverse.shape[0])).max() < 1e-8 * abs(inverse).max()
+    assert abs(inverse).max() < 1e3
+    b = A @ numpy.random.default_rng(0).standard_normal(A.shape[0])
+    iterations = {}
+    for value_type in ("float64", "float32"):
+        ksp, x = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg",
+                                                          "pc_gpuamg_value_type": value_type,
+                                                          "ksp_norm_type": "unpreconditioned"},
+                              comm=PETSc.COMM_SELF, rhs=b, nullspace=True, mat_type="aij")
+        assert ksp.getConvergedReason() > 0, value_type
+        assert numpy.linalg.norm(b - A @ x.getArray()) <= 1e-7 * numpy.linalg.norm(b)
+        iterations[value_type] = ksp.getIterationNumber()
+    assert iterations["float32"] <= iterations["float64"] + 2
+
+
 def test_new_values_on_the_same_pattern_refresh_the_hierarchy_and_a_new_pattern_rebuilds_it(capfd):
     """A matrix scaled in place keeps its pattern: the set-up keeps the
     aggregates and prolongations and recomputes the Galerkin values (a scaled
@@ -427,12 +453,13 @@ def test_cacg_refuses_the_k_cycle():
                                                       "pc_gpuamg_cycle": "k"}, comm=PETSc.COMM_SELF)
 
 
+@pytest.mark.parametrize("vectors", ["float64", "float32"])
 @pytest.mark.parametrize("dim", [2, 3])
-def test_the_boxs_geometric_levels_run_on_gpuamgs_cycle(dim):
+def test_the_boxs_geometric_levels_run_on_gpuamgs_cycle(dim, vectors):
     """-flow_pressure_levels geometric: gpuamg cycles on the box's grids
-    (rediscretized levels, linear interpolation): the flow of mg's PCMG on
-    the same grids to the solver's tolerance, in at most mg's pressure
-    iterations plus one per step; a mesh has no grids and is refused."""
+    (rediscretized levels, linear interpolation), with float64 or float32
+    cycle vectors: the flow of mg's PCMG on the same grids to the solver's
+    tolerance, in at most mg's pressure iterations plus one per step."""
     from gpu_mats.amg import GeometricMultigrid
     from gpu_mats.backend import to_host
     from gpu_mats.stencil import StencilMatrix, TensorTransfer
@@ -443,7 +470,8 @@ def test_the_boxs_geometric_levels_run_on_gpuamgs_cycle(dim):
     lid = {"ymax": Wall((1.0, 0.0))} if dim == 2 else {"xmax": Wall((0.0, 1.0, 0.0))}
     runs = {}
     for name, pressure in (("mg", {"pressure_pc_type": "mg"}),
-                           ("geometric", {"pressure_pc_type": "gpuamg", "flow_pressure_levels": "geometric"})):
+                           ("geometric", {"pressure_pc_type": "gpuamg", "flow_pressure_levels": "geometric",
+                                          "pressure_pc_gpuamg_vector_type": vectors})):
         options = {"flow_max_steps": 4, "pressure_ksp_type": "cg", "pressure_ksp_rtol": 1e-12, **pressure}
         with option_defaults("", options):
             da = PETSc.DMDA().create(dim=dim, sizes=sizes, stencil_width=1, comm=PETSc.COMM_SELF, setup=False)
@@ -454,11 +482,21 @@ def test_the_boxs_geometric_levels_run_on_gpuamgs_cycle(dim):
         runs[name] = (to_host(solver.xp, state.u), solver.pressure_iterations, solver)
     amg = runs["geometric"][2].pressure_ksp.getPC().getPythonContext().amg
     assert isinstance(amg, GeometricMultigrid)
+    assert {level.x.dtype for level in amg.levels} == {numpy.dtype(vectors)}
     assert all(isinstance(level.A_cycle, StencilMatrix) for level in amg.levels)  # the box's Laplacian on each grid
     assert all(isinstance(level.P, TensorTransfer) for level in amg.levels[:-1])
     assert [level.A.shape[0] for level in amg.levels] == [int(numpy.prod(g.shape)) for g in runs["mg"][2].multigrid.grids]
     numpy.testing.assert_allclose(runs["geometric"][0], runs["mg"][0], rtol=0, atol=1e-9)
     assert runs["geometric"][1] <= runs["mg"][1] + 4, (runs["geometric"][1], runs["mg"][1])
+
+
+def test_float32_cycle_vectors_on_levels_that_are_not_stencils_are_refused():
+    """The SELL and CSR kernels of aggregated levels take float64 vectors only."""
+    A = stencil(16, 7)
+    with pytest.raises(PETSc.Error, match="float32 cycle vectors need every level cycled from its grid.*level 0"):
+        krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg",
+                                                 "pc_gpuamg_vector_type": "float32"}, comm=PETSc.COMM_SELF,
+                     mat_type="aij")
 
 
 def test_geometric_levels_on_a_mesh_are_refused():

@@ -343,3 +343,52 @@ def test_get_diagonal_into_a_vector_of_the_wrong_size_is_petscs_size_error(size)
         wrong = PETSc.Vec().createSeq(size)
         with pytest.raises(PETSc.Error, match="Nonconforming matrix and vector"):
             A.getDiagonal(wrong)
+
+
+def test_a_box_stencil_given_its_grid_is_multiplied_from_the_grid(monkeypatch):
+    """set_grid (the flow driver's DMDA box): while the values are a
+    constant-coefficient stencil on the grid the products read no matrix
+    (the SELL kernel is not called), and equal AIJ's; values that are not a
+    stencil, or -mat_gpusell_stencil 0, go back to SELL."""
+    from test_stencil import box_laplacian
+
+    shape, periodic = (6, 5, 4), (False, True, False)
+    A = box_laplacian(shape, periodic, (1.0, 1.0, 2.0)).tocsr()
+    A.sort_indices()
+    B = aij_from_csr(A.indptr, A.indices, A.data, A.shape, comm=PETSc.COMM_SELF, mat_type="gpusell")
+    ctx = gpusell.context(B)
+    ctx.set_grid(shape, periodic)
+    x, z = B.createVecs()
+    y = x.duplicate()
+    rng = numpy.random.default_rng(3)
+    x.setArray(rng.standard_normal(A.shape[0]))
+    z.setArray(rng.standard_normal(A.shape[0]))
+
+    def sell_called(*args):
+        raise AssertionError("the SELL kernel was called")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ctx, "_spmv", sell_called)
+        B.mult(x, y)
+        numpy.testing.assert_allclose(y.getArray(), A @ x.getArray(), rtol=1e-13, atol=1e-13)
+        B.multAdd(x, z, y)
+        numpy.testing.assert_allclose(y.getArray(), A @ x.getArray() + z.getArray(), rtol=1e-13, atol=1e-13)
+        B.setValue(7, 7, 3.0, addv=PETSc.InsertMode.ADD_VALUES)  # a diagonal of any values is still a stencil
+        B.assemble()
+        A[7, 7] += 3.0
+        B.mult(x, y)
+        numpy.testing.assert_allclose(y.getArray(), A @ x.getArray(), rtol=1e-13, atol=1e-13)
+    assert ctx.stencil_matrix() is not None
+    neighbour = int(A.indices[A.indptr[7]])  # an off-diagonal entry of row 7 changed: no longer a stencil
+    B.setValue(7, neighbour, 0.5, addv=PETSc.InsertMode.ADD_VALUES)
+    B.assemble()
+    A[7, neighbour] += 0.5
+    B.mult(x, y)
+    numpy.testing.assert_allclose(y.getArray(), A @ x.getArray(), rtol=1e-13, atol=1e-13)
+    assert ctx.stencil_matrix() is None
+    B.setValue(7, neighbour, -0.5, addv=PETSc.InsertMode.ADD_VALUES)  # a stencil again
+    B.assemble()
+    B.mult(x, y)
+    assert ctx.stencil_matrix() is not None
+    ctx.stencil = False  # -mat_gpusell_stencil 0
+    assert ctx.stencil_matrix() is None

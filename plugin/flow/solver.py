@@ -25,6 +25,7 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from gpu_mats.backend import cupy_status
+from petsc_ext import gpusell
 from petsc_ext.device import gpu_available
 from petsc_ext.matrices import dm_mat_type
 from petsc_ext.options import Option, OptionError, option_defaults, read_options
@@ -158,6 +159,9 @@ class FlowSolver:
                 self.matrices.poisson.setNullSpace(nullspace)
                 self.matrices.poisson.setTransposeNullSpace(nullspace)  # KSPSolve projects the rhs onto the range
         self.multigrid = pressure_multigrid
+        if pressure_multigrid is not None and comm.getSize() == 1 and self.matrices.poisson.getType() == gpusell.SEQ_TYPE:
+            finest = pressure_multigrid.grids[0]  # the pressure's MatMult from the grid (-mat_gpusell_stencil)
+            gpusell.context(self.matrices.poisson).set_grid(finest.shape, finest.periodic)
         with self.set_up_stage("solvers"):
             self.pressure_ksp = self.pressure_solver()
             self.momentum_ksp = self._momentum_ksp() if implicit else None

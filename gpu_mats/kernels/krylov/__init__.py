@@ -3,7 +3,7 @@ bases (with a Jacobi scaling in the same pass) and the tall-skinny block
 products of cacg (gpu_mats.krylov), also the BLAS-1 update of the flow
 driver's correction, and the fused step of Chebyshev-Jacobi smoothing, the
 dense coarsest solve and the K-cycle's inner products and updates
-(gpu_mats.amg)."""
+(gpu_mats.amg), the last three also on float32 vectors (a float32 cycle)."""
 
 
 def three_term(w, a, x, b, y, c, z, d=None, scaled=None):

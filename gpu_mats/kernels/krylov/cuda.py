@@ -10,10 +10,20 @@ import numpy
 _NULL = numpy.uint64(0)
 
 
+_VECTOR_TYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}
+_TEMPLATES = ("chebyshev_step", "chebyshev_start", "dense_matvec")  # on the vectors' type
+
+
 @functools.cache
-def _kernel(name):
+def _module():
     source = pathlib.Path(__file__).with_name("krylov.cu").read_text()
-    return cupy.RawModule(code=source).get_function(name)
+    names = [f"{name}<{vector}>" for name in _TEMPLATES for vector in _VECTOR_TYPES.values()]
+    return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
+
+
+def _kernel(name, vectors=None):
+    """The kernel ``name``; one of _TEMPLATES for the type of the array ``vectors``."""
+    return _module().get_function(name if vectors is None else f"{name}<{_VECTOR_TYPES[vectors.dtype]}>")
 
 
 def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
@@ -31,7 +41,7 @@ def chebyshev_step(x, d, r, inv_diag, a, b):
     n = x.size
     if n:
         block = 256
-        _kernel("chebyshev_step")((-(-n // block),), (block,), (numpy.int64(n), numpy.float64(a), numpy.float64(b),
+        _kernel("chebyshev_step", x)((-(-n // block),), (block,), (numpy.int64(n), numpy.float64(a), numpy.float64(b),
                                                                 r, inv_diag, d, x))
 
 
@@ -40,7 +50,7 @@ def chebyshev_start(x, d, r, inv_diag, b):
     n = x.size
     if n:
         block = 256
-        _kernel("chebyshev_start")((-(-n // block),), (block,), (numpy.int64(n), numpy.float64(b), r, inv_diag, d, x))
+        _kernel("chebyshev_start", x)((-(-n // block),), (block,), (numpy.int64(n), numpy.float64(b), r, inv_diag, d, x))
 
 
 def dot_pairs(out, xs, ys):
@@ -114,7 +124,7 @@ def matvec(y, A, x):
     m, n = A.shape
     if m:
         block = 256
-        _kernel("dense_matvec")((-(-m * 32 // block),), (block,), (numpy.int64(m), numpy.int64(n), A, x, y))
+        _kernel("dense_matvec", x)((-(-m * 32 // block),), (block,), (numpy.int64(m), numpy.int64(n), A, x, y))
 
 
 def _leading_dimension(M):

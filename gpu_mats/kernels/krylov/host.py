@@ -17,19 +17,23 @@ def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
         numpy.multiply(d, v, out=scaled)
 
 
+def _wide(v):
+    return numpy.asarray(v, dtype=numpy.float64)
+
+
 def chebyshev_start(x, d, r, inv_diag, b):
-    """Twin of krylov.cu: d = b inv_diag r, then x = d."""
-    d[...] = b * inv_diag * r
+    """Twin of krylov.cu: d = b inv_diag r, then x = d (computed in float64, stored in the vectors' type)."""
+    d[...] = b * _wide(inv_diag) * _wide(r)
     x[...] = d
 
 
 def chebyshev_step(x, d, r, inv_diag, a, b):
     """Twin of krylov.cu: d = a d + b inv_diag r (d not read when a is 0), then x += d."""
-    v = b * inv_diag * r
+    v = b * _wide(inv_diag) * _wide(r)
     if a != 0.0:
-        v += a * d
+        v += a * _wide(d)
     d[...] = v
-    x += v
+    x[...] = _wide(x) + v
 
 
 def dot_pairs(out, xs, ys):
@@ -70,8 +74,8 @@ def ts_gram(X, Y, chunk=TS_CHUNK):
 
 
 def matvec(y, A, x):
-    """Twin of the cuBLAS call: y = A x."""
-    numpy.matmul(A, x, out=y)
+    """Twin of krylov.cu's dense_matvec: y = A x."""
+    y[...] = A @ _wide(x)
 
 
 def gemm_accumulate(C, alpha, A, B):

@@ -15,42 +15,45 @@ extern "C" __global__ void three_term(long long n, double a, const double* x, do
 }
 
 // One step of Chebyshev-Jacobi smoothing in one pass: d = a*d + b*inv_diag.*r
-// (d not read when a is 0), then x += d.
-extern "C" __global__ void chebyshev_step(long long n, double a, double b, const double* r, const double* inv_diag,
-                                          double* d, double* x)
+// (d not read when a is 0), then x += d. Vectors T: double, or float in a
+// float32 cycle (the arithmetic in double).
+template <typename T>
+__global__ void chebyshev_step(long long n, double a, double b, const T* r, const T* inv_diag, T* d, T* x)
 {
     const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     if (i >= n) return;
-    double v = b * inv_diag[i] * r[i];
-    if (a != 0.0) v = fma(a, d[i], v);
-    d[i] = v;
-    x[i] += v;
+    double v = b * static_cast<double>(inv_diag[i]) * static_cast<double>(r[i]);
+    if (a != 0.0) v = fma(a, static_cast<double>(d[i]), v);
+    d[i] = static_cast<T>(v);
+    x[i] = static_cast<T>(static_cast<double>(x[i]) + v);
 }
 
 // The first step of Chebyshev-Jacobi smoothing from x = 0: d = b*inv_diag.*r
 // and x = d, x not read (no zeroing pass before).
-extern "C" __global__ void chebyshev_start(long long n, double b, const double* r, const double* inv_diag, double* d,
-                                           double* x)
+template <typename T>
+__global__ void chebyshev_start(long long n, double b, const T* r, const T* inv_diag, T* d, T* x)
 {
     const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     if (i >= n) return;
-    const double v = b * inv_diag[i] * r[i];
+    const T v = static_cast<T>(b * static_cast<double>(inv_diag[i]) * static_cast<double>(r[i]));
     d[i] = v;
     x[i] = v;
 }
 
-// y = A x for a dense row-major A (m, n): one warp per row, the lanes' partial
-// sums added by shuffles. A kernel, not cuBLAS, so that a CUDA graph can
-// capture it (the coarsest level's solve inside gpu_mats.amg's cycle).
-extern "C" __global__ void dense_matvec(long long m, long long n, const double* A, const double* x, double* y)
+// y = A x for a dense row-major A (m, n) of doubles: one warp per row, the
+// lanes' partial sums added by shuffles. A kernel, not cuBLAS, so that a CUDA
+// graph can capture it (the coarsest level's solve inside gpu_mats.amg's
+// cycle); x and y are T.
+template <typename T>
+__global__ void dense_matvec(long long m, long long n, const double* A, const T* x, T* y)
 {
     const long long row = (blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (row >= m) return;  // the whole warp leaves together
     double sum = 0.0;
-    for (long long j = lane; j < n; j += 32) sum = fma(A[row * n + j], x[j], sum);
+    for (long long j = lane; j < n; j += 32) sum = fma(A[row * n + j], static_cast<double>(x[j]), sum);
     for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
-    if (lane == 0) y[row] = sum;
+    if (lane == 0) y[row] = static_cast<T>(sum);
 }
 
 // out[k] += x_k . y_k for the first `pairs` (at most 3) pairs: the inner

@@ -1,11 +1,12 @@
 """Products of a box's constant-coefficient operator (gpu_mats.stencil's
 StencilMatrix), computed from the grid instead of read from a matrix:
 y = alpha A x + beta z and the fused smoothing step; and of its grid
-transfers (TensorTransfer), from per-axis tables."""
+transfers (TensorTransfer), from per-axis tables. Vectors are float64, or
+all float32 (a float32 cycle); the sums are computed in float64 either way."""
 
 
 def spmv(S, x, y, z, alpha, beta):
-    """y = alpha S x + beta z for float64 vectors in S's memory (beta = 0 never reads z; z may be y)."""
+    """y = alpha S x + beta z for vectors in S's memory (beta = 0 never reads z; z may be y)."""
 
 
 def chebyshev_step(S, d, d_next, r, z, scaling, x, a, c):

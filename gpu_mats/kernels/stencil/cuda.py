@@ -15,8 +15,10 @@ WIDTHS = (1, 2, 3, 4)  # table widths of tensor_transfer compiled
 @functools.cache
 def _module():
     source = pathlib.Path(__file__).with_name("stencil.cu").read_text()
-    names = [f"{kernel}<{value}>" for kernel in ("stencil_spmv", "stencil_chebyshev")
-             for value in _VALUE_TYPES.values()] + [f"tensor_transfer<{width}>" for width in WIDTHS]
+    types = _VALUE_TYPES.values()
+    names = [f"{kernel}<{value},{vector}>" for kernel in ("stencil_spmv", "stencil_chebyshev")
+             for value in types for vector in types] + [f"tensor_transfer<{width},{vector}>" for width in WIDTHS
+                                                          for vector in types]
     return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
 
 
@@ -27,11 +29,12 @@ def _grid(S):
     return (*(numpy.int32(n) for n in shape), numpy.int32(bits), *(numpy.float64(c) for c in couplings))
 
 
-def _launch(kernel, S, *args):
+def _launch(kernel, S, x, *args):
+    """``kernel`` for S's values and the vectors' type, that of ``x``, the first vector of ``args``."""
     n = S.diag.size
     if n:
-        function = _module().get_function(f"{kernel}<{_VALUE_TYPES[S.diag.dtype]}>")
-        function((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), *_grid(S), S.diag, *args))
+        function = _module().get_function(f"{kernel}<{_VALUE_TYPES[S.diag.dtype]},{_VALUE_TYPES[x.dtype]}>")
+        function((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), *_grid(S), S.diag, x, *args))
 
 
 def spmv(S, x, y, z, alpha, beta):
@@ -49,7 +52,7 @@ def transfer(T, x, y, z, alpha, beta):
     n = int(numpy.prod(T.out_shape))
     if n:
         tables = [a for d in range(3) for a in (T.cols[d], T.weights[d])]
-        _module().get_function(f"tensor_transfer<{T.width}>")(
+        _module().get_function(f"tensor_transfer<{T.width},{_VALUE_TYPES[x.dtype]}>")(
             (-(-n // BLOCK),), (BLOCK,),
             (numpy.int32(n), numpy.int32(T.out_shape[0]), numpy.int32(T.out_shape[1]), numpy.int32(T.in_shape[0]),
              numpy.int32(T.in_shape[1]), *tables, x, y, z, numpy.float64(alpha),

@@ -3,7 +3,8 @@
 // -c_d towards each neighbour along axis d (across a periodic side, the
 // wrapped cell); a wall has no neighbour. Only x (and the diagonal) are
 // read per product, no matrix: a third of the bytes of SELL's 7-point
-// product. Values V (the diagonal) are double or float; vectors double.
+// product. Values V (the diagonal) and vectors T are double or float (a
+// float32 cycle: gpu_mats.amg's vector_dtype); sums are double.
 
 struct Grid {
     int nx, ny, nz;
@@ -12,8 +13,9 @@ struct Grid {
 };
 
 // sum over the neighbours of c_d x[neighbour] for cell `cell` at (i, j, k).
+template <typename T>
 __device__ __forceinline__ double neighbours(const Grid g, long long cell, int i, int j, int k,
-                                             const double* __restrict__ x)
+                                             const T* __restrict__ x)
 {
     const long long plane = static_cast<long long>(g.nx) * g.ny;
     double sum = 0.0;
@@ -33,46 +35,46 @@ __device__ __forceinline__ double neighbours(const Grid g, long long cell, int i
 }
 
 // (S x)[cell]: the cell's coordinates from its number.
-template <typename V>
+template <typename V, typename T>
 __device__ __forceinline__ double product(const Grid g, long long cell, const V* __restrict__ diag,
-                                          const double* __restrict__ x)
+                                          const T* __restrict__ x)
 {
     const int c = static_cast<int>(cell);  // fewer than 2^31 cells (checked where the matrix is made)
     const int i = c % g.nx, rest = c / g.nx;
     const int j = rest % g.ny, k = rest / g.ny;
-    return static_cast<double>(diag[cell]) * __ldg(x + cell) - neighbours(g, cell, i, j, k, x);
+    return static_cast<double>(diag[cell]) * static_cast<double>(__ldg(x + cell)) - neighbours(g, cell, i, j, k, x);
 }
 
 // y = alpha S x + beta z; beta == 0 never reads z; z may be y.
-template <typename V>
+template <typename V, typename T>
 __global__ void stencil_spmv(long long n, int nx, int ny, int nz, int periodic, double cx, double cy, double cz,
-                             const V* __restrict__ diag, const double* __restrict__ x, double* y, const double* z,
+                             const V* __restrict__ diag, const T* __restrict__ x, T* y, const T* z,
                              double alpha, double beta)
 {
     const Grid g{nx, ny, nz, periodic, cx, cy, cz};
     const long long cell = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     if (cell >= n) return;
     double out = alpha * product(g, cell, diag, x);
-    if (beta != 0.0) out = fma(beta, z[cell], out);
-    y[cell] = out;
+    if (beta != 0.0) out = fma(beta, static_cast<double>(z[cell]), out);
+    y[cell] = static_cast<T>(out);
 }
 
 // r = z - S d, then d_next = a d + c scaling r and x += d_next (as sell.cu's
 // sell_chebyshev). d_next is not d; z may be r.
-template <typename V>
+template <typename V, typename T>
 __global__ void stencil_chebyshev(long long n, int nx, int ny, int nz, int periodic, double cx, double cy,
-                                  double cz, const V* __restrict__ diag, const double* __restrict__ d,
-                                  double* __restrict__ d_next, double* r, const double* z,
-                                  const double* __restrict__ scaling, double* __restrict__ x, double a, double c)
+                                  double cz, const V* __restrict__ diag, const T* __restrict__ d,
+                                  T* __restrict__ d_next, T* r, const T* z,
+                                  const T* __restrict__ scaling, T* __restrict__ x, double a, double c)
 {
     const Grid g{nx, ny, nz, periodic, cx, cy, cz};
     const long long cell = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     if (cell >= n) return;
-    const double residual = z[cell] - product(g, cell, diag, d);
-    const double step = fma(a, d[cell], c * scaling[cell] * residual);
-    r[cell] = residual;
-    d_next[cell] = step;
-    x[cell] += step;
+    const double residual = static_cast<double>(z[cell]) - product(g, cell, diag, d);
+    const double step = fma(a, static_cast<double>(d[cell]), c * static_cast<double>(scaling[cell]) * residual);
+    r[cell] = static_cast<T>(residual);
+    d_next[cell] = static_cast<T>(step);
+    x[cell] = static_cast<T>(static_cast<double>(x[cell]) + step);
 }
 
 // y = alpha T x + beta z for T a tensor product of one operator per axis
@@ -105,11 +107,11 @@ __global__ void tensor_transfer(int n, int ox, int oy, int ix, int iy, const int
 #pragma unroll
             for (int a = 0; a < W; ++a) {
                 const double w1 = w2 * __ldg(wx + i * W + a);
-                if (w1 != 0.0) sum = fma(w1, __ldg(x + at2 + __ldg(cx + i * W + a)), sum);
+                if (w1 != 0.0) sum = fma(w1, static_cast<double>(__ldg(x + at2 + __ldg(cx + i * W + a))), sum);
             }
         }
     }
     double out = alpha * sum;
-    if (beta != 0.0) out = fma(beta, z[cell], out);
-    y[cell] = out;
+    if (beta != 0.0) out = fma(beta, static_cast<double>(z[cell]), out);
+    y[cell] = static_cast<T>(out);
 }
