@@ -59,17 +59,18 @@ class Breakdown:
 
         def timed_product(A, halo, x, y, alpha=1.0, beta=0.0, z=None):
             name = "A x" if A.shape[0] == A.shape[1] else "P x (prolongation)"
-            moved = A.nbytes + 8 * (x.size + y.size + (y.size if beta else 0))
+            moved = A.nbytes + x.itemsize * (x.size + y.size + (y.size if beta else 0))
             self._time(self.level_of[y.size], name, moved, lambda: product(A, halo, x, y, alpha, beta, z))
 
         amg._product = timed_product
         # per timed kernel: (rows of its level, operation, bytes moved) from its arguments
         amg._kernels = _Timed(self, amg._kernels, {
-            "chebyshev_step": lambda x, d, r, scaling, a, c: (x.size, "first smoothing step", 8 * x.size * (5 + (a != 0))),
-            "chebyshev_start": lambda x, d, r, scaling, c: (x.size, "first smoothing step", 32 * x.size),
-            "matvec": lambda y, A, x: (y.size, "coarsest dense solve", A.nbytes + 8 * (x.size + y.size))})
+            "chebyshev_step": lambda x, d, r, scaling, a, c: (x.size, "first smoothing step",
+                                                             x.nbytes * (5 + (a != 0))),
+            "chebyshev_start": lambda x, d, r, scaling, c: (x.size, "first smoothing step", 4 * x.nbytes),
+            "matvec": lambda y, A, x: (y.size, "coarsest dense solve", A.nbytes + x.nbytes + y.nbytes)})
         amg._sell_kernels = _Timed(self, amg._sell_kernels, {
-            "chebyshev_step": lambda A, d, dn, r, z, s, x, a, c: (x.size, "fused smoothing step", A.nbytes + 56 * x.size)})
+            "chebyshev_step": lambda A, d, dn, r, z, s, x, a, c: (x.size, "fused smoothing step", A.nbytes + 7 * x.nbytes)})
         for level in amg.levels:
             if level.R is not None:
                 level.R = _TimedRestriction(self, level.R)
@@ -80,7 +81,7 @@ class Breakdown:
         step = A.chebyshev_step
 
         def timed(d, d_next, r, z, scaling, x, a, c):
-            self._time(self.level_of[x.size], "fused smoothing step", A.nbytes + 56 * x.size,
+            self._time(self.level_of[x.size], "fused smoothing step", A.nbytes + 7 * x.nbytes,
                        lambda: step(d, d_next, r, z, scaling, x, a, c))
 
         return timed
@@ -132,7 +133,7 @@ class _TimedRestriction:
         self._breakdown, self._R, self.shape = breakdown, R, R.shape
 
     def multiply(self, x, y):
-        moved = self._R.nbytes + 8 * (x.size + y.size)
+        moved = self._R.nbytes + x.nbytes + y.nbytes
         self._breakdown._time(self._breakdown.level_of[x.size], "R r (restriction)", moved,
                               lambda: self._R.multiply(x, y))
 
