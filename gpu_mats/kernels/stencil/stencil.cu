@@ -82,13 +82,13 @@ __global__ void stencil_chebyshev(long long n, int nx, int ny, int nz, int perio
 // cell (i, j, k) of the grid ox x oy x oz takes the sum over a, b, c < W of
 // wx[i W + a] wy[j W + b] wz[k W + c] x[cx[i W + a] + ix (cy[j W + b] + iy cz[k W + c])],
 // x on the grid ix x iy x iz; zero weights pad the tables to W (2 for an
-// interpolation, 4 for its transpose: the loops unroll).
-template <int W>
+// interpolation, 4 for its transpose: the loops unroll); vectors T.
+template <int W, typename T>
 __global__ void tensor_transfer(int n, int ox, int oy, int ix, int iy, const int* __restrict__ cx,
                                 const double* __restrict__ wx, const int* __restrict__ cy,
                                 const double* __restrict__ wy, const int* __restrict__ cz,
-                                const double* __restrict__ wz, const double* __restrict__ x, double* y,
-                                const double* z, double alpha, double beta)
+                                const double* __restrict__ wz, const T* __restrict__ x, T* y,
+                                const T* z, double alpha, double beta)
 {
     const int cell = blockIdx.x * blockDim.x + threadIdx.x;
     if (cell >= n) return;
