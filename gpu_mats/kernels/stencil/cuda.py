@@ -8,8 +8,7 @@ import cupy
 import numpy
 
 _VALUE_TYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}
-BLOCK = (32, 8)  # threads per block: a tile of 32 x 8 (i, j) columns
-KZ = 16  # cells along z per thread (stencil.cu marches up each column)
+BLOCK = 256
 WIDTHS = (1, 2, 3, 4)  # table widths of tensor_transfer compiled
 
 
@@ -23,21 +22,11 @@ def _module():
     return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
 
 
-def _blocks(shape):
-    """The launch grid for a march over the cells of ``shape`` (nx, ny, nz)."""
-    nx, ny, nz = shape
-    return (-(-nx // BLOCK[0]), -(-ny // BLOCK[1]), -(-nz // KZ))
-
-
 def _grid(S):
     """The kernels' grid arguments: nx, ny, nz, the periodic axes' bits, cx, cy, cz (2D: one cell along z)."""
-    shape, couplings = _three(S.shape), tuple(S.couplings) + (0.0,) * (3 - len(S.shape))
+    shape, couplings = tuple(S.shape) + (1,) * (3 - len(S.shape)), tuple(S.couplings) + (0.0,) * (3 - len(S.shape))
     bits = sum(1 << d for d, wraps in enumerate(S.periodic) if wraps)
     return (*(numpy.int32(n) for n in shape), numpy.int32(bits), *(numpy.float64(c) for c in couplings))
-
-
-def _three(shape):
-    return tuple(int(n) for n in shape) + (1,) * (3 - len(shape))
 
 
 def _launch(kernel, S, x, *args):
@@ -45,7 +34,7 @@ def _launch(kernel, S, x, *args):
     n = S.diag.size
     if n:
         function = _module().get_function(f"{kernel}<{_VALUE_TYPES[S.diag.dtype]},{_VALUE_TYPES[x.dtype]}>")
-        function(_blocks(_three(S.shape)), BLOCK, (numpy.int32(KZ), *_grid(S), S.diag, x, *args))
+        function((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), *_grid(S), S.diag, x, *args))
 
 
 def spmv(S, x, y, z, alpha, beta):
@@ -64,6 +53,7 @@ def transfer(T, x, y, z, alpha, beta):
     if n:
         tables = [a for d in range(3) for a in (T.cols[d], T.weights[d])]
         _module().get_function(f"tensor_transfer<{T.width},{_VALUE_TYPES[x.dtype]}>")(
-            _blocks(T.out_shape), BLOCK,
-            (numpy.int32(KZ), *(numpy.int32(m) for m in T.out_shape), numpy.int32(T.in_shape[0]),
-             numpy.int32(T.in_shape[1]), *tables, x, y, z, numpy.float64(alpha), numpy.float64(beta)))
+            (-(-n // BLOCK),), (BLOCK,),
+            (numpy.int32(n), numpy.int32(T.out_shape[0]), numpy.int32(T.out_shape[1]), numpy.int32(T.in_shape[0]),
+             numpy.int32(T.in_shape[1]), *tables, x, y, z, numpy.float64(alpha),
+             numpy.float64(beta)))
