@@ -4,7 +4,8 @@ After it, in any petsc4py program: ``-mat_type gpusell`` and ``-dm_mat_type
 gpusell`` select the SELL-C-sigma GPU matrix, ``-pc_type ainv`` the sparse
 approximate-inverse preconditioners, ``-pc_type wbilu`` the wavefront
 block ILU(0), ``-pc_type gpuamg`` aggregation algebraic multigrid set up on
-the GPU, ``-ksp_type cacg`` communication-avoiding CG.
+the GPU, ``-pc_type boxfft`` the exact solve of a box's pressure Laplacian by
+fast transforms, ``-ksp_type cacg`` communication-avoiding CG.
 """
 
 from petsc_ext import gpusell
@@ -14,4 +15,5 @@ gpusell.register()
 register_python_type("PC", "ainv", "petsc_ext.ainv.ApproximateInversePC")
 register_python_type("PC", "wbilu", "petsc_ext.wbilu.WavefrontBlockILU")
 register_python_type("PC", "gpuamg", "petsc_ext.gpuamg.AggregationMultigridPC")
+register_python_type("PC", "boxfft", "petsc_ext.boxfft.BoxTransformPC")
 register_python_type("KSP", "cacg", "petsc_ext.cacg.CommunicationAvoidingCG")

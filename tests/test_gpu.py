@@ -524,18 +524,43 @@ def test_a_float32_cycle_on_the_gpu_gives_the_hosts_flow():
     cycle's vectors float32, rounded from and back into cg's float64 ones),
     replayed as CUDA graphs: the NumPy twin's steps, and the float64
     cycle's, to the solvers' tolerance."""
-    solver, _, on_gpu = _cavity_steps("cupy", "explicit", pressure_pc_gpuamg_vector_type="float32")
+    f32 = {"pressure_pc_type": "gpuamg", "pressure_pc_gpuamg_vector_type": "float32"}
+    solver, _, on_gpu = _cavity_steps("cupy", "explicit", **f32)
     amg = solver.pressure_ksp.getPC().getPythonContext().amg
     assert {level.x.dtype for level in amg.levels} == {numpy.dtype(numpy.float32)}
     assert solver.pressure_ksp.getPC().getPythonContext().graphs.replays > 0
-    _, _, on_host = _cavity_steps("numpy", "explicit", pressure_pc_gpuamg_vector_type="float32")
-    _, _, float64 = _cavity_steps("cupy", "explicit")
+    _, _, on_host = _cavity_steps("numpy", "explicit", **f32)
+    _, _, float64 = _cavity_steps("cupy", "explicit", pressure_pc_type="gpuamg")
     for name, value in on_host.items():
         for other in (on_gpu, float64):
             got = other[name]
             if name == "p":  # defined up to a constant
                 value, got = value - value.mean(), got - got.mean()
             assert abs(got - value).max() <= 1e-8 * abs(value).max(), name
+
+
+@pytest.mark.parametrize("box", ["3D walls", "3D periodic x and z", "2D periodic y"])
+def test_the_box_transforms_on_the_gpu_give_the_hosts_solve(box):
+    """boxfft's solve with cupyx.scipy.fft (cuFFT) against scipy.fft's."""
+    import cupy
+
+    from gpu_mats.spectral import SpectralBoxSolver
+    from gpu_mats.stencil import StencilMatrix
+    from test_stencil import box_laplacian
+
+    shape, periodic = {"3D walls": ((16, 12, 20), (False,) * 3), "3D periodic x and z": ((8, 6, 10), (True, False, True)),
+                       "2D periodic y": ((12, 9), (False, True))}[box]
+    A = box_laplacian(shape, periodic, (1.0,) * (len(shape) - 1) + (2.0,)).tocsr()
+    A.sort_indices()
+    b = A @ numpy.random.default_rng(13).standard_normal(A.shape[0])
+    solutions = []
+    for xp in (numpy, cupy):
+        S = StencilMatrix.from_csr(*(xp.asarray(a) for a in (A.indptr, A.indices, A.data)), shape, periodic)
+        x = xp.full(b.size, xp.nan)
+        SpectralBoxSolver(S).solve(xp.asarray(b), x)
+        solutions.append(x if xp is numpy else x.get())
+    numpy.testing.assert_allclose(solutions[1], solutions[0], rtol=0, atol=1e-12 * abs(solutions[0]).max())
+    assert numpy.linalg.norm(b - A @ solutions[1]) <= 1e-12 * numpy.linalg.norm(b)
 
 
 def _open_box():

@@ -250,6 +250,12 @@ class FlowSolver:
             with option_defaults(prefix, {"pc_mg_levels": self.multigrid.depth}):
                 pc.setFromOptions()  # the level count first: -pc_mg_cycle_type and the like act on the levels
             self.multigrid.attach(pc, self.matrices.poisson.getType(), self.operators.open_tags)
+        if pc.getType() == "boxfft":
+            if self.multigrid is None or self.comm.getSize() > 1:
+                raise OptionError(f"-{prefix}pc_type boxfft needs a DMDA box on one rank (this run: "
+                                  f"{'a mesh' if self.multigrid is None else 'several ranks'}); use gpuamg")
+            finest = self.multigrid.grids[0]
+            pc.getPythonContext().set_box(finest.shape, finest.periodic)
         if pc.getType() == "gpuamg" and geometric:
             if self.multigrid is None or self.comm.getSize() > 1:
                 raise OptionError("-flow_pressure_levels geometric needs the grids of a DMDA box on one rank "
@@ -273,7 +279,15 @@ class FlowSolver:
         cavity at 128^2 at 2.69 ms per step (the box's mg 6.43); on a 256^3
         box, on the box's own levels (-flow_pressure_levels), 27.6 ms per step
         against PCMG's 73.4 in an earlier run."""
-        return "gamg" if self._petsc_defaults() else "gpuamg"
+        if self._petsc_defaults():
+            return "gamg"
+        return "boxfft" if self._transformable_box() else "gpuamg"
+
+    def _transformable_box(self):
+        """Whether the pressure matrix is a box's Laplacian that boxfft inverts: a DMDA box on one rank, its
+        sides walls or periodic (an outflow holds the pressure), the compact Laplacian (a 7-point stencil)."""
+        return (self.multigrid is not None and self.comm.getSize() == 1 and not self.operators.has_outflow
+                and self.pressure_laplacian == "compact")
 
     def _petsc_defaults(self):
         """The solvers start from PETSc's own (cg + gamg for the pressure,

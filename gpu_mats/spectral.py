@@ -1,0 +1,94 @@
+"""The exact solve of a box's constant-coefficient Laplacian by fast
+transforms. On a uniform box whose sides are walls (the pressure's
+homogeneous Neumann condition) or periodic, the 7-point operator
+S = sum_d c_d L_d, L_d the second difference along axis d, is diagonalized
+by the discrete cosine transform of type II along each walled axis (its
+eigenvalues 4 sin^2(pi k / 2n)) and the discrete Fourier transform along
+each periodic one (4 sin^2(pi k / n)): S^-1 b is a forward transform, a
+division by the eigenvalues and an inverse transform (Schumann and Sweet,
+"A direct method for the solution of Poisson's equation with Neumann
+boundary conditions on a staggered grid of arbitrary size", J. Comput.
+Phys. 20, 1976; CaNS solves its pressure so: Costa, "A FFT-based
+finite-difference solver for massively-parallel direct numerical
+simulations of turbulent flows", Comput. Math. Appl. 76, 2018). The zero
+eigenvalue of constants (no Dirichlet side) is left out: the pseudo-inverse.
+
+The transforms are scipy.fft's on the host and cupyx.scipy.fft's (cuFFT) on
+the GPU, on the same array code.
+"""
+
+import numpy
+
+from .backend import array_module, fft_module
+
+# The diagonal must be the sum of the couplings to the cell's neighbours to this (relative): the operator of
+# walls and periodic sides only; an outflow's held pressure adds to the diagonals of its cells.
+DIAGONAL_TOLERANCE = 1e-12
+
+
+class SpectralError(ValueError):
+    """An operator the transforms do not diagonalize, with the reason."""
+
+
+class SpectralBoxSolver:
+    """x = S^+ b for the StencilMatrix S: ``solve(b, x)`` on flat arrays in S's memory (float64)."""
+
+    def __init__(self, S):
+        xp = array_module(S.diag)
+        self.shape, self.periodic, self.couplings = tuple(S.shape), tuple(S.periodic), tuple(S.couplings)
+        self._check_diagonal(S, xp)
+        self.xp, self.fft = xp, fft_module(xp)
+        # array axes: the grid is numbered x fastest, so x is the last axis of the (..., ny, nx) array
+        dims = len(self.shape)
+        self.walled = tuple(dims - 1 - d for d in range(dims) if not self.periodic[d])
+        self.wrapped = tuple(sorted(dims - 1 - d for d in range(dims) if self.periodic[d]))
+        eigenvalues = self._eigenvalues(xp)
+        null = eigenvalues <= 1e-14 * float(eigenvalues.max())
+        self.inverse = xp.where(null, 0.0, 1.0 / xp.where(null, 1.0, eigenvalues))
+
+    def _check_diagonal(self, S, xp):
+        """A SpectralError where the diagonal is not the sum of the cell's couplings (a held value, or a
+        coupling that is not the same along the whole axis)."""
+        expected = xp.zeros(self.shape[::-1])
+        for d, (n, c, wraps) in enumerate(zip(self.shape, self.couplings, self.periodic)):
+            count = numpy.full(n, 2.0)
+            if not wraps:
+                count[[0, -1]] = 1.0 if n > 1 else 0.0
+            along = [1] * len(self.shape)
+            along[len(self.shape) - 1 - d] = n
+            expected = expected + c * xp.asarray(count).reshape(along)
+        scale = float(xp.abs(expected).max()) or 1.0
+        excess = float(xp.abs(S.diag.astype(xp.float64).reshape(expected.shape) - expected).max())
+        if excess > DIAGONAL_TOLERANCE * scale:
+            raise SpectralError(f"the diagonal differs from the sum of each cell's couplings by up to "
+                                f"{excess:.3g} (of {scale:.3g}): a side that holds a value (an outflow's "
+                                "pressure), which the cosine and Fourier transforms do not diagonalize")
+
+    def _eigenvalues(self, xp):
+        """sum_d c_d mu_d(k_d) on the transformed grid (along the last periodic axis, rfft's n // 2 + 1)."""
+        dims = len(self.shape)
+        total = 0.0
+        last_wrapped = self.wrapped[-1] if self.wrapped else None
+        for d, (n, c, wraps) in enumerate(zip(self.shape, self.couplings, self.periodic)):
+            axis = dims - 1 - d
+            k = numpy.arange(n // 2 + 1 if axis == last_wrapped else n)
+            mu = 4.0 * numpy.sin(numpy.pi * k / n) ** 2 if wraps else 4.0 * numpy.sin(numpy.pi * k / (2 * n)) ** 2
+            along = [1] * dims
+            along[axis] = k.size
+            total = total + c * xp.asarray(mu).reshape(along)
+        return total  # each axis's term spans its axis: the sum has the whole shape
+
+    def solve(self, b, x):
+        """x = S^+ b (b, x flat, cells numbered x fastest)."""
+        fft = self.fft
+        field = b.reshape(self.shape[::-1])
+        if self.walled:
+            field = fft.dctn(field, type=2, axes=self.walled, norm="ortho")
+        if self.wrapped:
+            field = fft.rfftn(field, axes=self.wrapped)
+        field *= self.inverse
+        if self.wrapped:
+            field = fft.irfftn(field, s=[self.shape[::-1][a] for a in self.wrapped], axes=self.wrapped)
+        if self.walled:
+            field = fft.idctn(field, type=2, axes=self.walled, norm="ortho")
+        x[...] = field.ravel()

@@ -1,0 +1,93 @@
+"""``-pc_type boxfft``: the exact solve of a box's pressure Laplacian by
+cosine and Fourier transforms (gpu_mats.spectral), on the GPU with cuFFT for
+CUDA vectors, with scipy.fft for host ones. For the constant-coefficient
+7-point operator of a uniform box whose sides are walls or periodic (the
+flow driver's pressure on a DMDA box without an outflow): under cg it
+converges in one iteration, the limit multigrid approaches (BENCHMARKS.md).
+
+The box is the application's (``set_box``, as the flow driver gives it), or
+the preconditioning matrix's: its DMDA (one unknown per cell, one rank), or
+the grid a gpusell matrix was given (``set_grid``).
+Anything else, or a matrix that is not such an operator on its box, is a
+PETSc error with the reason.
+"""
+
+from petsc4py import PETSc
+
+from gpu_mats.spectral import SpectralBoxSolver
+from gpu_mats.stencil import StencilMatrix
+
+from . import gpusell
+from .arrays import in_out_arrays
+from .python_type import PythonPC
+
+AXES = "xyz"
+
+
+def matrix_box(P):
+    """(shape, periodic) of the box whose cells are P's rows, numbered x
+    fastest on one rank: a gpusell matrix's grid, or P's DMDA; None."""
+    if P.getType() in (gpusell.SEQ_TYPE, gpusell.MPI_TYPE) and gpusell.context(P).grid is not None:
+        return gpusell.context(P).grid
+    dm = P.getDM()
+    if not dm or dm.getType() != PETSc.DM.Type.DA or dm.getDof() != 1:  # no DM: a NULL handle
+        return None
+    periodic = tuple(kind == PETSc.DM.BoundaryType.PERIODIC for kind in dm.getBoundaryType())
+    return tuple(dm.getSizes()), periodic
+
+
+class BoxTransformPC(PythonPC):
+    """The context of a PC of type boxfft (petsc4py's Python PC protocol)."""
+
+    TYPE, TITLE, EVENTS = "boxfft", "Box Poisson solve by fast transforms (boxfft)", ("Apply",)
+    SUMMARY = "exact inverse of a box's 7-point Laplacian (cosine transforms along walled axes, Fourier along " \
+              "periodic ones)"
+
+    def __init__(self):
+        super().__init__()
+        self.solver = self.box = None
+
+    def set_box(self, shape, periodic):
+        """The box the rows are cells of: ``shape`` cells, numbered x first, ``periodic`` per axis."""
+        self.box = (tuple(int(n) for n in shape), tuple(bool(p) for p in periodic))
+        self.release()
+
+    def build(self, pc):
+        P = self.operator(pc)
+        if P.getComm().getSize() > 1:
+            raise ValueError("boxfft solves a box held on one rank; on several ranks use -pc_type gpuamg")
+        box = self.box or matrix_box(P)
+        if box is None:
+            raise ValueError("boxfft needs the box the rows are cells of: given to the PC (set_box), a matrix of a "
+                             "DMDA with one unknown per cell, or a gpusell matrix given its grid (set_grid)")
+        shape, periodic = box
+        indptr, indices, data = gpusell.local_block(P, self.xp).to_csr()
+        S = StencilMatrix.from_csr(indptr, indices, data, shape, periodic)
+        if S is None:
+            raise ValueError(f"boxfft needs a constant-coefficient 7-point operator on the "
+                             f"{' x '.join(map(str, shape))} box; this matrix is not one (another pattern, or "
+                             "couplings that vary along an axis)")
+        self.solver = SpectralBoxSolver(S)
+
+    def release(self):
+        self.solver = None
+
+    def apply(self, pc, x, y):
+        self.events["Apply"].begin()
+        try:
+            with in_out_arrays(x, y, self.xp, "boxfft") as (xa, ya):
+                self.solver.solve(xa, ya)
+        finally:
+            self.events["Apply"].end()
+
+    def applyTranspose(self, pc, x, y):
+        self.apply(pc, x, y)  # the operator is symmetric, and so its inverse
+
+    def describe(self, pc):
+        if self.solver is None:
+            return []
+        s = self.solver
+        transforms = "; ".join(f"{axis}: {n} cells, {'Fourier (periodic)' if wraps else 'cosine (walls)'}, "
+                               f"coupling {c:.6g}" for axis, n, wraps, c in zip(AXES, s.shape, s.periodic,
+                                                                              s.couplings))
+        return [f"  {transforms}", self.setup_line(pc)]

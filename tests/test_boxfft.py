@@ -1,0 +1,152 @@
+"""-pc_type boxfft (petsc_ext.boxfft, gpu_mats.spectral) on the host
+backend: the transforms invert a box's Laplacian with walls and periodic
+sides, cg converges in one iteration, the box from the PC, a DMDA or a
+gpusell grid, and the errors for what the transforms cannot invert. The CuPy
+twin is in tests/test_gpu.py."""
+
+import numpy
+import pytest
+from petsc4py import PETSc
+
+import plugin  # noqa: F401
+from gpu_mats.spectral import SpectralBoxSolver, SpectralError
+from gpu_mats.stencil import StencilMatrix
+from petsc_ext import gpusell
+from petsc_ext.matrices import aij_from_csr
+from petsc_ext.options import OptionError, option_defaults
+from test_stencil import box_laplacian
+
+BOXES = {  # shape, periodic, side lengths
+    "3D walls, 1 x 1 x 2": ((6, 5, 8), (False,) * 3, (1.0, 1.0, 2.0)),
+    "3D periodic x and z": ((4, 3, 6), (True, False, True), (2.0, 1.0, 1.0)),
+    "3D periodic y": ((5, 4, 3), (False, True, False), (1.0, 3.0, 1.0)),
+    "2D walls": ((7, 4), (False, False), (3.0, 1.0)),
+    "2D periodic": ((5, 6), (True, True), (1.0, 1.0)),
+}
+
+
+def stencil_of(A, shape, periodic):
+    A = A.tocsr()
+    A.sort_indices()
+    return StencilMatrix.from_csr(A.indptr, A.indices, A.data, shape, periodic)
+
+
+@pytest.mark.parametrize("box", BOXES)
+def test_the_transforms_invert_a_boxs_laplacian_on_its_range(box):
+    """S x = b for b in the range (constants are the null space), x of zero mean: the pseudo-inverse."""
+    shape, periodic, lengths = BOXES[box]
+    A = box_laplacian(shape, periodic, lengths)
+    solver = SpectralBoxSolver(stencil_of(A, shape, periodic))
+    rng = numpy.random.default_rng(1)
+    b = A @ rng.standard_normal(A.shape[0])
+    x = numpy.full_like(b, numpy.nan)
+    solver.solve(b, x)
+    assert numpy.linalg.norm(b - A @ x) <= 1e-13 * numpy.linalg.norm(b)
+    assert abs(x.mean()) <= 1e-13 * abs(x).max()
+
+
+def test_a_held_value_on_the_diagonal_is_refused_with_the_reason():
+    shape, periodic, lengths = BOXES["3D walls, 1 x 1 x 2"]
+    A = box_laplacian(shape, periodic, lengths).tolil()
+    A[0, 0] += 0.5  # an outflow's held pressure on one cell
+    with pytest.raises(SpectralError, match="a side that holds a value"):
+        SpectralBoxSolver(stencil_of(A, shape, periodic))
+
+
+def solve_with(P, b, box=None):
+    ksp = PETSc.KSP().create(PETSc.COMM_SELF)
+    ksp.setOperators(P)
+    ksp.setType("cg")
+    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    ksp.setTolerances(rtol=1e-10)
+    ksp.getPC().setType("boxfft")
+    if box is not None:
+        ksp.getPC().getPythonContext().set_box(*box)
+    x = P.createVecRight()
+    ksp.solve(b, x)
+    return ksp, x
+
+
+def test_cg_converges_in_one_iteration_on_the_box_of_a_dmda_or_a_gpusell_grid_and_the_view_shows_it(capfd):
+    shape, periodic, lengths = BOXES["3D periodic x and z"]
+    A = box_laplacian(shape, periodic, lengths).tocsr()
+    A.sort_indices()
+    rng = numpy.random.default_rng(2)
+    rhs = A @ rng.standard_normal(A.shape[0])
+    da = PETSc.DMDA().create(dim=3, sizes=shape, stencil_width=1, comm=PETSc.COMM_SELF,
+                             boundary_type=tuple(PETSc.DM.BoundaryType.PERIODIC if p else PETSc.DM.BoundaryType.NONE
+                                                 for p in periodic))
+    for mat_type in ("aij", "gpusell"):
+        P = aij_from_csr(A.indptr, A.indices, A.data, A.shape, comm=PETSc.COMM_SELF, mat_type=mat_type)
+        P.setNullSpace(PETSc.NullSpace().create(constant=True, comm=PETSc.COMM_SELF))
+        if mat_type == "aij":
+            P.setDM(da)
+        else:
+            gpusell.context(P).set_grid(shape, periodic)
+        b = P.createVecLeft()
+        b.setArray(rhs)
+        ksp, x = solve_with(P, b)
+        assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() == 1, mat_type
+        assert numpy.linalg.norm(rhs - A @ x.getArray()) <= 1e-10 * numpy.linalg.norm(rhs)
+    ksp.view()
+    out = capfd.readouterr().out
+    assert "boxfft: exact inverse of a box's 7-point Laplacian" in out
+    assert "x: 4 cells, Fourier (periodic)" in out and "y: 3 cells, cosine (walls)" in out
+
+
+def test_without_a_box_or_on_a_matrix_that_is_no_stencil_it_is_a_petsc_error():
+    shape, periodic, lengths = BOXES["2D walls"]
+    A = box_laplacian(shape, periodic, lengths).tocsr()
+    P = aij_from_csr(A.indptr, A.indices, A.data, A.shape, comm=PETSc.COMM_SELF, mat_type="aij")
+    b = P.createVecLeft()
+    b.set(0.0)
+    with pytest.raises(PETSc.Error, match="boxfft needs the box the rows are cells of"):
+        solve_with(P, b)
+    with pytest.raises(PETSc.Error, match="boxfft needs a constant-coefficient 7-point operator on the 4 x 7 box"):
+        solve_with(P, b, box=((4, 7), (False, False)))  # the wrong box: a neighbour is missing
+    B = A.tolil()
+    B[0, 0] += 1.0
+    B = B.tocsr()
+    P = aij_from_csr(B.indptr, B.indices, B.data, B.shape, comm=PETSc.COMM_SELF, mat_type="aij")
+    with pytest.raises(PETSc.Error, match="a side that holds a value"):
+        solve_with(P, b, box=(shape, periodic))
+
+
+def test_the_flow_driver_solves_a_walled_box_by_transforms_and_an_open_one_by_gpuamg():
+    """The default pressure PC on a DMDA box on one rank on gpusell: boxfft
+    without an outflow (one cg iteration per step, the flow of gpuamg's to
+    the solvers' tolerance), gpuamg with one; boxfft on a mesh is refused."""
+    from gpu_mats.backend import to_host
+    from plugin.flow.boundary import Outflow, Wall
+    from plugin.flow.solver import FlowSolver
+
+    def run(conditions, **options):
+        with option_defaults("", {"flow_max_steps": 4, "pressure_ksp_rtol": 1e-12, **options}):
+            da = PETSc.DMDA().create(dim=2, sizes=(16, 12), stencil_width=1, comm=PETSc.COMM_SELF, setup=False)
+            da.setMatType("gpusell")
+            da.setUp()
+            solver = FlowSolver.from_dmda(da, (1.0, 1.0), 0.01, conditions)
+        state = solver.run(solver.initial_state())
+        return solver, to_host(solver.xp, state.u)
+
+    lid = {"ymax": Wall((1.0, 0.0))}
+    solver, u = run(lid)
+    assert solver.pressure_ksp.getPC().getType() == "boxfft"
+    assert solver.pressure_iterations == solver.steps_run == 4  # one cg iteration per step
+    reference, u_amg = run(lid, pressure_pc_type="gpuamg")
+    numpy.testing.assert_allclose(u, u_amg, rtol=0, atol=1e-10)
+    solver, _ = run({**lid, "xmax": Outflow(0.0)})
+    assert solver.pressure_ksp.getPC().getType() == "gpuamg"
+    with pytest.raises(PETSc.Error, match="a side that holds a value"):
+        run({**lid, "xmax": Outflow(0.0)}, pressure_pc_type="boxfft")
+
+
+def test_boxfft_on_a_mesh_is_refused():
+    from meshes import unit_mesh
+    from plugin.flow.boundary import Wall
+    from plugin.flow.mesh import mesh_geometry
+    from plugin.flow.solver import FlowSolver
+
+    g = mesh_geometry(unit_mesh(("quad", "triangle"), n=4, jitter=0.2))
+    with option_defaults("", {"pressure_pc_type": "boxfft"}), pytest.raises(OptionError, match="needs a DMDA box"):
+        FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
