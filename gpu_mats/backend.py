@@ -76,17 +76,6 @@ def to_host(xp, array):
     return array if xp is numpy else xp.asnumpy(array)
 
 
-def fft_module(xp):
-    """scipy.fft for NumPy arrays, cupyx.scipy.fft (the same API, on cuFFT) for CuPy ones."""
-    if xp is numpy:
-        import scipy.fft
-
-        return scipy.fft
-    import cupyx.scipy.fft
-
-    return cupyx.scipy.fft
-
-
 def sparse_module(xp):
     """scipy.sparse for NumPy arrays, cupyx.scipy.sparse (the same API) for CuPy ones."""
     if xp is numpy:

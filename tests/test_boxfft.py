@@ -9,7 +9,7 @@ import pytest
 from petsc4py import PETSc
 
 import plugin  # noqa: F401
-from gpu_mats.spectral import SpectralBoxSolver, SpectralError
+from gpu_mats.spectral import SpectralBoxSolver, SpectralError, dct2, idct2
 from gpu_mats.stencil import StencilMatrix
 from petsc_ext import gpusell
 from petsc_ext.matrices import aij_from_csr
@@ -23,6 +23,17 @@ BOXES = {  # shape, periodic, side lengths
     "2D walls": ((7, 4), (False, False), (3.0, 1.0)),
     "2D periodic": ((5, 6), (True, True), (1.0, 1.0)),
 }
+
+
+@pytest.mark.parametrize("shape", [(8,), (7,), (5, 6), (4, 9, 3), (1, 3)])
+def test_makhouls_cosine_transform_is_scipys_and_its_inverse_inverts_it(shape):
+    import scipy.fft
+
+    x = numpy.random.default_rng(sum(shape)).standard_normal(shape)
+    for axis in range(len(shape)):
+        X = dct2(x, axis)
+        numpy.testing.assert_allclose(X, scipy.fft.dct(x, type=2, axis=axis), rtol=0, atol=1e-13 * abs(X).max())
+        numpy.testing.assert_allclose(idct2(X, axis), x, rtol=0, atol=1e-14 * abs(x).max() * max(shape))
 
 
 def stencil_of(A, shape, periodic):
