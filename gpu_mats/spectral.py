@@ -46,18 +46,29 @@ def _makhoul_order(xp, n):
     return xp.concatenate((xp.arange(0, n, 2), xp.arange(1, n, 2)[::-1]))
 
 
+def _part(axis, ndim, part):
+    """The index of ``part`` (a slice) along ``axis`` of an ``ndim``-dimensional array."""
+    return (slice(None),) * axis + (part,) + (slice(None),) * (ndim - 1 - axis)
+
+
 def dct2(x, axis):
     """The DCT of type II along ``axis``, X[k] = 2 sum_n x[n] cos(pi k (2n + 1) / 2N)
     (scipy.fft.dct's unnormalized one): X[k] = 2 Re(e^{-i pi k / 2N} V[k]), V
-    the FFT of x in Makhoul's order, its upper half V[k] = conj(V[N - k])."""
+    the FFT of x in Makhoul's order, its upper half V[k] = conj(V[N - k]) read
+    from the lower one reversed (a view: no gather)."""
     xp = array_module(x)
     n, ndim = x.shape[axis], x.ndim
+    m = n // 2 + 1
     half = xp.fft.rfft(xp.take(x, _makhoul_order(xp, n), axis=axis), axis=axis)
-    k = xp.arange(n)
-    V = xp.take(half, xp.minimum(k, n - k), axis=axis)
-    theta = numpy.pi * k / (2 * n)
-    sign = xp.where(k <= n // 2, 1.0, -1.0)
-    return 2.0 * (_along(xp.cos(theta), axis, ndim) * V.real + _along(sign * xp.sin(theta), axis, ndim) * V.imag)
+    theta = numpy.pi * numpy.arange(n) / (2 * n)
+    cos, sin = (xp.asarray(2.0 * f(theta)) for f in (numpy.cos, numpy.sin))
+    X = xp.empty(x.shape)
+    upper = half[_part(axis, ndim, slice(n - m, 0, -1))]  # V[N - k] for k = m .. N - 1
+    for ks, spectrum, sign in ((slice(0, m), half, 1.0), (slice(m, n), upper, -1.0)):
+        out = X[_part(axis, ndim, ks)]
+        xp.multiply(_along(cos[ks], axis, ndim), spectrum.real, out=out)
+        out += _along(sign * sin[ks], axis, ndim) * spectrum.imag
+    return X
 
 
 def idct2(X, axis):
@@ -66,10 +77,11 @@ def idct2(X, axis):
     FFT, and the entries put back from Makhoul's order."""
     xp = array_module(X)
     n, ndim = X.shape[axis], X.ndim
-    k = xp.arange(n // 2 + 1)
-    mirrored = xp.take(X, (n - k) % n, axis=axis) * _along(xp.where(k == 0, 0.0, 1.0), axis, ndim)
-    twiddle = _along(0.5 * xp.exp(1j * numpy.pi * k / (2 * n)), axis, ndim)
-    v = xp.fft.irfft(twiddle * (xp.take(X, k, axis=axis) - 1j * mirrored), n=n, axis=axis)
+    m = n // 2 + 1
+    V = X[_part(axis, ndim, slice(0, m))].astype(complex)
+    V[_part(axis, ndim, slice(1, m))] -= 1j * X[_part(axis, ndim, slice(n - 1, n - m, -1))]
+    V *= _along(xp.asarray(0.5 * numpy.exp(1j * numpy.pi * numpy.arange(m) / (2 * n))), axis, ndim)
+    v = xp.fft.irfft(V, n=n, axis=axis)
     return xp.take(v, xp.argsort(_makhoul_order(xp, n)), axis=axis)
 
 

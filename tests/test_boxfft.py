@@ -123,33 +123,40 @@ def test_without_a_box_or_on_a_matrix_that_is_no_stencil_it_is_a_petsc_error():
         solve_with(P, b, box=(shape, periodic))
 
 
-def test_the_flow_driver_solves_a_walled_box_by_transforms_and_an_open_one_by_gpuamg():
+def test_the_flow_driver_solves_a_walled_3d_box_by_transforms_and_an_open_or_2d_one_by_gpuamg():
     """The default pressure PC on a DMDA box on one rank on gpusell: boxfft
-    without an outflow (one cg iteration per step, the flow of gpuamg's to
-    the solvers' tolerance), gpuamg with one; boxfft on a mesh is refused."""
+    on a 3D box without an outflow (one cg iteration per step, the flow of
+    gpuamg's to the solvers' tolerance), gpuamg with an outflow or in 2D;
+    boxfft asked for with an outflow is refused with the reason."""
     from gpu_mats.backend import to_host
     from plugin.flow.boundary import Outflow, Wall
     from plugin.flow.solver import FlowSolver
 
-    def run(conditions, **options):
+    def run(sizes, conditions, **options):
         with option_defaults("", {"flow_max_steps": 4, "pressure_ksp_rtol": 1e-12, **options}):
-            da = PETSc.DMDA().create(dim=2, sizes=(16, 12), stencil_width=1, comm=PETSc.COMM_SELF, setup=False)
+            da = PETSc.DMDA().create(dim=len(sizes), sizes=sizes, stencil_width=1, comm=PETSc.COMM_SELF, setup=False)
             da.setMatType("gpusell")
             da.setUp()
-            solver = FlowSolver.from_dmda(da, (1.0, 1.0), 0.01, conditions)
+            solver = FlowSolver.from_dmda(da, (1.0,) * len(sizes), 0.01, conditions)
         state = solver.run(solver.initial_state())
         return solver, to_host(solver.xp, state.u)
 
-    lid = {"ymax": Wall((1.0, 0.0))}
-    solver, u = run(lid)
+    lid = {"xmax": Wall((0.0, 1.0, 0.0))}
+    solver, u = run((8, 6, 5), lid)
     assert solver.pressure_ksp.getPC().getType() == "boxfft"
     assert solver.pressure_iterations == solver.steps_run == 4  # one cg iteration per step
-    reference, u_amg = run(lid, pressure_pc_type="gpuamg")
+    _, u_amg = run((8, 6, 5), lid, pressure_pc_type="gpuamg")
     numpy.testing.assert_allclose(u, u_amg, rtol=0, atol=1e-10)
-    solver, _ = run({**lid, "xmax": Outflow(0.0)})
+    solver, _ = run((8, 6, 5), {**lid, "xmin": Outflow(0.0)})
     assert solver.pressure_ksp.getPC().getType() == "gpuamg"
+    lid2 = {"ymax": Wall((1.0, 0.0))}
+    solver, u2 = run((16, 12), lid2)
+    assert solver.pressure_ksp.getPC().getType() == "gpuamg"
+    solver, u2_fft = run((16, 12), lid2, pressure_pc_type="boxfft")
+    assert solver.pressure_iterations == 4
+    numpy.testing.assert_allclose(u2_fft, u2, rtol=0, atol=1e-10)
     with pytest.raises(PETSc.Error, match="a side that holds a value"):
-        run({**lid, "xmax": Outflow(0.0)}, pressure_pc_type="boxfft")
+        run((16, 12), {**lid2, "xmax": Outflow(0.0)}, pressure_pc_type="boxfft")
 
 
 def test_boxfft_on_a_mesh_is_refused():

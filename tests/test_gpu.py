@@ -563,6 +563,17 @@ def test_the_box_transforms_on_the_gpu_give_the_hosts_solve(box):
     assert numpy.linalg.norm(b - A @ solutions[1]) <= 1e-12 * numpy.linalg.norm(b)
 
 
+def test_the_box_transforms_in_the_flow_on_the_gpu_match_numpy():
+    """-pressure_pc_type boxfft in the flow driver on CUDA vectors: one cg
+    iteration a step, the NumPy backend's steps."""
+    solver, _, on_gpu = _cavity_steps("cupy", "explicit", pressure_pc_type="boxfft")
+    assert solver.pressure_iterations == solver.steps_run
+    assert solver.stepper.q.getOffloadMask() == 2  # PETSC_OFFLOAD_GPU: the solve stayed on the device
+    _, _, on_host = _cavity_steps("numpy", "explicit", pressure_pc_type="boxfft")
+    for name, value in on_host.items():
+        assert abs(on_gpu[name] - value).max() <= 1e-9 * abs(value).max(), name
+
+
 def _open_box():
     """A pulsing inflow at xmin, an outflow at pressure 0.5 at xmax, slip at ymin, a moving wall at ymax."""
     from plugin.flow.boundary import Inflow, Outflow, Slip, Wall

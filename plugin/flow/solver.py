@@ -284,10 +284,12 @@ class FlowSolver:
         return "boxfft" if self._transformable_box() else "gpuamg"
 
     def _transformable_box(self):
-        """Whether the pressure matrix is a box's Laplacian that boxfft inverts: a DMDA box on one rank, its
-        sides walls or periodic (an outflow holds the pressure), the compact Laplacian (a 7-point stencil)."""
+        """Whether the pressure matrix is a 3D box's Laplacian that boxfft inverts: a DMDA box on one rank, its
+        sides walls or periodic (an outflow holds the pressure), the compact Laplacian (a 7-point stencil). In
+        2D gpuamg is faster: the 128^2 cavity at 2.89 ms per step against boxfft's 5.81 (its transforms' kernel
+        launches, on 16,384 cells; BENCHMARKS.md)."""
         return (self.multigrid is not None and self.comm.getSize() == 1 and not self.operators.has_outflow
-                and self.pressure_laplacian == "compact")
+                and self.pressure_laplacian == "compact" and len(self.multigrid.grids[0].shape) == 3)
 
     def _petsc_defaults(self):
         """The solvers start from PETSc's own (cg + gamg for the pressure,
