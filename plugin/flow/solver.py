@@ -273,12 +273,13 @@ class FlowSolver:
 
     def _pressure_pc_default(self):
         """Under cg, the fastest pressure preconditioner measured for the matrices
-        (BENCHMARKS.md, "gpuamg in the flow driver"): gamg on host AIJ, gpuamg on
-        the project's and GPU matrices. On a mesh gpuamg takes 43.4 ms per step of
-        2M tetrahedra (cacg + ainv 189.5, gamg 4285); on a box it runs the 2D
-        cavity at 128^2 at 2.69 ms per step (the box's mg 6.43); on a 256^3
-        box, on the box's own levels (-flow_pressure_levels), 27.6 ms per step
-        against PCMG's 73.4 in an earlier run."""
+        (BENCHMARKS.md, "gpuamg in the flow driver" and gpuamg's sixth part):
+        gamg on host AIJ; on the project's and GPU matrices boxfft on a 3D box
+        it inverts (the 256^3 cavity at 13.5 ms per step against gpuamg's 26.4
+        on the box's levels; 128^3 at 4.66 against 5.00), else gpuamg. On a
+        mesh gpuamg takes 43.4 ms per step of 2M tetrahedra (cacg + ainv 189.5,
+        gamg 4285); on a 2D box the 128^2 cavity at 2.89 ms per step (boxfft
+        3.77, the box's mg 6.43)."""
         if self._petsc_defaults():
             return "gamg"
         return "boxfft" if self._transformable_box() else "gpuamg"
