@@ -98,12 +98,12 @@ class SpectralBoxSolver:
         self.walled = tuple(dims - 1 - d for d in range(dims) if not self.periodic[d])
         self.wrapped = tuple(sorted(dims - 1 - d for d in range(dims) if self.periodic[d]))
         eigenvalues = self._eigenvalues(xp)
-        null = eigenvalues <= 1e-14 * float(eigenvalues.max())
+        null = eigenvalues == 0.0  # k = 0 along every axis, the constants: exactly 0 (sin 0), the others above
         self.inverse = xp.where(null, 0.0, 1.0 / xp.where(null, 1.0, eigenvalues))
 
     def _check_diagonal(self, S, xp):
-        """A SpectralError where the diagonal is not the sum of the cell's couplings (a held value, or a
-        coupling that is not the same along the whole axis)."""
+        """A SpectralError where the diagonal is not the sum of the cell's couplings: a held value (couplings
+        that vary along an axis StencilMatrix.from_csr has refused already)."""
         expected = xp.zeros(self.shape[::-1])
         for d, (n, c, wraps) in enumerate(zip(self.shape, self.couplings, self.periodic)):
             count = numpy.full(n, 2.0)
