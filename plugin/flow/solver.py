@@ -60,8 +60,8 @@ OPTIONS = (
            "pressure extrapolated linearly in time, or from the last pressure", choices=PRESSURE_GUESS),
     Option("flow_pressure_levels", "pressure_levels", "auto", "with -pressure_pc_type gpuamg: geometric, the "
            "box's grids (rediscretized levels, linear interpolation, as -pressure_pc_type mg has them) cycled as "
-           "stencils by gpuamg, float32 values unless -pressure_pc_gpuamg_value_type says otherwise (one rank); "
-           "algebraic, gpuamg's aggregation; auto: geometric on a DMDA box on one rank, else algebraic",
+           "stencils by gpuamg (one rank); algebraic, gpuamg's aggregation; auto: geometric on a DMDA box on "
+           "one rank, else algebraic; either in float32 values unless -pressure_pc_gpuamg_value_type says otherwise",
            choices=PRESSURE_LEVELS),
     Option("flow_pressure_laplacian", "pressure_laplacian", "compact", "compact: L of Oyarzún 2015 (eq. 1.7) "
            "with the face velocities of eq. 2.9, which dissipates O(dt h^2) of the kinetic energy; wide: "
@@ -233,9 +233,10 @@ class FlowSolver:
         ksp.setTolerances(rtol=1e-8)
         ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
         geometric = self._pressure_levels() == "geometric"
-        # the box's levels in float32: the 256^3 cavity at 27.61 against 28.58 ms per step in float64, the same
-        # 6.1 iterations (BENCHMARKS.md); the aggregation's float32 hierarchy failed on that cavity
-        with option_defaults(prefix, {"pc_gpuamg_value_type": "float32"} if geometric else {}):
+        # gpuamg's hierarchy in float32, the same iterations (BENCHMARKS.md, gpuamg's fifth and sixth parts): the
+        # box's levels, the 256^3 cavity at 27.61 against 28.58 ms per step in float64; the aggregation, 54.19
+        # against 61.04, and the 2M-tetrahedron sphere's Poisson solve in 9.5 against 10.2 ms
+        with option_defaults(prefix, {"pc_gpuamg_value_type": "float32"}):
             ksp.setFromOptions()
         if ksp.getType() == PETSc.KSP.Type.CG and not PETSc.Options().hasName(f"{prefix}ksp_norm_type"):
             # rtol on ||b - A q|| / ||b||, the discrete divergence left: PETSc's default for a nonzero
