@@ -8,7 +8,10 @@ Its MatMult, MatMultAdd, MatMultTranspose(Add) and MatGetDiagonal are replaced
 by the SELL kernels of gpu_mats, on the GPU with CUDA vectors or with NumPy on
 host vectors. The SELL copy follows the AIJ values lazily: the first product
 after they changed refreshes the values in place when the nonzero pattern is
-the same, and rebuilds the copy otherwise.
+the same, and rebuilds the copy otherwise. On one rank, a matrix told the box
+its rows are the cells of (``set_grid``) multiplies a constant-coefficient
+7-point operator from the grid instead (gpu_mats.stencil), while its values
+are one.
 
 In parallel each rank keeps the MPIAIJ split (Oyarzún 2015, section 1.4):
 y = A_d x + A_o x_halo, the halo gathered by gpu_mats.exchange (NCCL between
