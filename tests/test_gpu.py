@@ -261,8 +261,8 @@ def test_cuda_stencil_kernels_match_numpy(value_type, vector_type):
     from test_stencil import BOXES, box_laplacian
 
     rng = numpy.random.default_rng(9)
-    for shape, periodic, lengths, open_tags in BOXES.values():
-        A = box_laplacian(shape, periodic, lengths, open_tags)
+    for shape, periodic, lengths, open_sides in BOXES.values():
+        A = box_laplacian(shape, periodic, lengths, open_sides)
         on_host = StencilMatrix.from_csr(A.indptr, A.indices, A.data, shape, periodic, value_type)
         on_device = StencilMatrix.from_csr(*(cupy.asarray(a) for a in (A.indptr, A.indices, A.data)), shape,
                                            periodic, value_type)

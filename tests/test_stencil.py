@@ -10,7 +10,7 @@ import scipy.sparse
 from gpu_mats.amg import GeometricMultigrid
 from gpu_mats.stencil import StencilMatrix, TensorTransfer
 from meshes import unit_mesh
-from plugin.flow.box import BoxPartition, partition_geometry
+from plugin.flow.box import SIDE_NAMES, BoxPartition, partition_geometry
 from plugin.flow.mesh import mesh_geometry
 from plugin.flow.operators import compact_laplacian
 from plugin.flow.pressure_multigrid import hierarchy, interpolation
@@ -23,16 +23,19 @@ BOXES = {  # shape, periodic, side lengths, outflow sides
 }
 
 
-def box_laplacian(shape, periodic, lengths, open_tags=()):
-    """-L of a box's cells on one rank (the pressure matrix), scipy CSR."""
+def box_laplacian(shape, periodic, lengths, open_sides=()):
+    """-L of a box's cells on one rank (the pressure matrix), scipy CSR; the
+    sides named in ``open_sides`` ("xmax", ...) are outflows, their pressure
+    held (the diagonal of their cells grows)."""
     partition = BoxPartition(shape, [[n] for n in shape], periodic)
-    return -compact_laplacian(partition_geometry(partition, lengths, 0), open_tags=open_tags)
+    tags = [SIDE_NAMES.index(side) for side in open_sides]  # the box's boundary tags number its sides
+    return -compact_laplacian(partition_geometry(partition, lengths, 0), open_tags=tags)
 
 
 @pytest.mark.parametrize("box", BOXES)
 def test_a_boxs_laplacian_is_recognized_and_its_products_are_the_matrixs(box):
-    shape, periodic, lengths, open_tags = BOXES[box]
-    A = box_laplacian(shape, periodic, lengths, open_tags)
+    shape, periodic, lengths, open_sides = BOXES[box]
+    A = box_laplacian(shape, periodic, lengths, open_sides)
     S = StencilMatrix.from_csr(A.indptr, A.indices, A.data, shape, periodic)
     assert S is not None
     rng = numpy.random.default_rng(0)
