@@ -159,7 +159,7 @@ class FlowSolver:
                 self.matrices.poisson.setNullSpace(nullspace)
                 self.matrices.poisson.setTransposeNullSpace(nullspace)  # KSPSolve projects the rhs onto the range
         self.multigrid = pressure_multigrid
-        if pressure_multigrid is not None and comm.getSize() == 1 and self.matrices.poisson.getType() == gpusell.SEQ_TYPE:
+        if self._box_on_one_rank() and self.matrices.poisson.getType() == gpusell.SEQ_TYPE:
             finest = pressure_multigrid.grids[0]  # the pressure's MatMult from the grid (-mat_gpusell_stencil)
             gpusell.context(self.matrices.poisson).set_grid(finest.shape, finest.periodic)
         with self.set_up_stage("solvers"):
@@ -252,17 +252,23 @@ class FlowSolver:
                 pc.setFromOptions()  # the level count first: -pc_mg_cycle_type and the like act on the levels
             self.multigrid.attach(pc, self.matrices.poisson.getType(), self.operators.open_tags)
         if pc.getType() == "boxfft":
-            if self.multigrid is None or self.comm.getSize() > 1:
-                raise OptionError(f"-{prefix}pc_type boxfft needs a DMDA box on one rank (this run: "
-                                  f"{'a mesh' if self.multigrid is None else 'several ranks'}); use gpuamg")
+            self._need_box_on_one_rank(f"-{prefix}pc_type boxfft", "; use gpuamg")
             finest = self.multigrid.grids[0]
             pc.getPythonContext().set_box(finest.shape, finest.periodic)
         if pc.getType() == "gpuamg" and geometric:
-            if self.multigrid is None or self.comm.getSize() > 1:
-                raise OptionError("-flow_pressure_levels geometric needs the grids of a DMDA box on one rank "
-                                  f"(this run: {'a mesh' if self.multigrid is None else 'several ranks'})")
+            self._need_box_on_one_rank("-flow_pressure_levels geometric")
             pc.getPythonContext().set_levels(*self.multigrid.array_levels(self.operators.open_tags))
         return ksp
+
+    def _box_on_one_rank(self):
+        """Whether the geometry is a DMDA box (it has grids) held on one rank."""
+        return self.multigrid is not None and self.comm.getSize() == 1
+
+    def _need_box_on_one_rank(self, what, advice=""):
+        """An OptionError naming ``what`` where the geometry is not a DMDA box on one rank."""
+        if not self._box_on_one_rank():
+            raise OptionError(f"{what} needs the grids of a DMDA box on one rank (this run: "
+                              f"{'a mesh' if self.multigrid is None else 'several ranks'}){advice}")
 
     def _pressure_levels(self):
         """-flow_pressure_levels, auto resolved: geometric on a DMDA box on one
@@ -270,7 +276,7 @@ class FlowSolver:
         64.8; set-up 9-14 s of host work against 0.1 s), else algebraic."""
         if self.pressure_levels != "auto":
             return self.pressure_levels
-        return "geometric" if self.multigrid is not None and self.comm.getSize() == 1 else "algebraic"
+        return "geometric" if self._box_on_one_rank() else "algebraic"
 
     def _pressure_pc_default(self):
         """Under cg, the fastest pressure preconditioner measured for the matrices
@@ -288,9 +294,9 @@ class FlowSolver:
     def _transformable_box(self):
         """Whether the pressure matrix is a 3D box's Laplacian that boxfft inverts: a DMDA box on one rank, its
         sides walls or periodic (an outflow holds the pressure), the compact Laplacian (a 7-point stencil). In
-        2D gpuamg is faster: the 128^2 cavity at 2.89 ms per step against boxfft's 5.81 (its transforms' kernel
+        2D gpuamg is faster: the 128^2 cavity at 2.89 ms per step against boxfft's 3.77 (its transforms' kernel
         launches, on 16,384 cells; BENCHMARKS.md)."""
-        return (self.multigrid is not None and self.comm.getSize() == 1 and not self.operators.has_outflow
+        return (self._box_on_one_rank() and not self.operators.has_outflow
                 and self.pressure_laplacian == "compact" and len(self.multigrid.grids[0].shape) == 3)
 
     def _petsc_defaults(self):
