@@ -7,6 +7,7 @@ import os
 import meshio
 import numpy
 import pytest
+import scipy.sparse
 from mpi4py import MPI
 from petsc4py import PETSc
 
@@ -18,6 +19,7 @@ from plugin.flow import checkpoint
 from plugin.flow.boundary import Inflow, Outflow, Slip, Wall
 from plugin.flow.box import SIDE_NAMES, dmda_partition
 from plugin.flow.distribution import distribute
+from plugin.flow.matrices import component_blocks
 from plugin.flow.mesh import mesh_geometry, rank_geometry
 from plugin.flow.partition import coordinate_bisection, graph_partition, locality_order
 from plugin.flow.operators import host_matrix
@@ -271,6 +273,25 @@ def test_implicit_diffusion_matches_explicit_on_a_short_run():
     assert explicit.step == implicit.step == 50
     difference = abs(to_host(solver.xp, explicit.u - implicit.u)).max()
     assert 0 < difference < 2e-3  # both second order in time: O(dt^2) apart
+
+
+def test_momentum_blocks_follow_the_velocity_layout_of_every_rank():
+    """component_blocks on three ranks' rows (3, 2 and 4 cells) is diag(S, S)
+    of the whole scalar matrix S with the unknowns renumbered rank by rank,
+    component by component; each row's columns stay sorted."""
+    counts, dim = [3, 2, 4], 2
+    starts = numpy.concatenate([[0], numpy.cumsum(counts)])
+    S = scipy.sparse.random(9, 9, density=0.4, random_state=1, format="csr") + scipy.sparse.eye(9)
+    S.sort_indices()
+    pieces = [component_blocks(S[starts[q]:starts[q + 1]].tocsr(), dim, counts) for q in range(3)]
+    stacked = scipy.sparse.vstack(pieces, format="csr")
+    cells = numpy.arange(9)
+    owner = numpy.searchsorted(starts, cells, side="right") - 1
+    number = numpy.concatenate([dim * starts[owner] + d * numpy.asarray(counts)[owner] + cells - starts[owner]
+                                for d in range(dim)])  # of (component d, cell c), in diag(S, S)'s order
+    expected = scipy.sparse.block_diag([S] * dim, format="csr")[numpy.argsort(number)][:, numpy.argsort(number)]
+    assert abs(stacked - expected).max() == 0 and stacked.nnz == expected.nnz
+    assert all((numpy.diff(stacked.indices[a:b]) > 0).all() for a, b in zip(stacked.indptr[:-1], stacked.indptr[1:]))
 
 
 def test_implicit_steps_grow_to_the_cfl_limit_and_rebuild_the_momentum_matrix_rarely(monkeypatch):

@@ -172,17 +172,23 @@ class FlowMatrices:
         return {"cells": cells, "faces": faces, "gradient": gradient}
 
     def _momentum(self):
-        """I + (dt / 2) Omega^-1 D (options prefix momentum_), assembled once:
-        its values are linear in dt, so a new dt only rewrites them."""
+        """I + (dt / 2) Omega^-1 D for every velocity component at once
+        (options prefix momentum_): one block per component on the diagonal,
+        over the velocity's own layout (each rank's (dim, n) array raveled),
+        so that one solve takes the whole velocity. Assembled once: its
+        values are linear in dt, so a new dt only rewrites them."""
         ops = self.ops
+        dim, n = ops.dim, ops.geometry.num_cells
         rate = (scipy.sparse.diags(0.5 / ops.volumes) @ host_matrix(ops.D)).tocsr()
         rate.sort_indices()
         rows = numpy.repeat(numpy.arange(rate.shape[0]), numpy.diff(rate.indptr))
         identity = (rate.indices == rows + ops.geometry.cell_start).astype(float)  # D has every diagonal entry
+        rate = component_blocks(rate, dim, self.comm.tompi4py().allgather(n))
+        identity = numpy.tile(identity, dim)
         matrix = scipy.sparse.csr_matrix((identity + rate.data, rate.indices, rate.indptr), shape=rate.shape)
         if ops.xp is not numpy:  # as the other operators: a device matrix type takes it from the GPU
             matrix = sparse_module(ops.xp).csr_matrix(matrix)
-        mat = self._mat(matrix, ops.geometry.num_cells, "I + dt/2 Omega^-1 D (momentum)", prefix="momentum_")
+        mat = self._mat(matrix, dim * n, "I + dt/2 Omega^-1 D (momentum, every component)", prefix="momentum_")
         target = value_target(mat)
         self._momentum_values = [target]
         for values in (identity, rate.data):
@@ -201,6 +207,21 @@ class FlowMatrices:
         for mat in (self.poisson, self.momentum, *self.mats.made()):
             if mat is not None:
                 mat.destroy()
+
+
+def component_blocks(matrix, dim, counts):
+    """diag(matrix, ..., matrix), ``dim`` blocks, for vectors laid out as the
+    velocity is: each rank's cells component by component. ``matrix``: this
+    rank's rows (scipy CSR, global cell columns); ``counts``: every rank's
+    cells. Component d of cell c of rank q is column dim s_q + d n_q + (c - s_q)
+    (s_q the rank's first cell), which keeps each row's columns in order."""
+    starts = numpy.concatenate([[0], numpy.cumsum(counts)])
+    counts = numpy.asarray(counts)
+    owner = numpy.searchsorted(starts, matrix.indices, side="right") - 1
+    first = dim * starts[owner] + (matrix.indices - starts[owner])
+    blocks = [scipy.sparse.csr_matrix((matrix.data, first + d * counts[owner], matrix.indptr),
+                                      shape=(matrix.shape[0], dim * starts[-1])) for d in range(dim)]
+    return scipy.sparse.vstack(blocks, format="csr")
 
 
 class _LoopMatrices(Mapping):
