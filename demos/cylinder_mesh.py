@@ -19,6 +19,8 @@ import argparse
 
 import gmsh
 
+import gmsh_session
+
 LENGTH = {2: 2.2, 3: 2.5}
 HEIGHT, DIAMETER = 0.41, 0.1
 CENTRE = {2: (0.2, 0.2), 3: (0.5, 0.2)}
@@ -37,11 +39,7 @@ def make(dim, level, path, order=2, cells="tetrahedra"):
         raise ValueError(f"cells must be one of {', '.join(CELLS)}, not {cells!r}")
     prisms = dim == 3 and cells == "prisms"
     size = SIZE[2 if prisms else dim] / 2**level
-    gmsh.initialize()
-    try:
-        gmsh.option.setNumber("General.Terminal", 0)
-        gmsh.model.add(f"cylinder{dim}d")
-        occ = gmsh.model.occ
+    with gmsh_session.session(f"cylinder{dim}d") as occ:
         (cx, cy), length = CENTRE[dim], LENGTH[dim]
         if dim == 2 or prisms:
             channel = occ.addRectangle(0, 0, 0, length, HEIGHT)
@@ -57,13 +55,7 @@ def make(dim, level, path, order=2, cells="tetrahedra"):
         occ.synchronize()
         groups = _groups(dim, length)
         _size_field(dim, groups["cylinder"], size)
-        gmsh.model.mesh.generate(dim)
-        gmsh.model.mesh.setOrder(order)
-        gmsh.write(path)
-        _, tags, _ = gmsh.model.mesh.getElements(dim)
-        return sum(len(t) for t in tags)
-    finally:
-        gmsh.finalize()
+        return gmsh_session.write(dim, order, path)
 
 
 def _groups(dim, length):

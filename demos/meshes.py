@@ -18,6 +18,8 @@ import argparse
 
 import gmsh
 
+import gmsh_session
+
 KINDS = ("triangles", "quads", "mixed", "tetrahedra", "prisms", "disk")
 PLANE = ("triangles", "quads", "mixed", "disk")
 # domain -> (rectangle (x0, y0, width, height), the group of a boundary curve from its centre)
@@ -35,13 +37,9 @@ def make(kind, size, path, order=1, domain="unit"):
     ``path`` (gmsh .msh 4); return its cell count."""
     if domain != "unit" and kind not in PLANE[:3]:
         raise SystemExit(f"meshes: --domain {domain} takes the plane kinds {', '.join(PLANE[:3])}, not {kind}")
-    gmsh.initialize()
-    try:
-        gmsh.option.setNumber("General.Terminal", 0)
+    with gmsh_session.session(kind) as occ:
         gmsh.option.setNumber("Mesh.MeshSizeMin", size)
         gmsh.option.setNumber("Mesh.MeshSizeMax", size)
-        gmsh.model.add(kind)
-        occ = gmsh.model.occ
         if kind == "disk":
             occ.addDisk(0, 0, 0, 1, 1)
             occ.synchronize()
@@ -50,14 +48,7 @@ def make(kind, size, path, order=1, domain="unit"):
             _rectangle(occ, kind, *DOMAINS[domain])
         else:
             _cube(occ, kind, size)
-        dim = 2 if kind in PLANE else 3
-        gmsh.model.mesh.generate(dim)
-        gmsh.model.mesh.setOrder(order)
-        gmsh.write(path)
-        types, tags, _ = gmsh.model.mesh.getElements(dim)
-        return sum(len(t) for t in tags)
-    finally:
-        gmsh.finalize()
+        return gmsh_session.write(2 if kind in PLANE else 3, order, path)
 
 
 def _rectangle(occ, kind, box, group):

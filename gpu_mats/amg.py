@@ -380,6 +380,7 @@ class Multigrid:
                            f"{DENSE_LIMIT} a dense solve takes; lower the threshold (or, with pairwise aggregation, "
                            "raise the passes)")
         level.inverse = self.xp.ascontiguousarray(coarsest_inverse(self.xp, matrix.toarray()))
+        level.A_cycle = None  # the cycle applies the inverse; it never multiplies this level's operator
 
     # --- the cycle -------------------------------------------------------------------
 

@@ -23,3 +23,9 @@ def family(name, xp):
     if name not in FAMILIES:
         raise ValueError(f"unknown kernel family {name!r}: the families are {', '.join(FAMILIES)}")
     return importlib.import_module(f"{__name__}.{name}.{'host' if xp is numpy else 'cuda'}")
+
+
+def wide(v):
+    """``v`` in float64: the host twins compute so whatever the vectors' type, as the CUDA kernels do in
+    registers, and store in the vectors' type."""
+    return numpy.asarray(v, dtype=numpy.float64)

@@ -3,6 +3,8 @@ of the cuBLAS products."""
 
 import numpy
 
+from .. import wide
+
 
 def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
     """Twin of krylov.cu: w = a x + b y + c z, skipping terms with a zero
@@ -17,23 +19,19 @@ def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
         numpy.multiply(d, v, out=scaled)
 
 
-def _wide(v):
-    return numpy.asarray(v, dtype=numpy.float64)
-
-
 def chebyshev_start(x, d, r, inv_diag, b):
     """Twin of krylov.cu: d = b inv_diag r, then x = d (computed in float64, stored in the vectors' type)."""
-    d[...] = b * _wide(inv_diag) * _wide(r)
+    d[...] = b * wide(inv_diag) * wide(r)
     x[...] = d
 
 
 def chebyshev_step(x, d, r, inv_diag, a, b):
     """Twin of krylov.cu: d = a d + b inv_diag r (d not read when a is 0), then x += d."""
-    v = b * _wide(inv_diag) * _wide(r)
+    v = b * wide(inv_diag) * wide(r)
     if a != 0.0:
-        v += a * _wide(d)
+        v += a * wide(d)
     d[...] = v
-    x[...] = _wide(x) + v
+    x[...] = wide(x) + v
 
 
 def dot_pairs(out, xs, ys):
@@ -75,7 +73,7 @@ def ts_gram(X, Y, chunk=TS_CHUNK):
 
 def matvec(y, A, x):
     """Twin of krylov.cu's dense_matvec: y = A x."""
-    y[...] = A @ _wide(x)
+    y[...] = A @ wide(x)
 
 
 def gemm_accumulate(C, alpha, A, B):

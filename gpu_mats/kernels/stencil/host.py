@@ -3,14 +3,12 @@ vectors' type, as the kernels do."""
 
 import numpy
 
-
-def _wide(v):
-    return numpy.asarray(v, dtype=numpy.float64)
+from .. import wide
 
 
 def _product(S, x):
     """S x on the grid: the diagonal times x, less c_d times each neighbour along axis d."""
-    grid = _wide(x).reshape(S.shape[::-1])  # numbered x fastest: the last array axis is x
+    grid = wide(x).reshape(S.shape[::-1])  # numbered x fastest: the last array axis is x
     out = S.diag.astype(numpy.float64).reshape(grid.shape) * grid
     for d, c in enumerate(S.couplings):
         axis = grid.ndim - 1 - d
@@ -27,21 +25,21 @@ def _product(S, x):
 def spmv(S, x, y, z, alpha, beta):
     """Twin of stencil.cu's stencil_spmv."""
     product = alpha * _product(S, x)
-    y[...] = product + beta * _wide(z) if beta != 0.0 else product
+    y[...] = product + beta * wide(z) if beta != 0.0 else product
 
 
 def chebyshev_step(S, d, d_next, r, z, scaling, x, a, c):
     """Twin of stencil.cu's stencil_chebyshev."""
-    residual = _wide(z) - _product(S, d)
-    step = a * _wide(d) + c * _wide(scaling) * residual
+    residual = wide(z) - _product(S, d)
+    step = a * wide(d) + c * wide(scaling) * residual
     r[...] = residual
     d_next[...] = step
-    x[...] = _wide(x) + step
+    x[...] = wide(x) + step
 
 
 def transfer(T, x, y, z, alpha, beta):
     """Twin of stencil.cu's tensor_transfer."""
-    grid = _wide(x).reshape(T.in_shape[::-1])
+    grid = wide(x).reshape(T.in_shape[::-1])
     total = numpy.zeros(T.out_shape[::-1])
     for c in range(T.width):
         for b in range(T.width):
@@ -50,4 +48,4 @@ def transfer(T, x, y, z, alpha, beta):
                           * T.weights[0][:, a][None, None, :])
                 total += weight * grid[numpy.ix_(T.cols[2][:, c], T.cols[1][:, b], T.cols[0][:, a])]
     product = alpha * total.ravel()
-    y[...] = product + beta * _wide(z) if beta != 0.0 else product
+    y[...] = product + beta * wide(z) if beta != 0.0 else product
