@@ -194,7 +194,7 @@ def test_cuda_local_solves_report_the_same_failing_task():
 
 
 @pytest.mark.parametrize("dtype", [numpy.float64, numpy.float32])
-@pytest.mark.parametrize("longest, lanes", [(8, 4), (24, 8), (48, 16), (400, 32)])
+@pytest.mark.parametrize("longest, lanes", [(8, 4), (36, 8), (72, 16), (400, 32)])
 def test_cuda_csr_warp_kernels_match_numpy(dtype, longest, lanes):
     """The CSR product with 4 to 32 threads per row (plain, and y = alpha A x
     + beta z with z apart or z = y) and fused smoothing step, on rows from
