@@ -38,14 +38,12 @@ def chebyshev_step(S, d, d_next, r, z, scaling, x, a, c):
 
 
 def transfer(T, x, y, z, alpha, beta):
-    """Twin of stencil.cu's tensor_transfer."""
+    """Twin of stencil.cu's tensor_transfer, one axis at a time (T_x, then
+    T_y, then T_z: three gathers of ``width`` entries where the kernel sums
+    width^3 products per cell; the same sum in another order)."""
     grid = wide(x).reshape(T.in_shape[::-1])
-    total = numpy.zeros(T.out_shape[::-1])
-    for c in range(T.width):
-        for b in range(T.width):
-            for a in range(T.width):
-                weight = (T.weights[2][:, c][:, None, None] * T.weights[1][:, b][None, :, None]
-                          * T.weights[0][:, a][None, None, :])
-                total += weight * grid[numpy.ix_(T.cols[2][:, c], T.cols[1][:, b], T.cols[0][:, a])]
-    product = alpha * total.ravel()
+    for axis, (cols, weights) in enumerate(zip(T.cols, T.weights)):
+        along = numpy.moveaxis(grid, grid.ndim - 1 - axis, -1)  # the array's last axis is x
+        grid = numpy.moveaxis((along[..., cols] * weights).sum(axis=-1), -1, grid.ndim - 1 - axis)
+    product = alpha * grid.ravel()
     y[...] = product + beta * wide(z) if beta != 0.0 else product
