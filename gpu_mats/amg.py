@@ -52,6 +52,11 @@ DEGREE = 2
 # Strength threshold: 0.02 keeps the distance-2 sets of the Galerkin levels (long stencils of weak
 # entries) from coarsening 70-fold, which grew the iterations with the levels (BENCHMARKS.md).
 THRESHOLD = 0.02
+# Coarse operators sparsified: off-diagonal entries below this fraction of the smaller of their row's and
+# column's largest go to the diagonal. 0.2 kept the CG iterations (9 at 64^3, 10 at 128^3, 12 on the 2M-cell
+# tetrahedral sphere, CPU) and took the operator complexity from 1.45 to 1.28 (box) and 1.71 to 1.42 (sphere);
+# 0.3 cost the sphere 3 iterations (BENCHMARKS.md).
+SPARSIFY = 0.2
 AGGREGATIONS = ("mis2", "pairwise")
 CYCLES = ("v", "k")
 SMOOTHERS = ("chebyshev", "l1jacobi")
@@ -497,11 +502,12 @@ class AggregationAMG(Multigrid):
 
     def __init__(self, indptr, indices, data, n, xp, threshold=THRESHOLD, aggregation="mis2", passes=2, smoothed=True,
                  degree=DEGREE, max_levels=25, coarse_size=1000, slice_height=32, value_dtype=numpy.float64, cycle="v",
-                 smoother="chebyshev", mis2_pairs=0, vector_dtype=numpy.float64):
+                 smoother="chebyshev", mis2_pairs=0, vector_dtype=numpy.float64, sparsify=SPARSIFY):
         if aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {aggregation!r}")
         super().__init__(xp, degree, slice_height, value_dtype, cycle, smoother, vector_dtype=vector_dtype)
         self.aggregation, self.passes, self.smoothed, self.mis2_pairs = aggregation, passes, smoothed, mis2_pairs
+        self.sparsify = sparsify
         matrix = self._csr(indptr, indices, data, (n, n))
         while True:
             level, d = self._add_level(matrix)
@@ -518,8 +524,18 @@ class AggregationAMG(Multigrid):
                 P = self._prolongation(matrix, d, aggregates, count, level.lambda_max)
             self._connect(level, P)
             with self._phase("galerkin"):
-                matrix = _galerkin(level.galerkin_R, matrix, P)
+                matrix = self._coarse(_galerkin(level.galerkin_R, matrix, P))
         self._finish(matrix)
+
+    def _coarse(self, galerkin):
+        """The next level's operator: the Galerkin product, where ``sparsify`` > 0
+        made exactly symmetric (rounding leaves R A P symmetric to 1e-16 only,
+        and an entry at the threshold must go from both sides) and sparsified."""
+        if not self.sparsify:
+            return galerkin
+        symmetric = ((galerkin + galerkin.T) * 0.5).tocsr()
+        symmetric.sort_indices()
+        return sparsified(symmetric, self.sparsify, lambda v: v[symmetric.indices])
 
     def refresh(self, data):
         """New values of the finest matrix on the pattern it was built with
@@ -542,7 +558,7 @@ class AggregationAMG(Multigrid):
             with self._phase("smoother"):
                 self._smoother(level, matrix)
             with self._phase("galerkin"):
-                matrix = _galerkin(level.galerkin_R, matrix, level.galerkin_R.T)
+                matrix = self._coarse(_galerkin(level.galerkin_R, matrix, level.galerkin_R.T))
         with self._phase("coarsest"):
             self._coarsest(self.levels[-1], matrix)
         self.generation += 1
@@ -672,6 +688,40 @@ def _galerkin(R, A, P, products=GALERKIN_PRODUCTS):
     coarse.sum_duplicates()
     coarse.sort_indices()
     return coarse
+
+
+def sparsified(matrix, theta, at_columns, first_row=0):
+    """A non-Galerkin coarse operator (Falgout and Schroder, "Non-Galerkin
+    coarse grids for algebraic multigrid", SIAM J. Sci. Comput. 36, 2014):
+    the rank's rows ``matrix`` of an exactly symmetric matrix (CSR, global
+    columns, ``first_row`` the first row's) without the off-diagonal entries below ``theta`` times the
+    smaller of their row's and their column's largest off-diagonal
+    magnitude, each dropped entry added to its row's diagonal. Row sums stay
+    (and the constants of an all-Neumann matrix in its null space); the test
+    is symmetric, so symmetry stays; each row's a_ii - sum_j |a_ij| can only
+    grow (a dropped a_ij adds a_ij + |a_ij| >= 0), so Gershgorin's lower
+    bound never falls. A row whose diagonal would fall below half keeps its
+    entries, and so do their partners in other rows. ``at_columns(v)``: the
+    values of a per-row vector v at each entry's column (on one rank
+    v[indices]; in parallel other ranks' rows' values come by exchange)."""
+    xp = array_module(matrix.data)
+    n = matrix.shape[0]
+    rows = entry_rows(xp, matrix.indptr)
+    data = matrix.data
+    diagonal = matrix.indices.astype(xp.int64) == rows + first_row
+    size = xp.where(diagonal, 0.0, xp.abs(data))
+    largest = xp.zeros(n)
+    scatter_max(xp, largest, rows, size)
+    drop = ~diagonal & (size < theta * xp.minimum(largest[rows], at_columns(largest)))
+    d = xp.zeros(n)
+    d[rows[diagonal]] = data[diagonal]
+    kept = d + xp.bincount(rows[drop], weights=data[drop], minlength=n) >= 0.5 * d
+    drop &= kept[rows] & (at_columns(kept.astype(xp.float64)) > 0.5)
+    lumped = xp.where(diagonal, xp.bincount(rows[drop], weights=data[drop], minlength=n)[rows], 0.0)
+    keep = ~drop
+    counts = xp.bincount(rows[keep], minlength=n)
+    indptr = xp.concatenate((xp.zeros(1, dtype=xp.int64), xp.cumsum(counts)))
+    return sparse_module(xp).csr_matrix(((data + lumped)[keep], matrix.indices[keep], indptr), shape=matrix.shape)
 
 
 def _same_pattern(sell, indptr, indices):

@@ -21,9 +21,10 @@ leaves it (3 to 4 times the serial CG iterations on 2 and 3 ranks).
 
 import numpy
 
-from .amg import (DEGREE, DENSE_LIMIT, PHASES, THRESHOLD, AggregationAMG, AMGError, Level, Multigrid, WarpRows,
-                  coarsest_inverse, refuse_asymmetry)
+from .amg import (DEGREE, DENSE_LIMIT, PHASES, SPARSIFY, THRESHOLD, AggregationAMG, AMGError, Level, Multigrid,
+                  WarpRows, coarsest_inverse, refuse_asymmetry, sparsified)
 from .backend import sparse_module, to_host
+from .exchange import halo_plan, transport
 from .halo import split_rows
 from .row_blocks import HaloColumns, WholeVector, asymmetry, galerkin, ownership, transpose
 
@@ -37,13 +38,14 @@ class DistributedAggregationAMG(AggregationAMG):
 
     def __init__(self, indptr, indices, data, starts, comm, xp, threshold=THRESHOLD, aggregation="mis2", passes=2,
                  smoothed=True, degree=DEGREE, max_levels=25, coarse_size=1000, slice_height=32,
-                 value_dtype=numpy.float64, cycle="v", smoother="chebyshev", halo_transport="auto", mis2_pairs=0):
+                 value_dtype=numpy.float64, cycle="v", smoother="chebyshev", halo_transport="auto", mis2_pairs=0,
+                 sparsify=SPARSIFY):
         if cycle != "v":
             raise ValueError("gpuamg's K-cycle runs on one rank only (its inner products are not summed over "
                              "ranks): use the V-cycle in parallel")
         Multigrid.__init__(self, xp, degree, slice_height, value_dtype, cycle, smoother, comm=comm)
         self.aggregation, self.passes, self.smoothed, self.mis2_pairs = aggregation, passes, smoothed, mis2_pairs
-        self.halo_transport = halo_transport
+        self.halo_transport, self.sparsify = halo_transport, sparsify
         starts = numpy.asarray(starts, dtype=numpy.int64)
         matrix = self._rows(indptr, indices, data, starts)
         while True:
@@ -62,7 +64,7 @@ class DistributedAggregationAMG(AggregationAMG):
                                             int(coarse_starts[-1]))
             self._connect_rows(level, P, starts, coarse_starts)
             with self._phase("galerkin"):
-                matrix = galerkin(P, matrix, starts, coarse_starts, comm)
+                matrix = self._coarse_rows(galerkin(P, matrix, starts, coarse_starts, comm), coarse_starts)
             starts = coarse_starts
         self._gather_coarsest(matrix, starts)
 
@@ -99,6 +101,32 @@ class DistributedAggregationAMG(AggregationAMG):
             level.A = self._sell(level.own)
             level.A_halo = self._halo(split.offd, split.halo, starts)
         return self._positive_diagonal(level.own, start)
+
+    def _coarse_rows(self, matrix, starts):
+        """The next level's rows: the Galerkin product's ``matrix``, where
+        ``sparsify`` > 0 made exactly symmetric (as AggregationAMG._coarse) and
+        sparsified, its columns on other ranks read by a halo exchange
+        (collective)."""
+        if not self.sparsify:
+            return matrix
+        matrix = ((matrix + transpose(matrix, starts, starts, self.comm)) * 0.5).tocsr()
+        matrix.sort_indices()
+        xp, rank = self.xp, self.comm.Get_rank()
+        start, end = int(starts[rank]), int(starts[rank + 1])
+        cols = matrix.indices.astype(xp.int64)
+        outside = (cols < start) | (cols >= end)
+        halo = xp.unique(cols[outside])
+        exchange = transport(halo_plan(to_host(xp, halo), starts, self.comm), self.comm, xp, self.halo_transport)
+
+        def at_columns(v):
+            values = xp.zeros(halo.size)
+            exchange.forward_begin(v, values)
+            exchange.forward_end()
+            out = v[xp.clip(cols - start, 0, max(end - start - 1, 0))]
+            out[outside] = values[xp.searchsorted(halo, cols[outside])]
+            return out
+
+        return sparsified(matrix, self.sparsify, at_columns, first_row=start)
 
     def _csr_block(self, csr, ncols):
         indptr, indices, data = csr
@@ -217,6 +245,7 @@ class DistributedAggregationAMG(AggregationAMG):
             with self._phase("smoother"):
                 self._smoother(level, matrix)
             with self._phase("galerkin"):
-                matrix = galerkin(level.galerkin_P, matrix, level.starts, level.coarse_starts, self.comm)
+                matrix = self._coarse_rows(galerkin(level.galerkin_P, matrix, level.starts, level.coarse_starts,
+                                                    self.comm), level.coarse_starts)
         self._gather_coarsest(matrix, self.levels[-1].starts)
         self.generation += 1

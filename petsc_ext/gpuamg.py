@@ -16,7 +16,7 @@ Galerkin products across ranks, the coarsest level gathered on every rank.
 import numpy
 
 from gpu_mats import VALUE_DTYPES
-from gpu_mats.amg import AGGREGATIONS, CYCLES, DEGREE, SMOOTHERS, THRESHOLD, AggregationAMG, AMGError, GeometricMultigrid
+from gpu_mats.amg import AGGREGATIONS, CYCLES, DEGREE, SMOOTHERS, SPARSIFY, THRESHOLD, AggregationAMG, AMGError, GeometricMultigrid
 from gpu_mats.distributed_amg import DistributedAggregationAMG
 from gpu_mats.exchange import TRANSPORTS
 from gpu_mats.stencil import StencilMatrix
@@ -44,6 +44,10 @@ class AggregationMultigridPC(PythonPC):
                "(each halves the first coarse level; 1 took the 2M-tetrahedron sphere's operator complexity from "
                "1.71 to 1.32 at 16 CG iterations instead of 12, BENCHMARKS.md)", low=0, high=3,
                view="{} pairings of the finest aggregates", applies=("aggregation", ("mis2",))),
+        Option("pc_gpuamg_sparsify", "sparsify", SPARSIFY, "coarse operators: drop the Galerkin products' "
+               "off-diagonal entries below this fraction of the smaller of their row's and column's largest, "
+               "adding them to the diagonal (row sums kept); 0: the Galerkin products as they are", low=0.0,
+               high=1.0, view="coarse operators sparsified at {}"),
         Option("pc_gpuamg_smoothed", "smoothed", True, "smooth the tentative prolongation by one damped Jacobi "
                "step (smoothed aggregation)", view="smoothed {}"),
         Option("pc_gpuamg_cycle", "cycle", "v", "v: V-cycle, symmetric and linear (cg, cacg); k: K-cycle, two "
@@ -118,7 +122,7 @@ class AggregationMultigridPC(PythonPC):
                 aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed, degree=self.degree,
                 max_levels=self.max_levels, coarse_size=self.coarse_size, value_dtype=VALUE_DTYPES[self.value_type],
                 cycle=self.cycle, smoother=self.smoother, halo_transport=self.halo_transport,
-                mis2_pairs=self.mis2_pairs)
+                mis2_pairs=self.mis2_pairs, sparsify=self.sparsify)
         elif self.given_levels is not None:
             coarse_operators, prolongations, grids = self.given_levels
             self.amg = GeometricMultigrid(indptr, indices, data, n, self.xp, coarse_operators, prolongations,
@@ -132,7 +136,7 @@ class AggregationMultigridPC(PythonPC):
                                       degree=self.degree, max_levels=self.max_levels,
                                       coarse_size=self.coarse_size, value_dtype=VALUE_DTYPES[self.value_type],
                                       cycle=self.cycle, smoother=self.smoother, mis2_pairs=self.mis2_pairs,
-                                      vector_dtype=VALUE_DTYPES[self.vector_type])
+                                      vector_dtype=VALUE_DTYPES[self.vector_type], sparsify=self.sparsify)
         if self.xp is not numpy and comm.Get_size() == 1:  # graphs of the cycle hold its arrays and scalars
             from gpu_mats.kernels.cuda_graphs import GraphCache  # CuPy's: imported where there is a GPU
             self.graphs = GraphCache()

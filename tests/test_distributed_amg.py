@@ -84,6 +84,27 @@ def test_the_distributed_cycle_is_symmetric_and_as_good_as_the_serial_one(empty_
     assert vMv > 0
 
 
+def test_sparsified_coarse_rows_across_ranks_are_symmetric_and_lower_the_complexity():
+    """The coarse levels sparsified on several ranks (the column maxima of
+    other ranks' rows come by exchange): the first coarse level is exactly
+    symmetric, keeps the Galerkin level's row sums and has fewer entries, and
+    the operator complexity falls."""
+    A = stencil(16, 7)
+    starts = split(A.shape[0])
+    rows = mine(A, starts)
+    plain, sparse = (DistributedAggregationAMG(rows.indptr, rows.indices, rows.data, starts, COMM, numpy,
+                                               coarse_size=100, sparsify=theta) for theta in (0.0, 0.2))
+    assert sparse.complexities()[0] < plain.complexities()[0]
+    first = plain.levels[0]
+    product = galerkin(first.galerkin_P, rows, starts, first.coarse_starts, COMM)
+    coarse, galerkin_whole = whole(sparse._coarse_rows(product, first.coarse_starts)), whole(product)
+    assert coarse.nnz < galerkin_whole.nnz
+    assert abs(coarse - coarse.T).max() == 0.0
+    numpy.testing.assert_allclose(numpy.asarray(coarse.sum(axis=1)).ravel(),
+                                  numpy.asarray(galerkin_whole.sum(axis=1)).ravel(), rtol=0,
+                                  atol=1e-13 * abs(coarse).max())
+
+
 def test_a_singular_neumann_matrix_converges_on_several_ranks_as_on_one():
     A = tetrahedra()
     rng = numpy.random.default_rng(0)
