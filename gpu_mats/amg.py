@@ -13,8 +13,9 @@ Galerkin matrix of the last; piecewise-constant tentative prolongation (it carri
 null space of an all-Neumann matrix to every level), smoothed by one damped
 Jacobi step where ``smoothed`` (Vanek, Mandel and Brezina, "Algebraic
 multigrid by smoothed aggregation", Computing 56, 1996); Galerkin coarse
-matrices R A P by sparse products (scipy, or cuSPARSE through cupyx); a
-dense pseudo-inverse on the coarsest level.
+matrices R A P by sparse products (scipy, or cuSPARSE through cupyx),
+sparsified where ``sparsify`` > 0 (``sparsified``: their weak entries moved
+to the diagonal); a dense pseudo-inverse on the coarsest level.
 
 Cycle: a V-cycle with Chebyshev-Jacobi smoothing (Adams, Brezina, Hu and
 Tuminaro, "Parallel multigrid smoothing: polynomial versus Gauss-Seidel",
@@ -54,8 +55,9 @@ DEGREE = 2
 THRESHOLD = 0.02
 # Coarse operators sparsified: off-diagonal entries below this fraction of the smaller of their row's and
 # column's largest go to the diagonal. 0.2 kept the CG iterations (9 at 64^3, 10 at 128^3, 12 on the 2M-cell
-# tetrahedral sphere, CPU) and took the operator complexity from 1.45 to 1.28 (box) and 1.71 to 1.42 (sphere);
-# 0.3 cost the sphere 3 iterations (BENCHMARKS.md).
+# tetrahedral sphere, CPU; 10 instead of 11 at 256^3) and took the operator complexity from 1.45 to 1.28 (box)
+# and 1.71 to 1.42 (sphere); the 256^3 solve went from 59.5 to 51.0 ms on an H200; 0.3 cost the sphere 3
+# iterations (BENCHMARKS.md).
 SPARSIFY = 0.2
 AGGREGATIONS = ("mis2", "pairwise")
 CYCLES = ("v", "k")
