@@ -696,16 +696,17 @@ def sparsified(matrix, theta, at_columns, first_row=0):
     """A non-Galerkin coarse operator (Falgout and Schroder, "Non-Galerkin
     coarse grids for algebraic multigrid", SIAM J. Sci. Comput. 36, 2014):
     the rank's rows ``matrix`` of an exactly symmetric matrix (CSR, global
-    columns, ``first_row`` the first row's) without the off-diagonal entries below ``theta`` times the
-    smaller of their row's and their column's largest off-diagonal
-    magnitude, each dropped entry added to its row's diagonal. Row sums stay
-    (and the constants of an all-Neumann matrix in its null space); the test
-    is symmetric, so symmetry stays; each row's a_ii - sum_j |a_ij| can only
-    grow (a dropped a_ij adds a_ij + |a_ij| >= 0), so Gershgorin's lower
-    bound never falls. A row whose diagonal would fall below half keeps its
-    entries, and so do their partners in other rows. ``at_columns(v)``: the
-    values of a per-row vector v at each entry's column (on one rank
-    v[indices]; in parallel other ranks' rows' values come by exchange)."""
+    columns; ``first_row``: the first row's number) without the off-diagonal
+    entries below ``theta`` times the smaller of their row's and their
+    column's largest off-diagonal magnitude, each dropped entry added to its
+    row's diagonal. Row sums stay (and the constants of an all-Neumann matrix
+    in its null space); the test is symmetric, so symmetry stays; each row's
+    a_ii - sum_j |a_ij| can only grow (a dropped a_ij adds a_ij + |a_ij| >= 0),
+    so Gershgorin's lower bound never falls. A row whose diagonal would fall
+    below half keeps its entries, and so do their partners in other rows.
+    ``at_columns(v)``: the values of a per-row vector v at each entry's
+    column (on one rank v[indices]; in parallel other ranks' values come by
+    exchange)."""
     xp = array_module(matrix.data)
     n = matrix.shape[0]
     rows = entry_rows(xp, matrix.indptr)
@@ -717,8 +718,8 @@ def sparsified(matrix, theta, at_columns, first_row=0):
     drop = ~diagonal & (size < theta * xp.minimum(largest[rows], at_columns(largest)))
     d = xp.zeros(n)
     d[rows[diagonal]] = data[diagonal]
-    kept = d + xp.bincount(rows[drop], weights=data[drop], minlength=n) >= 0.5 * d
-    drop &= kept[rows] & (at_columns(kept.astype(xp.float64)) > 0.5)
+    steady = d + xp.bincount(rows[drop], weights=data[drop], minlength=n) >= 0.5 * d  # rows that may drop
+    drop &= steady[rows] & (at_columns(steady.astype(xp.float64)) > 0.5)
     lumped = xp.where(diagonal, xp.bincount(rows[drop], weights=data[drop], minlength=n)[rows], 0.0)
     keep = ~drop
     counts = xp.bincount(rows[keep], minlength=n)
