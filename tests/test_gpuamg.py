@@ -48,6 +48,14 @@ def csr_arrays(A):
     return A.indptr, A.indices, A.data
 
 
+def cg_iterations(A, b, options, nullspace=False):
+    """CG's iterations on A x = b (AIJ, one rank) preconditioned by gpuamg with ``options``, checked converged."""
+    ksp, _ = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg", **options},
+                          comm=PETSc.COMM_SELF, rhs=b, mat_type="aij", nullspace=nullspace)
+    assert ksp.getConvergedReason() > 0
+    return ksp.getIterationNumber()
+
+
 def pyamg_iterations(A, b):
     import pyamg
 
@@ -199,13 +207,7 @@ def test_pairing_the_finest_aggregates_halves_the_first_coarse_level_and_lowers_
     assert paired.complexities()[0] < plain.complexities()[0]
     b = numpy.random.default_rng(1).standard_normal(A.shape[0])
     b -= b.mean()
-    counts = []
-    for pairs in (0, 1):
-        ksp, _ = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg",
-                                                          "pc_gpuamg_mis2_pairs": pairs}, comm=PETSc.COMM_SELF,
-                              rhs=b, mat_type="aij", nullspace=True)
-        assert ksp.getConvergedReason() > 0
-        counts.append(ksp.getIterationNumber())
+    counts = [cg_iterations(A, b, {"pc_gpuamg_mis2_pairs": pairs}, nullspace=True) for pairs in (0, 1)]
     assert counts[1] <= 1.6 * counts[0], counts
 
 
@@ -249,13 +251,8 @@ def test_sparsified_coarse_levels_lower_the_complexity_and_keep_the_iterations(n
     assert sparse.complexities()[0] < plain.complexities()[0]
     b = numpy.random.default_rng(1).standard_normal(A.shape[0])
     b -= b.mean()
-    counts = []
-    for theta in (0.0, 0.2):
-        ksp, _ = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg",
-                                                          "pc_gpuamg_sparsify": theta}, comm=PETSc.COMM_SELF,
-                              rhs=b, mat_type="aij", nullspace=name == "tetrahedra")
-        assert ksp.getConvergedReason() > 0
-        counts.append(ksp.getIterationNumber())
+    counts = [cg_iterations(A, b, {"pc_gpuamg_sparsify": theta}, nullspace=name == "tetrahedra")
+              for theta in (0.0, 0.2)]
     assert counts[1] <= counts[0] + 1, counts
 
 
