@@ -39,10 +39,11 @@ from petsc4py import PETSc  # noqa: E402
 import plugin  # noqa: E402,F401  (registers gpusell, ainv, cacg)
 from petsc_ext.device import gpu_available  # noqa: E402
 from petsc_ext.matrices import dm_mat_type  # noqa: E402
-from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
+from petsc_ext.options import OptionError, OptionsReader, option_defaults  # noqa: E402
 from plugin.flow import ghia, output  # noqa: E402
 from plugin.flow.boundary import BoundaryError, Wall  # noqa: E402
 from plugin.flow.box import dmda_partition  # noqa: E402
+from plugin.flow.collective import exit_with  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
 from plugin.flow.mesh import MeshError  # noqa: E402
 from plugin.flow.partition import PARTITIONERS  # noqa: E402
@@ -76,8 +77,11 @@ def main():
         raise SystemExit(f"cavity: the grid {'x'.join(map(str, da.getSizes()))} needs at least 2 cells along "
                          "every axis (-da_grid_x, -da_grid_y, -da_grid_z)")
     defaults = with_output(STEADY_2D if dim == 2 else {"flow_t_end": 8.0}, directory, da.getComm().tompi4py())
-    with option_defaults(da.getOptionsPrefix(), defaults):
-        solver = FlowSolver.from_dmda(da, LENGTHS[dim], nu=1.0 / re, boundary_conditions=LID[dim])
+    try:
+        with option_defaults(da.getOptionsPrefix(), defaults):
+            solver = FlowSolver.from_dmda(da, LENGTHS[dim], nu=1.0 / re, boundary_conditions=LID[dim])
+    except (BoundaryError, OptionError) as exc:
+        exit_with(da.getComm().tompi4py(), f"cavity: {exc}")
     cells = "x".join(str(n) for n in da.getSizes())
     PETSc.Sys.Print(f"cavity: {dim}D, Re = {re:g}, {cells} cells on {da.getComm().getSize()} ranks, "
                     f"{solvers_line(solver)}")
@@ -132,7 +136,7 @@ def run_on_mesh(path, re, directory, partitioner):
     try:
         parts = distribute(path, mpi, partitioner)
     except MeshError as exc:
-        raise SystemExit(f"cavity: {exc}") from None
+        exit_with(mpi, f"cavity: {exc}")
     geometry = parts.geometry
     if mpi.size > 1:
         PETSc.Sys.Print(f"cavity: {partitioner} partition: {parts.faces_cut} of {geometry.num_global_faces} faces "
@@ -144,8 +148,8 @@ def run_on_mesh(path, re, directory, partitioner):
     try:
         with option_defaults("", defaults):
             solver = FlowSolver(geometry, comm, mat_type, 1.0 / re, lid)
-    except BoundaryError as exc:
-        raise SystemExit(f"cavity: {exc}") from None
+    except (BoundaryError, OptionError) as exc:
+        exit_with(mpi, f"cavity: {exc}")
     done = time.perf_counter()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
     reading = ", ".join(f"mesh {name} {seconds:.2f}" for name, seconds in parts.seconds.items())

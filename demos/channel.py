@@ -43,10 +43,11 @@ petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, ainv, cacg)
-from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
+from petsc_ext.options import OptionError, OptionsReader, option_defaults  # noqa: E402
 from plugin.flow import output  # noqa: E402
 from plugin.flow.boundary import BoundaryError, Inflow, Outflow, Wall  # noqa: E402
 from plugin.flow.box import box_geometry, dmda_partition  # noqa: E402
+from plugin.flow.collective import RankZeroError, exit_with, on_rank_zero  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
 from plugin.flow.mesh import MeshError  # noqa: E402
 from plugin.flow.partition import PARTITIONERS  # noqa: E402
@@ -126,12 +127,17 @@ def main():
 def _gmsh_mesh(directory, case, cells, h, mpi):
     """A gmsh mesh of the case's rectangle (demos/meshes.py), made on rank 0."""
     path = os.path.join(directory, f"{case}-{cells}-{h:g}.msh")
-    if mpi.rank == 0:
+
+    def make():
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import meshes
+        import meshes  # gmsh: an optional extra
 
         meshes.make(cells, h, path, domain=DOMAINS[case][1])
-    mpi.Barrier()
+
+    try:
+        on_rank_zero(mpi, make)
+    except RankZeroError as exc:
+        exit_with(mpi, f"channel: cannot make the gmsh mesh ({exc}); give a mesh with -flow_mesh")
     return path
 
 
@@ -140,20 +146,21 @@ def _run_level(case, path, h, nu, kovasznay, mat_type, partitioner, comm, direct
     mpi = comm.tompi4py()
     box = path is None
     defaults = {**STEADY, **({"flow_checkpoint_file": os.path.join(directory, "flow_checkpoint.h5")} if directory else {})}
-    with option_defaults("", defaults):
-        if box:
-            (x0, y0, width, height), _, _ = DOMAINS[case]
-            da = PETSc.DMDA().create(dim=2, sizes=(round(width / h), round(height / h)), stencil_width=1, comm=comm,
-                                     setup=False)
-            da.setMatType(mat_type)
-            da.setUp()
-            solver = FlowSolver.from_dmda(da, (width, height), nu, conditions(case, True, kovasznay), origin=(x0, y0))
-        else:
-            try:
+    try:
+        with option_defaults("", defaults):
+            if box:
+                (x0, y0, width, height), _, _ = DOMAINS[case]
+                da = PETSc.DMDA().create(dim=2, sizes=(round(width / h), round(height / h)), stencil_width=1,
+                                         comm=comm, setup=False)
+                da.setMatType(mat_type)
+                da.setUp()
+                solver = FlowSolver.from_dmda(da, (width, height), nu, conditions(case, True, kovasznay),
+                                              origin=(x0, y0))
+            else:
                 parts = distribute(path, mpi, partitioner)
                 solver = FlowSolver(parts.geometry, comm, mat_type, nu, conditions(case, False, kovasznay))
-            except (MeshError, BoundaryError) as exc:
-                raise SystemExit(f"channel: {exc}") from None
+    except (MeshError, BoundaryError, OptionError) as exc:
+        exit_with(mpi, f"channel: {exc}")
     g = solver.geometry
     PETSc.Sys.Print(f"channel: {case}, level {level}: {g.num_global_cells} cells ({'DMDA box' if box else path}) on "
                     f"{mpi.size} ranks; {solver.describe_conditions()}")

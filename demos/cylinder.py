@@ -40,11 +40,12 @@ petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, gpuamg, ...)
-from petsc_ext.options import OptionsReader, option_defaults  # noqa: E402
+from petsc_ext.options import OptionError, OptionsReader, option_defaults  # noqa: E402
 from plugin.flow import output  # noqa: E402
 from plugin.flow.boundary import BoundaryError, Inflow, Outflow, Wall  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
 from plugin.flow.forces import GroupForce, PointPressure  # noqa: E402
+from plugin.flow.collective import RankZeroError, exit_with, on_rank_zero  # noqa: E402
 from plugin.flow.mesh import MeshError  # noqa: E402
 from plugin.flow.partition import PARTITIONERS  # noqa: E402
 from plugin.flow.solver import FlowBlowUp, FlowSolver, program_mat_type  # noqa: E402
@@ -170,19 +171,24 @@ def main():
         path = mesh_path or _gmsh_mesh(scratch, case.dim, level, order, cells, mpi)
         try:
             result = run(name, case, path, mat_type, partitioner, comm, directory)
-        except (MeshError, BoundaryError, CylinderError) as exc:
-            raise SystemExit(f"cylinder: {exc}") from None
+        except (MeshError, BoundaryError, CylinderError, OptionError) as exc:
+            exit_with(mpi, f"cylinder: {exc}")
     return 0 if result is not None else 1
 
 
 def _gmsh_mesh(directory, dim, level, order, cells, mpi):
     path = os.path.join(directory, f"cylinder{dim}d-{level}.msh")
-    if mpi.rank == 0:
+
+    def make():
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import cylinder_mesh
+        import cylinder_mesh  # gmsh: an optional extra
 
         cylinder_mesh.make(dim, level, path, order, cells)
-    mpi.Barrier()
+
+    try:
+        on_rank_zero(mpi, make)
+    except RankZeroError as exc:
+        exit_with(mpi, f"cylinder: cannot make the gmsh mesh ({exc}); give a mesh with -flow_mesh")
     return path
 
 
@@ -190,6 +196,8 @@ def run(name, case, path, mat_type, partitioner, comm, directory):
     """The case on the mesh at ``path``: its summary (on every rank), None after a blow-up."""
     mpi = comm.tompi4py()
     parts = distribute(path, mpi, partitioner)
+    if parts.geometry.dim != case.dim:
+        raise CylinderError(f"the case {name} is {case.dim}D and the mesh {path} is {parts.geometry.dim}D")
     conditions = {"inlet": Inflow(inflow(case), steady=not case.pulsed), "outlet": Outflow(), "wall": Wall(),
                   "cylinder": Wall()}
     check_groups(parts.geometry.boundary_names)  # before the solver, which would refuse conditions on no group
@@ -236,14 +244,20 @@ def _earlier_run(directory, t, mpi):
     """After -flow_restart at time ``t``: the rows of DIR/forces.csv up to ``t`` and
     the wall time of DIR/summary.json, from the run that wrote the checkpoint
     (none where DIR holds no such run), so the outputs cover the whole run."""
-    found = ([], 0.0)
-    if directory and mpi.rank == 0 and os.path.exists(os.path.join(directory, "forces.csv")):
+    def read():
+        if not directory or not os.path.exists(os.path.join(directory, "forces.csv")):
+            return [], 0.0
         rows = numpy.atleast_2d(numpy.loadtxt(os.path.join(directory, "forces.csv"), delimiter=",", skiprows=1))
         with open(os.path.join(directory, "summary.json")) as stream:
             earlier = json.load(stream)
-        found = ([tuple(row) for row in rows if row[0] < t + 1e-9 * (1 + t)],  # forces.csv has 10 digits
-                 earlier.get("wall_s_total", earlier["wall_s"]))
-    return mpi.bcast(found)
+        return ([tuple(row) for row in rows if row[0] < t + 1e-9 * (1 + t)],  # forces.csv has 10 digits
+                earlier.get("wall_s_total", earlier["wall_s"]))
+
+    try:
+        return on_rank_zero(mpi, read)
+    except RankZeroError as exc:
+        exit_with(mpi, f"cylinder: cannot continue the earlier run's forces.csv and summary.json in "
+                       f"{os.path.abspath(directory)} after -flow_restart ({exc})")
 
 
 def summarize(name, case, rows):

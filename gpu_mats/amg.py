@@ -526,7 +526,11 @@ class AggregationAMG(Multigrid):
                 P = self._prolongation(matrix, d, aggregates, count, level.lambda_max)
             self._connect(level, P)
             with self._phase("galerkin"):
-                matrix = self._coarse(_galerkin(level.galerkin_R, matrix, P))
+                coarse = self._coarse(_galerkin(level.galerkin_R, matrix, P))
+            if _reached_null_space(coarse, P, d):
+                level.P = level.R = level.galerkin_R = None  # this level is the coarsest
+                break
+            matrix = coarse
         self._finish(matrix)
 
     def _coarse(self, galerkin):
@@ -741,6 +745,21 @@ def _check_symmetric(matrix):
     if size == 0.0:
         return
     refuse_asymmetry(float(xp.linalg.norm((matrix - matrix.T).tocsr().data)) / size)
+
+
+# A coarse diagonal entry p^T A p below this fraction of p^T D p (D the finer
+# level's diagonal) is rounding: the coarse vector p lies in the null space.
+NULL_SPACE_DIAGONAL = 1e-10
+
+
+def _reached_null_space(coarse, P, d):
+    """Whether a column p of P is in the null space of the finer matrix (a
+    singular matrix coarsened until an aggregate holds a whole Neumann
+    component): its Galerkin diagonal entry is rounding, which no smoother
+    can divide by and a pseudo-inverse would scale by 1e14; the finer level
+    is then the coarsest."""
+    scale = P.multiply(P).T @ d
+    return bool((coarse.diagonal() <= NULL_SPACE_DIAGONAL * scale).any())
 
 
 def refuse_asymmetry(measured):

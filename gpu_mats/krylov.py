@@ -57,7 +57,7 @@ class GramBreakdown(ArithmeticError):
     """The s x s Gram matrix cannot be solved: ``kind`` says why."""
 
     def __init__(self, kind, message):
-        self.kind = kind  # "nonfinite", "indefinite" or "dependent"
+        self.kind = kind  # "nonfinite" or "indefinite"
         super().__init__(message)
 
 
@@ -71,20 +71,11 @@ def _check_gram(G):
                                           "the operator is not positive definite")
 
 
-def _cholesky(G):
-    """The lower Cholesky factor of the s x s Gram matrix Q^T A Q; a failure says why."""
-    _check_gram(G)
-    try:
-        return numpy.linalg.cholesky(G)
-    except numpy.linalg.LinAlgError:
-        raise GramBreakdown("dependent", "Q^T A Q is not positive definite although its diagonal is: the basis "
-                                         "vectors lost their independence (use a smaller s or the chebyshev "
-                                         "basis)") from None
-
-
 # A Cholesky pivot of the Gram matrix below this fraction of its diagonal
-# entry: the basis vector adds nothing to the ones before it.
-DEPENDENT_PIVOT = 1e-13
+# entry: the basis vector adds nothing to the ones before it that survives
+# the solve's rounding (at 1e-13 the kept directions' errors cost a heat
+# equation's solves up to half again CG's iterations).
+DEPENDENT_PIVOT = 1e-10
 
 
 def _leading_factor(G):
@@ -104,11 +95,14 @@ def _leading_factor(G):
     return L
 
 
-def spd_solve(G, rhs):
-    """G^-1 rhs by Cholesky, for the s x s Gram matrix Q^T A Q."""
+def leading_solve(G, rhs, k):
+    """G[:k, :k]^-1 rhs[:k] by the factor leading_solutions used (the k leading
+    independent vectors): a fresh Cholesky of the same block may fail on the
+    rounding of a pivot that passed there."""
     if not numpy.isfinite(rhs).all():
         raise GramBreakdown("nonfinite", "the right-hand side of a Gram system has Inf or NaN entries")
-    return scipy.linalg.cho_solve((_cholesky(G), True), rhs)
+    L = _leading_factor(G)[:k, :k]
+    return scipy.linalg.cho_solve((L, True), rhs[:k])
 
 
 def distinct_rows(xp, rows, n):

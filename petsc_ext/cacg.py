@@ -16,10 +16,18 @@ through PETSc on vectors wrapped over the rows (petsc_ext.array_operators).
 
 Eigenvalue bounds of M^-1 A, which the Newton and Chebyshev bases need, come
 at set-up from petsc_ext.eigenvalue_bounds and are reused by every solve
-with the same operators. Against the drift of the
-recursively updated residual, a solve that looks converged replaces r by
-b - A x and checks again (one extra reduction); -ksp_cacg_replace k also
-replaces it every k outer iterations (no extra reduction).
+with the same operators, until their values change (their PETSc object
+state). Against the drift of the recursively updated residual, a solve that
+looks converged replaces r by b - A x and checks again (one extra
+reduction). A block whose basis vectors lose their independence before
+its end (the Krylov space exhausted, or rounding) advances by its leading
+independent ones and replaces r by b - A x; where the two residuals agree
+the next block is conjugated against those vectors, else (an operator not
+exactly linear, such as a finite-difference Jacobian) it starts anew from
+the true residual. Where the true residual stalls above the tolerance
+after the recurrence converged (that operator's own accuracy) the solve
+stops as CG would, and -ksp_view says so. -ksp_cacg_replace k also
+replaces r every k outer iterations (no extra reduction).
 """
 
 import functools
@@ -29,7 +37,7 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 from gpu_mats.krylov import (BASES, GramBreakdown, SStepBlocks, basis_recurrence, distinct_rows, leading_solutions,
-                             spd_solve)
+                             leading_solve)
 
 from .array_operators import matrix_product, preconditioner
 from .arrays import get_array, restore_array, vec_over
@@ -42,8 +50,8 @@ EIG_STEPS = {"cg": 20, "power": 100}  # default iterations of each eigenvalue es
 # A change of these makes the eigenvalue bounds and the basis stale.
 _BASIS_OPTIONS = {"s", "basis", "eig_method", "eig_steps", "safety"}
 Reason = PETSc.KSP.ConvergedReason
-_BREAKDOWN_REASONS = {"nonfinite": Reason.DIVERGED_NANORINF, "indefinite": Reason.DIVERGED_INDEFINITE_MAT,
-                      "dependent": Reason.DIVERGED_BREAKDOWN}
+DRIFT = 0.1  # relative departure of the true residual norm from the recurrence's after a short block
+_BREAKDOWN_REASONS = {"nonfinite": Reason.DIVERGED_NANORINF, "indefinite": Reason.DIVERGED_INDEFINITE_MAT}
 
 
 class _Workspace:
@@ -100,6 +108,12 @@ class _BasisGraphs:
             cuda.replay(graph)
 
 
+def _operator_states(ksp):
+    """What the eigenvalue bounds were computed for: the operators and their
+    PETSc object states (raised by every change of values)."""
+    return tuple((M.handle, M.stateGet()) for M in ksp.getOperators())
+
+
 def _same(a, b):
     """Keys equal item by item, objects by identity (arrays have no plain ==)."""
     if isinstance(a, tuple) and isinstance(b, tuple):
@@ -132,7 +146,7 @@ class CommunicationAvoidingCG(PythonKSP):
 
     def __init__(self):
         super().__init__()
-        self.bounds, self.coefficients = None, None
+        self.bounds, self.coefficients, self._built_for = None, None, None
         self.reductions, self.total_reductions, self.blocks_done, self.failure = 0, 0, 0, ""
         self._work, self.basis_runs = None, "not built yet"
 
@@ -149,6 +163,7 @@ class CommunicationAvoidingCG(PythonKSP):
             self.release()
 
     def build(self, ksp):
+        self._built_for = _operator_states(ksp)
         if self.basis == "monomial":
             self.bounds = None
         else:
@@ -163,7 +178,7 @@ class CommunicationAvoidingCG(PythonKSP):
     def release(self):
         if self._work is not None:
             self._work.destroy()
-        self._work, self.bounds, self.coefficients = None, None, None
+        self._work, self.bounds, self.coefficients, self._built_for = None, None, None, None
 
     def getReductionCount(self):
         """MPI_Allreduce calls of the last solve."""
@@ -209,6 +224,8 @@ class CommunicationAvoidingCG(PythonKSP):
         ksp.monitor(its, rnorm)
 
     def solve(self, ksp, b, x):
+        if _operator_states(ksp) != self._built_for:
+            self.build(ksp)  # new values or new operators since the set-up: the bounds are stale
         A, _ = ksp.getOperators()
         work = self._workspace(b)
         blocks, n, xp = work.blocks, work.n, self.xp
@@ -241,7 +258,7 @@ class CommunicationAvoidingCG(PythonKSP):
         s, comm, max_it, blocks = self.s, self._communicator(ksp), ksp.getTolerances()[3], work.blocks
         self._build_basis(work, multiply, precondition)
         blocks.adopt_basis()
-        its = 0
+        its, confirmed, recurrence_reason = 0, None, None  # after a failed confirmation: its true residual norm
         while True:
             self.events["Gram"].begin()
             G, g, H, h, rr = blocks.unpack_gram(self._allreduce(comm, blocks.gram()))
@@ -263,20 +280,31 @@ class CommunicationAvoidingCG(PythonKSP):
                 return _BREAKDOWN_REASONS[exc.kind]
             # The first CG-equivalent iterate inside the block that meets the test.
             hit = next((j for j, (_, norm) in enumerate(leading, 1) if ksp.callConvergenceTest(its + j, norm) > 0), 0)
-            if not hit and len(leading) < s:
-                self.failure = (f"the basis vectors after the first {len(leading)} of a block lost their "
-                                "independence before convergence (use a smaller s or the chebyshev basis)")
-                return Reason.DIVERGED_BREAKDOWN
-            blocks.step(leading[(hit or s) - 1][0])
-            its += hit or s
-            if hit:  # confirm with the true residual (one more reduction)
+            taken = hit or len(leading)
+            blocks.step(leading[taken - 1][0])
+            its += taken
+            if hit or confirmed is not None:  # the true residual (one more reduction)
                 true_residual()
                 true = float(numpy.sqrt(self._allreduce(comm, blocks.residual())[0]))
                 reason = ksp.callConvergenceTest(its, true)
                 if reason != Reason.ITERATING:
                     self._record(ksp, its, true, blocks, x)
                     return reason
-                self._build_basis(work, multiply, precondition)  # the recursive residual drifted: start anew
+                if confirmed is not None and true > 0.5 * confirmed:
+                    # Since the recurrence converged, the true residual no longer falls: the attainable
+                    # accuracy of the operator (a finite-difference matrix-free Jacobian), where CG stops too.
+                    self.failure = (f"the true residual {true:.3e} stalled above the tolerance after the CG "
+                                    "recurrence converged: the operator's own accuracy")
+                    self._record(ksp, its, true, blocks, x)
+                    return recurrence_reason
+                if hit:  # the recursive residual drifted from the true one: start anew from the true one,
+                    confirmed, recurrence_reason = true, ksp.callConvergenceTest(its, leading[hit - 1][1])
+                    self._build_basis(work, multiply, precondition)  # checking it after each block from now
+                    blocks.adopt_basis()
+                    continue
+                confirmed = true
+            if taken < s and self._drifted(true_residual, comm, blocks, leading[taken - 1][1]):
+                self._build_basis(work, multiply, precondition)  # start anew from the true residual
                 blocks.adopt_basis()
                 continue
             self.blocks_done += 1
@@ -289,12 +317,26 @@ class CommunicationAvoidingCG(PythonKSP):
             if not rz > 0:
                 self.failure = f"r^T M^-1 r = {rz:g}: the preconditioner is not positive definite"
                 return Reason.DIVERGED_INDEFINITE_PC
+            # Where the block's vectors after the first `taken` lost their independence (their Gram pivots
+            # vanished: the Krylov space exhausted, or rounding) and the recurrence still holds, they span
+            # nothing new: the next block is conjugated against the first `taken` alone (CG's short recurrence).
+            B = numpy.zeros((s, s))
             try:
-                B = spd_solve(G, C)
+                B[:taken] = leading_solve(G, C, taken)
             except GramBreakdown as exc:
                 self.failure = str(exc)
                 return _BREAKDOWN_REASONS[exc.kind]
             blocks.conjugate(B)
+
+    def _drifted(self, true_residual, comm, blocks, estimate):
+        """After a block cut short: r replaced by b - A x (one more reduction),
+        and whether its norm departs from the recurrence's ``estimate`` by more
+        than DRIFT: an operator that is not exactly linear (a finite-difference
+        Jacobian) made A S and the combined products disagree, and the block
+        should start anew rather than be conjugated against."""
+        true_residual()
+        true = float(numpy.sqrt(self._allreduce(comm, blocks.residual())[0]))
+        return abs(true - estimate) > DRIFT * true
 
     # --- viewing -----------------------------------------------------------------
 

@@ -47,9 +47,15 @@ def _power_method(A, pc, b, w, steps):
     return high
 
 
+# CG stops once its residual falls this far: past it, with a (nearly) exact
+# preconditioner, the Lanczos coefficients are rounding noise and so are
+# the Ritz values.
+EXHAUSTED = 1e-10
+
+
 def _ritz_values(ksp, A, P, b, x, steps):
-    """Ritz values of M^-1 A from ``steps`` CG iterations on A x = b (options
-    prefix <ksp prefix>ksp_cacg_eig_)."""
+    """Ritz values of M^-1 A from at most ``steps`` CG iterations on A x = b
+    (options prefix <ksp prefix>ksp_cacg_eig_)."""
     inner = PETSc.KSP().create(comm=ksp.getComm())
     try:
         inner.setOptionsPrefix((ksp.getOptionsPrefix() or "") + "ksp_cacg_eig_")
@@ -57,9 +63,21 @@ def _ritz_values(ksp, A, P, b, x, steps):
         inner.setOperators(A, P)
         inner.setPC(ksp.getPC())
         inner.setComputeEigenvalues(True)
-        inner.setNormType(PETSc.KSP.NormType.NONE)
-        inner.setTolerances(max_it=steps)
+        inner.setNormType(PETSc.KSP.NormType.PRECONDITIONED)
+        inner.setTolerances(rtol=EXHAUSTED, atol=0.0, max_it=steps)
         inner.solve(b, x)
-        return inner.computeEigenvalues().real
+        reason = inner.getConvergedReason()
+        ritz = inner.computeEigenvalues().real
+        failed = reason < 0 and reason != PETSc.KSP.ConvergedReason.DIVERGED_MAX_IT
+        if failed or not ritz.size or not (ritz > 0).all():
+            shown = f"{ritz.min():.3g} .. {ritz.max():.3g}" if ritz.size else "none"
+            raise ValueError(f"cacg: the eigenvalue estimate of M^-1 A failed (CG {_reason_name(reason)}, Ritz values "
+                             f"{shown}): the operator or the preconditioner is not symmetric positive definite; "
+                             "-ksp_cacg_basis monomial needs no bounds")
+        return ritz
     finally:
         inner.destroy()
+
+
+def _reason_name(reason):
+    return next((name for name, value in vars(PETSc.KSP.ConvergedReason).items() if value == reason), str(reason))

@@ -1,9 +1,16 @@
 import numpy
 import pytest
 import scipy.sparse
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from gpu_mats.backend import cupy_status
+
+# The same examples on every run and machine: no per-example deadline, no
+# "data generation too slow" check, no database of earlier failures.
+settings.register_profile("repeatable", deadline=None, derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("repeatable")
 
 
 def krylov_solve(csr, n, options, comm=None, rhs=None, nullspace=False, max_it=3000, mat_type="gpusell"):

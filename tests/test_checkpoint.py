@@ -4,9 +4,10 @@ while they write checkpoints."""
 
 import os
 import random
+import re
+import signal
 import subprocess
 import sys
-import time
 
 import h5py
 import numpy
@@ -125,8 +126,9 @@ def test_a_face_stored_the_other_way_round_has_its_velocity_negated(tmp_path):
     numpy.testing.assert_array_equal(to_host(solver.xp, fresh.u_s), to_host(solver.xp, state.u_s))
 
 
-_CAVITY = [sys.executable, os.path.join(ROOT, "demos", "cavity.py"), "-da_grid_x", "12", "-da_grid_y", "12",
-           "-flow_t_end", "20.0", "-flow_steady_tol", "0", "-flow_checkpoint_every", "1", "-pressure_ksp_rtol", "1e-12"]
+_CAVITY = [os.path.join(ROOT, "demos", "cavity.py"), "-da_grid_x", "12", "-da_grid_y", "12", "-flow_t_end", "20.0",
+           "-flow_steady_tol", "0", "-flow_checkpoint_every", "1", "-pressure_ksp_rtol", "1e-12"]
+_KILLED_RUN = [sys.executable, os.path.join(ROOT, "tests", "killed_run.py")]
 
 
 def _final_state(path):
@@ -135,35 +137,32 @@ def _final_state(path):
 
 
 def test_runs_killed_at_random_moments_while_writing_checkpoints_restart_to_the_same_result(tmp_path):
-    """kill -9 at 20 random moments of runs that write a checkpoint every step;
-    each next run restarts from what the last one left. The checkpoint always
-    loads, and the last run ends where an uninterrupted run ends."""
+    """kill -9 at 20 random moments of runs that write a checkpoint every step:
+    inside the write of a random step, at a random one of its function calls
+    (counted, not timed: tests/killed_run.py), or just after it; each next
+    run restarts from what the last one left. The checkpoint always loads and
+    holds the step before the kill or the killed step, and the last run ends
+    where an uninterrupted run ends."""
     path, reference = str(tmp_path / "killed.h5"), str(tmp_path / "whole.h5")
-    subprocess.run(_CAVITY + ["-flow_checkpoint_file", reference], check=True, capture_output=True, timeout=300)
-    rng, kills, starts = random.Random(20261123), 0, 0
-    while kills < 20:
+    whole = subprocess.run(_KILLED_RUN + ["count", "0"] + _CAVITY + ["-flow_checkpoint_file", reference],
+                           capture_output=True, text=True)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    calls = int(re.search(r"calls per checkpoint write: (\d+)", whole.stdout).group(1))
+    last_step, _ = _final_state(reference)
+    assert calls > 100 and last_step > 40
+    rng = random.Random(20261123)
+    for step in sorted(rng.sample(range(2, last_step), 20)):
+        call = rng.randrange(calls + calls // 10)  # past the last call: killed between the write and the next step
         restart = ["-flow_restart", path] if os.path.exists(path) else []
-        before = os.stat(path).st_mtime_ns if restart else None
-        child = subprocess.Popen(_CAVITY + ["-flow_checkpoint_file", path] + restart, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE)
-        starts += 1
-        deadline = time.monotonic() + 60
-        while child.poll() is None and time.monotonic() < deadline and (
-                not os.path.exists(path) or os.stat(path).st_mtime_ns == before):
-            time.sleep(0.005)  # until this run has written a checkpoint of its own
-        time.sleep(rng.uniform(0.0, 0.1))
-        if child.poll() is None:
-            child.kill()
-            kills += 1
-        _, errors = child.communicate()
-        assert child.returncode in (0, -9), errors.decode()[-2000:]
-        assert starts < 40, "the runs end before they can be killed"
-        if child.returncode == 0:
-            break  # ended before the kill: restart below from its end
-    finished = subprocess.run(_CAVITY + ["-flow_checkpoint_file", path, "-flow_restart", path], capture_output=True,
-                              timeout=300)
-    assert finished.returncode == 0, finished.stderr.decode()[-2000:]
-    assert kills >= 20
+        killed = subprocess.run(_KILLED_RUN + [str(step), str(call)] + _CAVITY + ["-flow_checkpoint_file", path]
+                                + restart, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+        saved, fields = _final_state(path)
+        assert saved == step or (saved == step - 1 and call < calls), (step, call, saved)
+        assert all(numpy.isfinite(values).all() for values in fields.values())
+    finished = subprocess.run([sys.executable] + _CAVITY + ["-flow_checkpoint_file", path, "-flow_restart", path],
+                              capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr[-2000:]
     (step, fields), (step_whole, whole) = _final_state(path), _final_state(reference)
     assert step == step_whole
     for name in FIELDS:

@@ -24,7 +24,7 @@ def both(matrix, C, sigma, value_dtype):
                                      sigma=sigma, value_dtype=value_dtype, xp=xp) for xp in (numpy, cupy))
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=120)
 @given(matrix=csr_matrices(max_rows=300, max_cols=300), layout=layouts, seed=st.integers(0, 2**32 - 1),
        nvec=st.integers(1, 9))
 def test_cuda_kernels_match_numpy(matrix, layout, seed, nvec):
@@ -51,7 +51,7 @@ def test_cuda_kernels_match_numpy(matrix, layout, seed, nvec):
     numpy.testing.assert_array_equal(diagonal(device).get(), diagonal(host))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(matrix=csr_matrices(max_rows=300, max_cols=300, square=True), layout=layouts, seed=st.integers(0, 2**32 - 1))
 def test_cuda_fused_smoothing_step_matches_numpy_and_the_unfused_step(matrix, layout, seed):
     """The sell family's chebyshev_step (r = z - A d, d_next = a d + c s r,
@@ -144,7 +144,7 @@ def test_every_row_grouping_gives_the_same_products(value_dtype, rows_per_thread
                                   rtol=1e-12, atol=1e-12)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 120), levels=st.integers(1, 2))
 def test_cuda_local_solves_and_approximate_inverses_match_numpy(seed, n, levels):
     import cupy

@@ -4,7 +4,7 @@ import numpy
 import pytest
 
 from gpu_mats.kernels.krylov import host
-from gpu_mats.krylov import GramBreakdown, basis_recurrence, leading_solutions, leja_order, spd_solve
+from gpu_mats.krylov import GramBreakdown, basis_recurrence, leading_solutions, leading_solve, leja_order
 
 
 def polynomials(kind, s, low, high, t):
@@ -34,14 +34,18 @@ def test_newton_basis_uses_leja_ordered_shifts_and_monomial_powers():
 
 def test_gram_solves_classify_their_failures():
     with pytest.raises(GramBreakdown) as info:
-        spd_solve(numpy.array([[1.0, 0.0], [0.0, -2.0]]), numpy.ones(2))
+        leading_solve(numpy.array([[1.0, 0.0], [0.0, -2.0]]), numpy.ones(2), 2)
     assert info.value.kind == "indefinite"
     with pytest.raises(GramBreakdown) as info:
-        spd_solve(numpy.array([[1.0, 2.0], [2.0, 1.0]]), numpy.ones(2))
-    assert info.value.kind == "dependent"
-    with pytest.raises(GramBreakdown) as info:
-        spd_solve(numpy.array([[numpy.nan]]), numpy.ones(1))
+        leading_solve(numpy.array([[numpy.nan]]), numpy.ones(1), 1)
     assert info.value.kind == "nonfinite"
+
+
+def test_a_dependent_basis_vector_is_left_out_of_the_solve():
+    """The second vector is the first (Gram pivot 0): the solve uses the first alone."""
+    G = numpy.array([[4.0, 4.0, 0.0], [4.0, 4.0, 0.0], [0.0, 0.0, 1.0]])
+    assert len(leading_solutions(G, numpy.ones(3), numpy.eye(3), numpy.ones(3), 3.0)) == 1
+    numpy.testing.assert_allclose(leading_solve(G, numpy.array([[2.0], [2.0], [5.0]]), 1), [[0.5]])
 
 
 @pytest.mark.parametrize("s", [1, 3, 8])

@@ -38,8 +38,16 @@ def test_run_requirements_match_pyproject():
 def test_recipe_tests_import_every_package_and_run_a_solve():
     pyproject, recipe = load()
     imports = next(t["python"]["imports"] for t in recipe["tests"] if "python" in t)
-    packages = pyproject["tool"]["setuptools"]["packages"]
-    assert set(imports) == {p for p in packages if "." not in p}
+    layers = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert set(imports) == {p.removesuffix("*") for p in layers}
     scripts = [line for t in recipe["tests"] for line in t.get("script", [])]
-    assert any("demos/poisson3d.py" in line and "gpusell" in line for line in scripts)
+    assert any("demos/poisson3d.py" in line and "gpusell" in line and "gpuamg" in line for line in scripts)
+    assert any("demos/cavity.py" in line and "-flow_mesh" in line for line in scripts)
+
+
+def test_the_build_floor_is_the_one_the_spdx_license_needs():
+    """``license = "BSD-2-Clause"`` (an SPDX expression) needs setuptools 77."""
+    pyproject, recipe = load()
+    assert pyproject["build-system"]["requires"] == ["setuptools>=77"]
+    assert "setuptools >=77" in recipe["requirements"]["host"]
     assert recipe["context"]["version"] == pyproject["project"]["version"]

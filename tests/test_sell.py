@@ -19,7 +19,7 @@ def sell(matrix, C=32, sigma=1, value_dtype=numpy.float64):
                                slice_height=C, sigma=sigma, value_dtype=value_dtype, xp=numpy)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(matrix=csr_matrices(), layout=layouts, seed=st.integers(0, 2**32 - 1))
 def test_products_match_csr(matrix, layout, seed):
     rng = numpy.random.default_rng(seed)
@@ -36,7 +36,7 @@ def test_products_match_csr(matrix, layout, seed):
     numpy.testing.assert_array_equal(diagonal(A), expected)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(matrix=csr_matrices(), layout=layouts, nvec=st.integers(1, 6))
 def test_multi_vector_product_is_one_product_per_vector(matrix, layout, nvec):
     rng = numpy.random.default_rng(nvec)
@@ -47,7 +47,7 @@ def test_multi_vector_product_is_one_product_per_vector(matrix, layout, nvec):
     numpy.testing.assert_allclose(spmv(A, X, Y, alpha=2.0, beta=1.0), expected, rtol=1e-13, atol=1e-12)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(matrix=csr_matrices(), layout=layouts)
 def test_layout_is_column_major_slices_with_harmless_padding(matrix, layout):
     C, sigma = layout

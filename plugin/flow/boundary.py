@@ -132,6 +132,7 @@ def walls_at_rest(geometry):
 
 
 OPTION = "flow_bc_"
+LARGEST = 1e150  # a velocity or pressure whose square stays finite in double precision
 
 
 def conditions_from_options(geometry, conditions, prefix=""):
@@ -142,8 +143,8 @@ def conditions_from_options(geometry, conditions, prefix=""):
     error listing the groups it has."""
     names = geometry.boundary_names
     chosen = dict(conditions)
-    start = f"{prefix}{OPTION}"
-    for key, value in sorted(PETSc.Options().getAll().items()):
+    start, options = f"{prefix}{OPTION}", PETSc.Options()
+    for key in sorted(options.getAll()):
         if not key.startswith(start):
             continue
         group = key[len(start):]
@@ -151,7 +152,7 @@ def conditions_from_options(geometry, conditions, prefix=""):
             raise OptionError(f"-{key}: the mesh has no boundary group {group!r} (groups: {_listed(names)})")
         for name in (group, names[group]):
             chosen.pop(name, None)
-        chosen[group] = parse_condition(f"-{key}", str(value), geometry.dim)
+        chosen[group] = parse_condition(f"-{key}", options.getString(key), geometry.dim)  # read: marked used
     return chosen
 
 
@@ -164,6 +165,8 @@ def parse_condition(option, text, dim):
         numbers = tuple(float(v) for v in values.split(",")) if values else ()
     except ValueError:
         raise OptionError(f"{option} {text}: the values after ':' must be numbers separated by commas") from None
+    if not all(abs(v) <= LARGEST for v in numbers):  # NaN fails too
+        raise OptionError(f"{option} {text}: the values must be finite numbers of magnitude at most {LARGEST:g}")
     wanted = {"wall": (0, dim), "inflow": (dim,), "outflow": (0, 1), "slip": (0,)}[kind]
     if len(numbers) not in wanted:
         counts = " or ".join(str(n) for n in wanted)

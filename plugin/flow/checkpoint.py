@@ -198,6 +198,10 @@ def _mismatch(path, scalars, cells, pairs, faces, operators, grid):
     if scalars.get("format") != FORMAT or missing:
         return (f"{where} is not a checkpoint of format {FORMAT} "
                 f"(format {scalars.get('format')}, missing {', '.join(sorted(missing)) or 'nothing'})")
+    bad = [name for name, value in [*cells.items(), *faces.items(), *((n, scalars[n]) for n in SCALARS)]
+           if not numpy.isfinite(value).all()]
+    if bad:
+        return f"the checkpoint {where} holds Inf or NaN in {', '.join(bad)}: it is no state to go on from"
     counts = (cells["u"].shape[-1], len(pairs))
     here = (operators.geometry.num_global_cells, operators.faces.total)
     stored_grid = numpy.asarray(scalars["grid"])

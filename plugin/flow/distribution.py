@@ -18,6 +18,7 @@ lower number (its cell 0), as FiniteVolumeGeometry says.
 """
 
 import functools
+import os
 import time
 
 import basix
@@ -80,8 +81,8 @@ def distribute(path, comm, partitioner="metis"):
             if comm.size > 1:
                 found = _Records(topology, PARTITIONERS[partitioner], comm.size)
             lap("partition")  # faces matched, groups found and cells cut
-        except MeshError as exc:
-            problem = str(exc)
+        except Exception as exc:  # any failure must reach every rank, not leave them waiting
+            problem = _described(exc, path)
     problem = comm.bcast(problem, root=0)
     if problem:
         raise MeshError(problem)
@@ -95,8 +96,8 @@ def distribute(path, comm, partitioner="metis"):
             lap("distribute")
             local, names = _LocalCells.of_plex(dm, ints, floats, layout), layout[-1]
         problem = ""
-    except MeshError as exc:  # an inverted cell: known to the ranks that hold it
-        problem = str(exc)
+    except Exception as exc:  # an inverted cell: known to the ranks that hold it
+        problem = _described(exc, path)
     problems = [p for p in comm.allgather(problem) if p]
     if problems:
         raise MeshError(problems[0])
@@ -106,6 +107,13 @@ def distribute(path, comm, partitioner="metis"):
     every = comm.allgather(seconds)
     slowest = {name: max(s.get(name, 0.0) for s in every) for name in ("read", "partition", "distribute", "geometry")}
     return DistributedMesh(geometry, dm, mesh, cut, halo, slowest)
+
+
+def _described(exc, path):
+    """A MeshError's own words; any other failure with the file's name and its kind."""
+    if isinstance(exc, MeshError):
+        return str(exc)
+    return f"cannot use the mesh {os.path.abspath(path)}: {type(exc).__name__}: {exc}"
 
 
 def _corners(kind):
@@ -148,6 +156,10 @@ class _Records:
         used, self.cones = numpy.unique(corners[corners >= 0], return_inverse=True)  # plex vertices: corners only
         self.coordinates = t.points[used]
         self.owner = partitioner(t.face_cells, centres, parts)
+        empty = numpy.flatnonzero(numpy.bincount(self.owner, minlength=parts) == 0)
+        if empty.size:
+            raise MeshError(f"the partition of the mesh's {n} cells among {parts} ranks leaves rank {empty[0]} "
+                            f"without cells: run on fewer ranks (at most {n})")
         self.layout = (dim, width_c, width_s, width_n, t.names)
 
 

@@ -121,8 +121,13 @@ def _block_geometry(maps, X, numbers):
         # A face that is not flat (a bilinear quadrilateral) has the magnitude of its vector area as its
         # area, the direction as its normal: what keeps every cell closed (sum of a n over its faces = 0).
         vector = da.sum(axis=1)
+        area = numpy.linalg.norm(vector, axis=1)
+        if not (area > 0).all():
+            cell = int(numpy.flatnonzero(~(area > 0))[0])
+            raise MeshError(f"cell {numbers[cell]} ({maps.cell.name}, vertices {X[cell].tolist()}) has a facet of "
+                            "zero area (a node repeated among its corners?)")
         centre = (size[:, None, :] @ xf)[:, 0] / size.sum(axis=1)[:, None]
-        facets.append((vector, numpy.linalg.norm(vector, axis=1), centre))
+        facets.append((vector, area, centre))
     return volumes, centroids, facets
 
 
@@ -130,8 +135,14 @@ def mesh_cells(mesh):
     """(tdim, points (N, d), blocks): the cells of the mesh's highest dimension
     as blocks (meshio type, node numbers (c, n) in basix's node order), in the
     mesh's order; a 2D mesh's points in the plane."""
-    tdim = max(_dimension(block.type) for block in mesh.cells)
+    if not any(len(block.data) for block in mesh.cells):
+        raise MeshError("the mesh has no cells")
+    tdim = max(_dimension(block.type) for block in mesh.cells if len(block.data))
     points = numpy.asarray(mesh.points, dtype=float)
+    finite = numpy.isfinite(points).all(axis=1)
+    if not finite.all():
+        node = int(numpy.flatnonzero(~finite)[0])
+        raise MeshError(f"node {node} has the coordinates {points[node].tolist()}: every node must be finite")
     if tdim == 2 and points.shape[1] == 3:
         if not numpy.allclose(points[:, 2], 0.0):
             raise MeshError("a surface mesh in 3D space: 2D meshes must lie in the plane z = 0")

@@ -32,7 +32,7 @@ from petsc_ext.options import Option, OptionError, option_defaults, read_options
 
 from . import checkpoint
 from .boundary import OPTION as BOUNDARY_OPTION
-from .boundary import conditions_by_tag, conditions_from_options, walls_at_rest
+from .boundary import BoundaryError, conditions_by_tag, conditions_from_options, walls_at_rest
 from .box import dmda_partition, partition_geometry
 from .integrator import FractionalStep, StepFailure
 from .matrices import FlowMatrices
@@ -150,6 +150,7 @@ class FlowSolver:
             self.boundary_conditions = self._conditions(boundary_conditions, prefix)
             self.operators = FlowOperators(geometry, nu, self.boundary_conditions,
                                            assembly_module(self.assembly, mat_type), self.nonorthogonal)
+            self._check_mass_balance()
         implicit = self.diffusion == "implicit"
         with self.set_up_stage("matrices"):
             self.matrices = FlowMatrices(self.operators, comm, mat_type, implicit_diffusion=implicit,
@@ -201,6 +202,18 @@ class FlowSolver:
                             f"wall, wall:<velocity>, inflow:<velocity>, outflow, outflow:<pressure>, slip (groups: "
                             f"{groups})", comm=self.comm)
         return conditions_by_tag(g, conditions_from_options(g, conditions, prefix))
+
+    def _check_mass_balance(self):
+        """A closed domain (no outflow) whose inflows bring a net flux at the
+        start cannot stay divergence-free: refused, on every rank."""
+        if self.operators.has_outflow:
+            return
+        flux = self.operators.boundary_values(0.0)[self.operators.dim]
+        net, total = self.mpi.allreduce(numpy.array([flux.sum(), abs(flux).sum()]), op=MPI.SUM)
+        if abs(net) > 1e-12 * total:
+            raise BoundaryError(f"the inflow groups carry a net flux of {-net:.6g} into a domain with no outflow "
+                                "group: the velocity cannot be divergence-free (give an outflow, e.g. "
+                                "-flow_bc_<group> outflow, or inflows that balance)")
 
     def describe_conditions(self):
         """One line: each boundary group and its condition."""
@@ -336,7 +349,8 @@ class FlowSolver:
             self.stepper.project(state)
         if self.restart_file:
             extra = checkpoint.load(self.restart_file, self.mpi, self.operators, state, self.xp)
-            self._momentum_dt = extra.get("momentum_dt") or None
+            if self.momentum_ksp is not None:  # implicit diffusion: its matrix as it was (explicit keeps none)
+                self._momentum_dt = extra.get("momentum_dt") or None
             if self._momentum_dt:
                 self.matrices.set_momentum_dt(self._momentum_dt)
             PETSc.Sys.Print(f"flow: restarted from {self.restart_file} at step {state.step}, t = {state.t:.6g}",

@@ -1,0 +1,27 @@
+"""Work done on one rank whose outcome every rank must learn: a failure on
+rank 0 (a missing gmsh, a malformed file) becomes one error on every rank,
+never a rank raising while the others wait for it in a collective call."""
+
+
+class RankZeroError(RuntimeError):
+    """What went wrong on rank 0, raised on every rank."""
+
+
+def on_rank_zero(comm, work):
+    """``work()`` run on rank 0 of ``comm`` (mpi4py), its result broadcast to
+    every rank; an exception there is a RankZeroError on every rank. Collective."""
+    result, problem = None, ""
+    if comm.rank == 0:
+        try:
+            result = work()
+        except Exception as exc:  # any failure must reach every rank, not leave them waiting
+            problem = f"{type(exc).__name__}: {exc}"
+    result, problem = comm.bcast((result, problem), root=0)
+    if problem:
+        raise RankZeroError(problem)
+    return result
+
+
+def exit_with(comm, message):
+    """Leave the program on every rank with status 1, ``message`` printed once (by rank 0)."""
+    raise SystemExit(message if comm.rank == 0 else 1)
