@@ -1,7 +1,7 @@
 """What every benchmark script shares: timers, the copy-bandwidth ceiling, run
 metadata, the printed table and the JSON file.
 
-Timings follow DESIGN.md: warm-up first, then the median of repeated batches;
+Timings follow docs/design.md: warm-up first, then the median of repeated batches;
 device work is timed with CUDA events, whole PETSc calls by the wall clock
 after a device synchronize.
 """

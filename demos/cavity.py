@@ -39,7 +39,7 @@ from petsc4py import PETSc  # noqa: E402
 import plugin  # noqa: E402,F401  (registers gpusell, ainv, cacg)
 from petsc_ext.device import gpu_available  # noqa: E402
 from petsc_ext.matrices import dm_mat_type  # noqa: E402
-from petsc_ext.options import OptionError, OptionsReader, option_defaults  # noqa: E402
+from petsc_ext.options import OptionError, OptionsReader, help_requested, option_defaults  # noqa: E402
 from plugin.flow import ghia, output  # noqa: E402
 from plugin.flow.boundary import BoundaryError, Wall  # noqa: E402
 from plugin.flow.box import dmda_partition  # noqa: E402
@@ -87,7 +87,7 @@ def main():
                     f"{solvers_line(solver)}")
     state = run(solver)
     if state is None:
-        return 1
+        return 0 if help_requested() else 1
     comm = da.getComm().tompi4py()
     partition = dmda_partition(da)
     u = output.natural_field(comm, partition, solver.xp, state.u)
@@ -116,7 +116,10 @@ def solvers_line(solver):
 
 
 def run(solver):
-    """The run from -flow_restart or rest to its end, its timing printed; None after a blow-up (reported)."""
+    """The run from -flow_restart or rest to its end, its timing printed; None after a blow-up (reported)
+    or with -help (the options listed, nothing run)."""
+    if help_requested():
+        return None
     try:
         state = solver.run(solver.initial_state())
     except FlowBlowUp as exc:
@@ -161,7 +164,7 @@ def run_on_mesh(path, re, directory, partitioner):
               f"ranks, {solvers_line(solver)}")
     state = run(solver)
     if state is None:
-        return 1
+        return 0 if help_requested() else 1
     fields = [output.mesh_field(mpi, geometry, solver.xp, a) for a in (state.u, state.p)]
     if mpi.rank == 0:
         report_on_mesh(path, re, directory, parts.mesh, parts.whole, solver.boundary_conditions, state, *fields)

@@ -43,7 +43,7 @@ petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, ainv, cacg)
-from petsc_ext.options import OptionError, OptionsReader, option_defaults  # noqa: E402
+from petsc_ext.options import OptionError, OptionsReader, help_requested, option_defaults  # noqa: E402
 from plugin.flow import output  # noqa: E402
 from plugin.flow.boundary import BoundaryError, Inflow, Outflow, Wall  # noqa: E402
 from plugin.flow.box import box_geometry, dmda_partition  # noqa: E402
@@ -164,6 +164,8 @@ def _run_level(case, path, h, nu, kovasznay, mat_type, partitioner, comm, direct
     g = solver.geometry
     PETSc.Sys.Print(f"channel: {case}, level {level}: {g.num_global_cells} cells ({'DMDA box' if box else path}) on "
                     f"{mpi.size} ranks; {solver.describe_conditions()}")
+    if help_requested():
+        raise SystemExit(0)  # the options are listed: nothing to run
     start = kovasznay.velocity(g.centroids).T if case == "kovasznay" else None
     try:
         state = solver.run(solver.initial_state(start, project=start is not None))

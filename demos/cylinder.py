@@ -40,7 +40,7 @@ petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, gpuamg, ...)
-from petsc_ext.options import OptionError, OptionsReader, option_defaults  # noqa: E402
+from petsc_ext.options import OptionError, OptionsReader, help_requested, option_defaults  # noqa: E402
 from plugin.flow import output  # noqa: E402
 from plugin.flow.boundary import BoundaryError, Inflow, Outflow, Wall  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
@@ -202,7 +202,8 @@ def run(name, case, path, mat_type, partitioner, comm, directory):
                   "cylinder": Wall()}
     check_groups(parts.geometry.boundary_names)  # before the solver, which would refuse conditions on no group
     defaults = {**(STEADY if case.steady else UNSTEADY), "flow_t_end": case.t_end,
-                "flow_velocity_scale": case.peak}
+                "flow_velocity_scale": case.peak,
+                **({"flow_checkpoint_file": os.path.join(directory, "flow_checkpoint.h5")} if directory else {})}
     with option_defaults("", defaults):
         solver = FlowSolver(parts.geometry, comm, mat_type, NU, conditions)
     check_mesh(solver, case)
@@ -217,6 +218,8 @@ def run(name, case, path, mat_type, partitioner, comm, directory):
         F, p = force(state), pressure(state)
         rows.append((state.t, scale * F[0], scale * F[1], p[0] - p[1]))
 
+    if help_requested():
+        raise SystemExit(0)  # the options are listed: nothing to run
     start = time.perf_counter()
     state = solver.initial_state()
     earlier = _earlier_run(directory, state.t, mpi) if solver.restart_file else ([], 0.0)

@@ -25,7 +25,7 @@ from petsc4py import PETSc  # noqa: E402
 import plugin  # noqa: E402,F401  (registers gpusell, ainv, cacg)
 from gpu_mats.backend import to_host  # noqa: E402
 from petsc_ext.device import gpu_available  # noqa: E402
-from petsc_ext.options import OptionsReader  # noqa: E402
+from petsc_ext.options import OptionsReader, help_requested  # noqa: E402
 from plugin.flow.solver import CPU_NOTICE, FlowSolver  # noqa: E402
 
 LENGTHS = (2 * numpy.pi, 2 * numpy.pi)
@@ -45,6 +45,8 @@ def errors(n, nu):
     da.setFromOptions()
     da.setUp()
     solver = FlowSolver.from_dmda(da, LENGTHS, nu)
+    if help_requested():
+        raise SystemExit(0)  # the options are listed: nothing to run
     g = solver.geometry
     x, y = g.centroids.T
     state = solver.run(solver.initial_state(exact(x, y, 0.0, nu)[0]))

@@ -47,30 +47,27 @@ from .stencil import StencilMatrix, TensorTransfer
 # default degree 2, 0.2 saved an iteration at 96^3 and on the 27-point test problem, and cost none with degree 3.
 CHEBYSHEV_FRACTION, CHEBYSHEV_SAFETY = 0.2, 1.1
 LANCZOS_STEPS = 10
-# Smoothing steps before and after the coarse correction: 2 solved 256^3 to rtol 1e-8 in 11 CG iterations and
-# 67.8 ms where 3 took 10 and 82.9 ms on the H200, and was faster at 64^3, 128^3 and on the sphere (BENCHMARKS.md).
+# Smoothing steps before and after the coarse correction: 2 cost one more CG iteration than 3 and less time
+# at every size measured (BENCHMARKS.md).
 DEGREE = 2
 # Strength threshold: 0.02 keeps the distance-2 sets of the Galerkin levels (long stencils of weak
 # entries) from coarsening 70-fold, which grew the iterations with the levels (BENCHMARKS.md).
 THRESHOLD = 0.02
 # Coarse operators sparsified: off-diagonal entries below this fraction of the smaller of their row's and
-# column's largest go to the diagonal. 0.2 kept the CG iterations (9 at 64^3, 10 at 128^3, 12 on the 2M-cell
-# tetrahedral sphere, CPU; 10 instead of 11 at 256^3) and took the operator complexity from 1.45 to 1.28 (box)
-# and 1.71 to 1.42 (sphere); the 256^3 solve went from 59.5 to 51.0 ms on an H200; 0.3 cost the sphere 3
-# iterations (BENCHMARKS.md).
+# column's largest go to the diagonal. 0.2 kept the CG iterations and lowered the operator complexity below
+# 1.5 on the box and the tetrahedral sphere; 0.3 cost the sphere iterations (BENCHMARKS.md).
 SPARSIFY = 0.2
 AGGREGATIONS = ("mis2", "pairwise")
 CYCLES = ("v", "k")
 SMOOTHERS = ("chebyshev", "l1jacobi")
 DENSE_LIMIT = 5000  # rows of the largest coarsest level solved densely
 # Singular values of the coarsest matrix below this (relative to its largest) are its null space: the Galerkin
-# matrix of an all-Neumann problem has one at the rounding of its products, 1e-15 to 1e-14, which pinv's default
-# cut-off of 1e-15 sometimes inverted (BENCHMARKS.md, gpuamg's sixth part); a coarsest level of a few thousand rows
-# of a nonsingular problem keeps its smallest at 1e-3 or above.
+# matrix of an all-Neumann problem has one at the rounding of its products, which pinv's default cut-off of
+# 1e-15 sometimes inverted; a coarsest level of a few thousand rows of a nonsingular problem keeps its
+# smallest far above.
 COARSEST_RCOND = 1e-10
 # Levels of fewer rows have their operator multiplied a warp per row in the cycle (WarpRows): a thread per
-# row fills an H200's 132 SMs from about 270k rows, and at 256^3 the SELL products of the levels of 40,852
-# and 1,099 rows (100 and 150 entries a row) took 0.6 ms of a 4.7 ms cycle (BENCHMARKS.md).
+# row fills a Hopper GPU's SMs only from about 270k rows, and small coarse levels have long rows.
 WARP_ROWS = 2**18
 GALERKIN_PRODUCTS = 2**26  # multiply-adds of R A per block of a Galerkin product (_galerkin)
 SYMMETRY_TOLERANCE = 1e-10  # ||A - A^T||_F / ||A||_F: rounding, not a nonsymmetric discretization
@@ -199,9 +196,8 @@ class WarpRows:
     """A CSR matrix, values in the hierarchy's type, multiplied by a warp or
     part of one per row (the csr kernel family): the restrictions R = P^T, whose coarse rows
     gather an aggregate and its neighbours, hundreds of entries that SELL's
-    thread per row leaves to a few threads (1.34 ms of a 7.2 ms cycle at
-    256^3), and the operators of levels too small to fill the GPU a thread
-    per row (WARP_ROWS)."""
+    thread per row leaves to a few threads, and the operators of levels too
+    small to fill the GPU a thread per row (WARP_ROWS)."""
 
     def __init__(self, M, value_dtype, xp):
         self.shape = M.shape
@@ -677,8 +673,7 @@ def _galerkin(R, A, P, products=GALERKIN_PRODUCTS):
     """R A P, sorted and summed, over blocks of R's rows of at most about
     ``products`` multiply-adds in R A each (the block's (R A) P takes a few
     times more): cuSPARSE's SpGEMM buffers grow with them, and the 256^3 flow
-    driver's first Galerkin product in one piece asked for 15.3 GB more than
-    an 80 GB H100 had left."""
+    driver's first Galerkin product in one piece did not fit on an 80 GB H100."""
     xp = array_module(A.data)
     rows = R.shape[0]
     done = xp.zeros(R.nnz + 1, dtype=xp.int64)  # multiply-adds of R A before each entry of R

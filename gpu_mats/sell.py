@@ -21,7 +21,7 @@ from .backend import array_module
 
 INT32_MAX = 2**31 - 1
 DEFAULT_SLICE_HEIGHT = 32
-# Chosen from benchmarks/spmv.py (BENCHMARKS.md, "sort window"): on the
+# Chosen from benchmarks/spmv.py (BENCHMARKS.md, "Slice height and sort window"): on the
 # stencil and tetrahedral matrices sorting gained nothing measurable.
 DEFAULT_SIGMA = 1
 VALUE_DTYPES = {"float64": numpy.float64, "float32": numpy.float32}

@@ -16,9 +16,8 @@ eigenvalue of constants (no Dirichlet side) is left out: the pseudo-inverse.
 The cosine transforms are computed from real FFTs of the reordered data
 (Makhoul, "A fast cosine transform in one and two dimensions", IEEE Trans.
 Acoust. Speech Signal Process. 28, 1980), numpy.fft on the host and
-cupy.fft (cuFFT) on the GPU, on the same array code: at 256^3 the
-solve with cupyx.scipy.fft's dctn and idctn took 6.9 ms on an H200, where
-one real FFT and its inverse take 0.7 (BENCHMARKS.md, gpuamg's sixth part).
+cupy.fft (cuFFT) on the GPU, on the same array code: cupyx.scipy.fft's
+dctn and idctn took several times as long as a real FFT and its inverse.
 """
 
 import numpy

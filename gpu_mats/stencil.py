@@ -1,10 +1,9 @@
 """A box's constant-coefficient operator and its grid transfers, applied
 from the grids instead of read from matrices: on a uniform box the pressure
 Laplacian of every geometric level has one coupling per axis, so a product
-needs only x and the diagonal (at 256^3 the 7-point SELL product reads 68
-bytes a row with float32 values, the stencil 28: BENCHMARKS.md, gpuamg's
-fourth part), and the linear interpolation between two grids is a tensor
-product of one small operator per axis.
+needs only x and the diagonal (the 7-point SELL product reads 68 bytes a
+row with float32 values, the stencil 28), and the linear interpolation
+between two grids is a tensor product of one small operator per axis.
 
 ``StencilMatrix.from_csr`` and ``TensorTransfer.between`` recognize them in
 CSR, cells numbered x fastest, or say they are not such; the array code runs

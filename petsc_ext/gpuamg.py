@@ -41,8 +41,8 @@ class AggregationMultigridPC(PythonPC):
         Option("pc_gpuamg_passes", "passes", 2, "pairwise: matchings per level (aggregates of about 2^passes "
                "rows)", low=1, high=5, view="{} passes", applies=("aggregation", ("pairwise",))),
         Option("pc_gpuamg_mis2_pairs", "mis2_pairs", 0, "mis2: pairwise matchings of the finest level's aggregates "
-               "(each halves the first coarse level; 1 took the 2M-tetrahedron sphere's operator complexity from "
-               "1.71 to 1.32 at 16 CG iterations instead of 12 with -pc_gpuamg_sparsify 0, BENCHMARKS.md)", low=0, high=3,
+               "(each halves the first coarse level: a lower operator complexity for more CG iterations)", low=0,
+               high=3,
                view="{} pairings of the finest aggregates", applies=("aggregation", ("mis2",))),
         Option("pc_gpuamg_sparsify", "sparsify", SPARSIFY, "coarse operators: drop the Galerkin products' "
                "off-diagonal entries below this fraction of the smaller of their row's and column's largest, "

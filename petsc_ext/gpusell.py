@@ -60,12 +60,12 @@ _aij_operations = {}  # "seqaij"/"mpiaij" -> {MatOperation: AIJ's own function},
 OPTIONS = (
     Option("mat_gpusell_slice_height", "slice_height", DEFAULT_SLICE_HEIGHT, "rows per slice C", low=1, high=1024),
     Option("mat_gpusell_sigma", "sigma", DEFAULT_SIGMA, "sort rows by length within windows of sigma rows (1 keeps "
-           "the natural order, fastest in BENCHMARKS.md)", low=1, high=INT32_MAX),
+           "the natural order, the fastest measured)", low=1, high=INT32_MAX),
     Option("mat_gpusell_value_type", "value_type", "float64", "precision of the stored values (vectors stay "
            "float64)", choices=tuple(VALUE_DTYPES)),
     Option("mat_gpusell_stencil", "stencil", True, "on one rank, where the application gives the box the rows "
            "are the cells of (set_grid: the flow driver on a DMDA box), multiply a constant-coefficient 7-point "
-           "matrix from the grid, reading no matrix (the 256^3 pressure MatMult: BENCHMARKS.md)"),
+           "matrix from the grid, reading no matrix"),
     Option("mat_gpusell_halo", "halo_transport", "auto", "in parallel, the halo exchange: nccl between GPUs on a "
            "stream of its own, overlapped with the owned-column product; mpi through host memory; auto: NCCL for "
            "GPU data when CuPy has it (else MPI, with a notice)", choices=TRANSPORTS),
@@ -227,8 +227,8 @@ class GpuSellMat:
 
     def mult(self, x, y, z=None, transpose=False):
         """y = A x + z (z None: y = A x); the vectors are PETSc handles. Every
-        MatMult comes here, so it is kept lean (BENCHMARKS.md, "Python
-        overhead per MatMult")."""
+        MatMult comes here, so it is kept lean (BENCHMARKS.md, "The cost of
+        a call")."""
         if self.states() != self._state:
             self.update()
         rows, cols = self.local.shape[::-1] if transpose else self.local.shape

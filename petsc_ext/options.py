@@ -18,6 +18,11 @@ from petsc4py import PETSc
 from . import libpetsc as lp
 
 
+def help_requested():
+    """-help was given: a program lists its options as it reads them, then stops before its work."""
+    return PETSc.Options().hasName("help")
+
+
 @contextlib.contextmanager
 def option_defaults(prefix, values):
     """``-<prefix>name value`` for each item as a default, for the length of a

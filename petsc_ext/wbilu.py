@@ -101,8 +101,7 @@ class WavefrontBlockILU(PythonPC):
         self.factors = None
 
     def _schedule(self, bs):
-        # auto: the persistent sweeps were the fastest at every size measured,
-        # 14^3 to 128^3 block rows (H200, BENCHMARKS.md)
+        # auto: the persistent sweeps were the fastest at every size measured (BENCHMARKS.md)
         if self.schedule == "persistent" and bs > PERSISTENT_MAX_BLOCK_SIZE and self.xp is not numpy:
             raise ValueError(f"-pc_wbilu_schedule persistent needs a block size of at most "
                              f"{PERSISTENT_MAX_BLOCK_SIZE} (the matrix has {bs}); use launch or graph")

@@ -1,8 +1,9 @@
-"""Writes the README's option tables from the types' own option tables.
+"""Writes the documents' option tables from the types' own option tables.
 
-Each table stands in README.md between ``<!-- options: NAME -->`` and
-``<!-- end options -->``; tests/test_readme.py checks that they agree with
-the code. Run after changing an option:
+Each table stands in docs/options.md (the types) or docs/flow.md (the flow
+driver) between ``<!-- options: NAME -->`` and ``<!-- end options -->``;
+tests/test_readme.py checks that they agree with the code. Run after
+changing an option:
 
     python scripts/option_tables.py
 """
@@ -11,7 +12,7 @@ import pathlib
 import re
 import sys
 
-README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+DOCS = [pathlib.Path(__file__).resolve().parent.parent / "docs" / name for name in ("options.md", "flow.md")]
 HEADER = "| option | what it sets (default) |\n| --- | --- |"
 
 
@@ -47,5 +48,6 @@ def rewrite(text):
 
 
 if __name__ == "__main__":
-    README.write_text(rewrite(README.read_text()))
+    for path in DOCS:
+        path.write_text(rewrite(path.read_text()))
     sys.exit(0)

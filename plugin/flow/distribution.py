@@ -180,7 +180,7 @@ def _distributed(comm, found):
     partitioner.setType(PETSc.Partitioner.Type.SHELL)
     partitioner.setShellPartition(comm.size, numpy.bincount(owner, minlength=comm.size).astype(PETSc.IntType),
                                   numpy.argsort(owner, kind="stable").astype(PETSc.IntType))
-    # Own cells first, then the overlap: DMPlexDistribute with an overlap in one call was 3x slower.
+    # Own cells first, then the overlap: DMPlexDistribute with an overlap in one call was slower.
     for step in (lambda: dm.distribute(overlap=0), lambda: dm.distributeOverlap(1)):
         dm.setBasicAdjacency(True, False)  # finite volumes: cells next to a cell through its cone
         migration = step()

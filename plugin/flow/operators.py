@@ -211,7 +211,7 @@ class _CellPattern:
     def values(self, off, diagonal):
         """The values with ``off`` summed into the half-faces' entries and
         ``diagonal`` (one per row) into the diagonal."""
-        data = self.xp.bincount(self.off, off, self.nnz)
+        data = self.xp.bincount(self.off, off, self.nnz).astype(float, copy=False)  # no faces: NumPy gives ints
         data[self.diagonal] += diagonal
         return data
 

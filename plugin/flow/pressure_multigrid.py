@@ -4,7 +4,7 @@ PETSc's PCMG, with the grids, interpolations and level operators built here.
 The DMDA's own coarsening does not fit cell-centred unknowns well: its Q0
 interpolation with Galerkin coarse operators makes each coarse operator twice
 too stiff, and it halves every axis even where the cells are anisotropic
-(BENCHMARKS.md: 2.5 to 3.6x gamg's iterations on the 1 x 1 x 2 cavity).
+(several times gamg's iterations on the 1 x 1 x 2 cavity).
 Here instead, as in cell-centred geometric multigrid codes:
 
 * semi-coarsening: only the axes whose cells are the thinnest (within a

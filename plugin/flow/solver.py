@@ -145,6 +145,10 @@ class FlowSolver:
                                         comm, lambda option, chosen: option.default).items():
             setattr(self, attr, value)
         self.geometry = geometry
+        folder = os.path.dirname(os.path.abspath(self.checkpoint_file))
+        if self.checkpoint_every and not os.path.isdir(folder):  # refused now, not at the first write
+            raise OptionError(f"-{prefix}flow_checkpoint_file {self.checkpoint_file}: the directory {folder} does "
+                              "not exist")
         self.setup_seconds = {}  # stage -> seconds of this constructor (set_up_stage); from_dmda adds its own
         with self.set_up_stage("operators"):
             self.boundary_conditions = self._conditions(boundary_conditions, prefix)
@@ -246,15 +250,12 @@ class FlowSolver:
         ksp.setTolerances(rtol=1e-8)
         ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
         geometric = self._pressure_levels() == "geometric"
-        # gpuamg's hierarchy in float32, the same iterations (BENCHMARKS.md, gpuamg's fifth and sixth parts): the
-        # box's levels, the 256^3 cavity at 27.61 against 28.58 ms per step in float64; the aggregation, 54.19
-        # against 61.04, and the 2M-tetrahedron sphere's Poisson solve in 9.5 against 10.2 ms
+        # gpuamg's hierarchy in float32: the same iterations in less time (BENCHMARKS.md)
         with option_defaults(prefix, {"pc_gpuamg_value_type": "float32"}):
             ksp.setFromOptions()
         if ksp.getType() == PETSc.KSP.Type.CG and not PETSc.Options().hasName(f"{prefix}ksp_norm_type"):
             # rtol on ||b - A q|| / ||b||, the discrete divergence left: PETSc's default for a nonzero
-            # guess, ||B b|| with B the preconditioner, costs one more cycle per solve (the 256^3 cavity:
-            # 28.36 against 33.50 ms per step, 6.1 against 6.0 iterations; BENCHMARKS.md)
+            # guess, ||B b|| with B the preconditioner, costs one more cycle per solve
             ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
         pc = ksp.getPC()
         if pc.getType() == PETSc.PC.Type.MG:
@@ -285,21 +286,15 @@ class FlowSolver:
 
     def _pressure_levels(self):
         """-flow_pressure_levels, auto resolved: geometric on a DMDA box on one
-        rank (the 256^3 cavity at 27.6 ms per step against the aggregation's
-        64.8; set-up 9-14 s of host work against 0.1 s), else algebraic."""
+        rank (faster per step, at seconds of host set-up), else algebraic."""
         if self.pressure_levels != "auto":
             return self.pressure_levels
         return "geometric" if self._box_on_one_rank() else "algebraic"
 
     def _pressure_pc_default(self):
         """Under cg, the fastest pressure preconditioner measured for the matrices
-        (BENCHMARKS.md, "gpuamg in the flow driver" and gpuamg's sixth part):
-        gamg on host AIJ; on the project's and GPU matrices boxfft on a 3D box
-        it inverts (the 256^3 cavity at 13.5 ms per step against gpuamg's 26.4
-        on the box's levels; 128^3 at 4.66 against 5.00), else gpuamg. On a
-        mesh gpuamg takes 43.4 ms per step of 2M tetrahedra (cacg + ainv 189.5,
-        gamg 4285); on a 2D box the 128^2 cavity at 2.89 ms per step (boxfft
-        3.77, the box's mg 6.43)."""
+        (BENCHMARKS.md): gamg on host AIJ; on the project's and GPU matrices
+        boxfft on a 3D box it inverts, else gpuamg."""
         if self._petsc_defaults():
             return "gamg"
         return "boxfft" if self._transformable_box() else "gpuamg"
@@ -307,8 +302,7 @@ class FlowSolver:
     def _transformable_box(self):
         """Whether the pressure matrix is a 3D box's Laplacian that boxfft inverts: a DMDA box on one rank, its
         sides walls or periodic (an outflow holds the pressure), the compact Laplacian (a 7-point stencil). In
-        2D gpuamg is faster: the 128^2 cavity at 2.89 ms per step against boxfft's 3.77 (its transforms' kernel
-        launches, on 16,384 cells; BENCHMARKS.md)."""
+        2D gpuamg is faster (the transforms' kernel launches outweigh their work on small grids)."""
         return (self._box_on_one_rank() and not self.operators.has_outflow
                 and self.pressure_laplacian == "compact" and len(self.multigrid.grids[0].shape) == 3)
 
@@ -371,10 +365,11 @@ class FlowSolver:
         if self.fixed_dt:
             dt = self.fixed_dt
         else:
-            limits = [self.cfl / (rate if rate > 0 else self.velocity_scale * self.unit_rate)]
+            rate = rate if rate > 0 else self.velocity_scale * self.unit_rate
+            limits = [self.cfl / rate] if rate > 0 else []  # none on a grid without interior faces (one cell)
             if self.diffusion == "explicit" and self.diffusion_rate > 0:
                 limits.append(self.fourier / self.diffusion_rate)
-            dt = min(limits)
+            dt = min(limits, default=self.t_end - state.t)
             if state.dt_old:
                 dt = min(dt, _GROWTH[self.diffusion] * state.dt_old)  # the extrapolation stays smooth
             held = self._momentum_dt

@@ -14,11 +14,8 @@ LANES = (4, 8, 16, 32)  # threads per row compiled
 
 def lanes(rows, nnz):
     """Threads per row, from 4 to 32: the fewest that take at most 3 entries
-    each. Measured on an H200 (BENCHMARKS.md): a box's restriction, 16
-    entries a row, ran 3.2x faster on 8 lanes than on a warp; the finest
-    restriction of the 256^3 aggregation (38.8 entries a row) took 0.372,
-    0.275, 0.292 and 0.361 ms on 32, 16, 8 and 4 lanes, the tetrahedral
-    sphere's (21.0 a row) 0.061, 0.037, 0.034 and 0.032 ms."""
+    each, the fastest rule measured on restrictions of 16 to 230 entries a
+    row (BENCHMARKS.md)."""
     mean = nnz / max(rows, 1)
     return next((count for count in LANES if 3 * count >= mean), LANES[-1])
 

@@ -46,11 +46,11 @@ class _VectorProduct:
     """The single-vector product of one matrix, replayed as a CUDA graph per
     set of vectors and scalars.
 
-    A kernel launch costs about 10 us of host time on the H200 machine
-    (cuLaunchKernel alone, with its arguments prebuilt as C values; CuPy's
-    launch, which converts all thirteen arguments at every call, more),
-    while the replay of a one-kernel graph costs less than the kernel takes
-    on a 16^3 matrix (BENCHMARKS.md, "Python overhead per MatMult"). Solvers
+    A kernel launch costs more host time (cuLaunchKernel alone, with its
+    arguments prebuilt as C values; CuPy's launch, which converts all
+    thirteen arguments at every call, more) than a small matrix's kernel
+    takes on the GPU, while the replay of a one-kernel graph costs less
+    (BENCHMARKS.md, "The cost of a call"). Solvers
     call the product on a few vectors over and over, so the graphs of the
     last ``GRAPHS_KEPT`` (x, y, z, alpha, beta) are kept. While a stream is
     being captured (a caller's own graph) the kernel is launched directly.
