@@ -50,7 +50,7 @@ def set_options(prefix, text):
 
 
 def measure(solver, state, prefix, warmup, steps):
-    ksp = solver.pressure_solver(prefix)
+    ksp = solver.solvers.pressure_ksp(prefix)
     solver.pressure_ksp.destroy()
     solver.pressure_ksp = solver.stepper.pressure_ksp = ksp
     setup = harness.seconds(ksp.setUp)

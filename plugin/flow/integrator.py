@@ -137,8 +137,7 @@ class FractionalStep:
         self.gradient, self.w = xp.empty(self.shape), xp.empty(faces)
         self.cell_scratch, self.face_scratch, self.q_guess = xp.empty(n), xp.empty(faces), xp.empty(n)
         self.boundary = BoundarySources(ops, xp)
-        self.slip = getattr(m, "slip", None)
-        self.nonorthogonal = getattr(m, "nonorthogonal", None)
+        self.slip, self.nonorthogonal = m.slip, m.nonorthogonal
         self.volumes = xp.asarray(ops.volumes)
         self.inverse_volume = 1.0 / self.volumes
         self.weight = xp.empty(n)

@@ -45,8 +45,10 @@ DEVICE_COO_TYPES = ("aijcusparse", "seqaijcusparse", "mpiaijcusparse")
 class FlowMatrices:
     """The matrices of one FlowOperators on ``comm``, and their array products:
     ``Ms``, ``Gamma``, ``Gs``, ``G``, ``C``, ``K`` (the explicit part of
-    diffusion: D, or D/2 with Crank-Nicolson), ``flux_rate`` and ``E``, each
-    called as ``product(x, y)`` for y = A x or ``product(x, y, z)`` for A x + z."""
+    diffusion: D, or D/2 with Crank-Nicolson), ``flux_rate`` and ``E``, and
+    where the boundary or the options ask for them ``slip`` and
+    ``nonorthogonal`` (else None), each called as ``product(x, y)`` for
+    y = A x or ``product(x, y, z)`` for A x + z."""
 
     def __init__(self, ops, comm, mat_type, implicit_diffusion=False, pressure_laplacian="compact",
                  nonorthogonal=False):
@@ -81,12 +83,17 @@ class FlowMatrices:
         self._values = value_target(self.mats.operator("C"))
         E = self._storage_order(ops.E_C)
         self.mats.add("E", (E, faces, "E_C (in C's storage order)"))
-        for name in self.mats:
-            setattr(self, name, matrix_product(self.mats.operator(name), self.xp, self.vecs))
+        self.Ms, self.Gamma, self.Gs, self.G = map(self._product, ("Ms", "Gamma", "Gs", "G"))
+        self.K, self.flux_rate, self.C, self.E = map(self._product, ("K", "flux_rate", "C", "E"))
+        self.slip, self.nonorthogonal = map(self._product, ("slip", "nonorthogonal"))
         self.momentum = self._momentum() if implicit_diffusion else None
         self._outflow = self.xp.asarray(ops.open_faces)
         self._convected = self.xp.empty(faces) if len(ops.open_faces) else None
         self.outflow_pressure = self._outflow_pressure(pressure_laplacian)
+
+    def _product(self, name):
+        """The array product of the loop operator ``name``; None where there is none."""
+        return matrix_product(self.mats.operator(name), self.xp, self.vecs) if name in self.mats else None
 
     def _mat(self, matrix, local_columns, name, prefix=None, operator=None):
         """The Mat of an operator (scipy, or cupyx where the operators were
@@ -256,6 +263,9 @@ class _LoopMatrices(Mapping):
         if name not in self._made:
             self._made[name] = self._matrices._mat(*self._specs[name], operator=self._operators[name])
         return self._made[name]
+
+    def __contains__(self, name):  # without making the Mat, as Mapping's would
+        return name in self._specs
 
     def __iter__(self):
         return iter(self._specs)

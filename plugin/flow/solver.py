@@ -28,13 +28,14 @@ from gpu_mats.backend import cupy_status
 from petsc_ext import gpusell
 from petsc_ext.device import gpu_available
 from petsc_ext.matrices import dm_mat_type
-from petsc_ext.options import Option, OptionError, option_defaults, read_options
+from petsc_ext.options import Option, OptionError, read_options
 
 from . import checkpoint
 from .boundary import OPTION as BOUNDARY_OPTION
 from .boundary import BoundaryError, conditions_by_tag, conditions_from_options, walls_at_rest
 from .box import dmda_partition, partition_geometry
 from .integrator import FractionalStep, StepFailure
+from .linear_solvers import LinearSolvers
 from .matrices import FlowMatrices
 from .operators import FlowOperators
 from .pressure_multigrid import PressureMultigrid
@@ -164,12 +165,14 @@ class FlowSolver:
                 self.matrices.poisson.setNullSpace(nullspace)
                 self.matrices.poisson.setTransposeNullSpace(nullspace)  # KSPSolve projects the rhs onto the range
         self.multigrid = pressure_multigrid
-        if self._box_on_one_rank() and self.matrices.poisson.getType() == gpusell.SEQ_TYPE:
+        self.solvers = LinearSolvers(self.matrices, self.operators, pressure_multigrid, comm, self.pressure_levels,
+                                     self.pressure_laplacian)
+        if self.solvers.box_on_one_rank and self.matrices.poisson.getType() == gpusell.SEQ_TYPE:
             finest = pressure_multigrid.grids[0]  # the pressure's MatMult from the grid (-mat_gpusell_stencil)
             gpusell.context(self.matrices.poisson).set_grid(finest.shape, finest.periodic)
         with self.set_up_stage("solvers"):
-            self.pressure_ksp = self.pressure_solver()
-            self.momentum_ksp = self._momentum_ksp() if implicit else None
+            self.pressure_ksp = self.solvers.pressure_ksp()
+            self.momentum_ksp = self.solvers.momentum_ksp() if implicit else None
             self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp,
                                           extrapolate_pressure=self.pressure_guess == "extrapolated")
         self.xp = self.stepper.xp
@@ -234,104 +237,6 @@ class FlowSolver:
     def setup_report(self):
         """One line: the set-up stages and their seconds."""
         return ", ".join(f"{name} {seconds:.2f}" for name, seconds in self.setup_seconds.items())
-
-    def pressure_solver(self, prefix="pressure_"):
-        """The pressure KSP (options ``prefix``): cg to rtol 1e-8 of the true
-        residual, from the last pressure. With ``-pressure_pc_type mg``
-        its levels come from the geometry's grids (plugin.flow.pressure_multigrid
-        on a box, with the outflow sides' pressure held on every level): by
-        default all of them, Jacobi-preconditioned Chebyshev smoothing, SVD on
-        the coarsest grid."""
-        ksp = PETSc.KSP().create(comm=self.comm)
-        ksp.setOptionsPrefix(prefix)
-        ksp.setOperators(self.matrices.poisson)
-        ksp.setType("cg")
-        ksp.getPC().setType(self._pressure_pc_default())
-        ksp.setTolerances(rtol=1e-8)
-        ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
-        geometric = self._pressure_levels() == "geometric"
-        # gpuamg's hierarchy in float32: the same iterations in less time (BENCHMARKS.md)
-        with option_defaults(prefix, {"pc_gpuamg_value_type": "float32"}):
-            ksp.setFromOptions()
-        if ksp.getType() == PETSc.KSP.Type.CG and not PETSc.Options().hasName(f"{prefix}ksp_norm_type"):
-            # rtol on ||b - A q|| / ||b||, the discrete divergence left: PETSc's default for a nonzero
-            # guess, ||B b|| with B the preconditioner, costs one more cycle per solve
-            ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
-        pc = ksp.getPC()
-        if pc.getType() == PETSc.PC.Type.MG:
-            if self.multigrid is None:
-                raise OptionError(f"-{prefix}pc_type mg needs the grids of a DMDA box (FlowSolver.from_dmda); "
-                                  f"on this geometry use an algebraic multigrid such as -{prefix}pc_type gamg")
-            with option_defaults(prefix, {"pc_mg_levels": self.multigrid.depth}):
-                pc.setFromOptions()  # the level count first: -pc_mg_cycle_type and the like act on the levels
-            self.multigrid.attach(pc, self.matrices.poisson.getType(), self.operators.open_tags)
-        if pc.getType() == "boxfft":
-            self._need_box_on_one_rank(f"-{prefix}pc_type boxfft", "; use gpuamg")
-            finest = self.multigrid.grids[0]
-            pc.getPythonContext().set_box(finest.shape, finest.periodic)
-        if pc.getType() == "gpuamg" and geometric:
-            self._need_box_on_one_rank("-flow_pressure_levels geometric")
-            pc.getPythonContext().set_levels(*self.multigrid.array_levels(self.operators.open_tags))
-        return ksp
-
-    def _box_on_one_rank(self):
-        """Whether the geometry is a DMDA box (it has grids) held on one rank."""
-        return self.multigrid is not None and self.comm.getSize() == 1
-
-    def _need_box_on_one_rank(self, what, advice=""):
-        """An OptionError naming ``what`` where the geometry is not a DMDA box on one rank."""
-        if not self._box_on_one_rank():
-            raise OptionError(f"{what} needs the grids of a DMDA box on one rank (this run: "
-                              f"{'a mesh' if self.multigrid is None else 'several ranks'}){advice}")
-
-    def _pressure_levels(self):
-        """-flow_pressure_levels, auto resolved: geometric on a DMDA box on one
-        rank (faster per step, at seconds of host set-up), else algebraic."""
-        if self.pressure_levels != "auto":
-            return self.pressure_levels
-        return "geometric" if self._box_on_one_rank() else "algebraic"
-
-    def _pressure_pc_default(self):
-        """Under cg, the fastest pressure preconditioner measured for the matrices
-        (BENCHMARKS.md): gamg on host AIJ; on the project's and GPU matrices
-        boxfft on a 3D box it inverts, else gpuamg."""
-        if self._petsc_defaults():
-            return "gamg"
-        return "boxfft" if self._transformable_box() else "gpuamg"
-
-    def _transformable_box(self):
-        """Whether the pressure matrix is a 3D box's Laplacian that boxfft inverts: a DMDA box on one rank, its
-        sides walls or periodic (an outflow holds the pressure), the compact Laplacian (a 7-point stencil). In
-        2D gpuamg is faster (the transforms' kernel launches outweigh their work on small grids)."""
-        return (self._box_on_one_rank() and not self.operators.has_outflow
-                and self.pressure_laplacian == "compact" and len(self.multigrid.grids[0].shape) == 3)
-
-    def _petsc_defaults(self):
-        """The solvers start from PETSc's own (cg + gamg for the pressure,
-        gmres with PETSc's default PC for momentum) on host AIJ matrices, the
-        fastest measured on the CPU (README); from the project's (cg + gpuamg,
-        fgmres + ainv spai) on gpusell and GPU matrices."""
-        return self.matrices.poisson.getType() in (PETSc.Mat.Type.SEQAIJ, PETSc.Mat.Type.MPIAIJ)
-
-    def _momentum_ksp(self):
-        ksp = PETSc.KSP().create(comm=self.comm)
-        ksp.setOptionsPrefix("momentum_")
-        ksp.setOperators(self.matrices.momentum)
-        ksp.setType("gmres")
-        ksp.setTolerances(rtol=1e-10)
-        ksp.setInitialGuessNonzero(True)
-        if self._petsc_defaults():
-            ksp.setFromOptions()
-            return ksp
-        # FGMRES: right-preconditioned, its norm the true residual's, and a PCApply per iteration only, where
-        # gmres (left) also preconditions the initial residual and, for its stopping test from a nonzero guess,
-        # b (in a new vector): 4 PCApplies per solve instead of 6 on the 128^2 cavity
-        ksp.setType("fgmres")
-        ksp.getPC().setType("ainv")
-        # spai: D is symmetric, but Omega^-1 D need not be
-        with option_defaults("momentum_", {"pc_ainv_type": "spai"}):
-            ksp.setFromOptions()
-        return ksp
 
     # --- states ------------------------------------------------------------------
 

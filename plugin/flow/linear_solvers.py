@@ -1,0 +1,123 @@
+"""The flow driver's linear solvers: the pressure KSP and, with
+Crank-Nicolson diffusion, the momentum KSP, the types each starts from, and
+what a type asks of the geometry (a DMDA box's grids, one rank).
+
+Under cg the pressure takes the fastest preconditioner measured for its
+matrices (BENCHMARKS.md): gamg on host AIJ; on the project's and GPU
+matrices boxfft on a 3D box it inverts, else gpuamg (on a box on one rank
+cycling the box's own grids). The momentum solve is gmres with PETSc's
+default PC on host AIJ, else fgmres + ainv spai. Options under the prefixes
+``pressure_`` and ``momentum_`` change any of it.
+"""
+
+from petsc4py import PETSc
+
+from petsc_ext.options import OptionError, option_defaults
+
+
+class LinearSolvers:
+    """The KSPs of one flow: ``matrices`` (FlowMatrices), ``operators``
+    (FlowOperators), ``multigrid`` (a box's PressureMultigrid, None on a
+    mesh), ``comm``; ``pressure_levels`` and ``pressure_laplacian`` as the
+    -flow_ options give them."""
+
+    def __init__(self, matrices, operators, multigrid, comm, pressure_levels, pressure_laplacian):
+        self.matrices, self.operators, self.multigrid, self.comm = matrices, operators, multigrid, comm
+        self.pressure_levels, self.pressure_laplacian = pressure_levels, pressure_laplacian
+
+    @property
+    def box_on_one_rank(self):
+        """Whether the geometry is a DMDA box (it has grids) held on one rank."""
+        return self.multigrid is not None and self.comm.getSize() == 1
+
+    @property
+    def petsc_defaults(self):
+        """The solvers start from PETSc's own (cg + gamg for the pressure,
+        gmres with PETSc's default PC for momentum) on host AIJ matrices, the
+        fastest measured on the CPU; from the project's on gpusell and GPU
+        matrices."""
+        return self.matrices.poisson.getType() in (PETSc.Mat.Type.SEQAIJ, PETSc.Mat.Type.MPIAIJ)
+
+    def pressure_ksp(self, prefix="pressure_"):
+        """The pressure KSP (options ``prefix``): cg to rtol 1e-8 of the true
+        residual, from the last pressure. With ``-pressure_pc_type mg``
+        its levels come from the geometry's grids (plugin.flow.pressure_multigrid
+        on a box, with the outflow sides' pressure held on every level): by
+        default all of them, Jacobi-preconditioned Chebyshev smoothing, SVD on
+        the coarsest grid."""
+        ksp = PETSc.KSP().create(comm=self.comm)
+        ksp.setOptionsPrefix(prefix)
+        ksp.setOperators(self.matrices.poisson)
+        ksp.setType("cg")
+        ksp.getPC().setType(self._pressure_pc_default())
+        ksp.setTolerances(rtol=1e-8)
+        ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
+        # gpuamg's hierarchy in float32: the same iterations in less time (BENCHMARKS.md)
+        with option_defaults(prefix, {"pc_gpuamg_value_type": "float32"}):
+            ksp.setFromOptions()
+        if ksp.getType() == PETSc.KSP.Type.CG and not PETSc.Options().hasName(f"{prefix}ksp_norm_type"):
+            # rtol on ||b - A q|| / ||b||, the discrete divergence left: PETSc's default for a nonzero
+            # guess, ||B b|| with B the preconditioner, costs one more cycle per solve
+            ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+        pc = ksp.getPC()
+        if pc.getType() == PETSc.PC.Type.MG:
+            if self.multigrid is None:
+                raise OptionError(f"-{prefix}pc_type mg needs the grids of a DMDA box (FlowSolver.from_dmda); "
+                                  f"on this geometry use an algebraic multigrid such as -{prefix}pc_type gamg")
+            with option_defaults(prefix, {"pc_mg_levels": self.multigrid.depth}):
+                pc.setFromOptions()  # the level count first: -pc_mg_cycle_type and the like act on the levels
+            self.multigrid.attach(pc, self.matrices.poisson.getType(), self.operators.open_tags)
+        if pc.getType() == "boxfft":
+            self._need_box_on_one_rank(f"-{prefix}pc_type boxfft", "; use gpuamg")
+            finest = self.multigrid.grids[0]
+            pc.getPythonContext().set_box(finest.shape, finest.periodic)
+        if pc.getType() == "gpuamg" and self._pressure_levels() == "geometric":
+            self._need_box_on_one_rank("-flow_pressure_levels geometric")
+            pc.getPythonContext().set_levels(*self.multigrid.array_levels(self.operators.open_tags))
+        return ksp
+
+    def momentum_ksp(self):
+        """The momentum KSP (options ``momentum_``) on the Crank-Nicolson matrix, to rtol 1e-10."""
+        ksp = PETSc.KSP().create(comm=self.comm)
+        ksp.setOptionsPrefix("momentum_")
+        ksp.setOperators(self.matrices.momentum)
+        ksp.setType("gmres")
+        ksp.setTolerances(rtol=1e-10)
+        ksp.setInitialGuessNonzero(True)
+        if self.petsc_defaults:
+            ksp.setFromOptions()
+            return ksp
+        # FGMRES: right-preconditioned, its norm the true residual's, and a PCApply per iteration only, where
+        # gmres (left) also preconditions the initial residual and, for its stopping test from a nonzero guess,
+        # b (in a new vector)
+        ksp.setType("fgmres")
+        ksp.getPC().setType("ainv")
+        # spai: D is symmetric, but Omega^-1 D need not be
+        with option_defaults("momentum_", {"pc_ainv_type": "spai"}):
+            ksp.setFromOptions()
+        return ksp
+
+    def _need_box_on_one_rank(self, what, advice=""):
+        """An OptionError naming ``what`` where the geometry is not a DMDA box on one rank."""
+        if not self.box_on_one_rank:
+            raise OptionError(f"{what} needs the grids of a DMDA box on one rank (this run: "
+                              f"{'a mesh' if self.multigrid is None else 'several ranks'}){advice}")
+
+    def _pressure_levels(self):
+        """-flow_pressure_levels, auto resolved: geometric on a DMDA box on one
+        rank (faster per step, at seconds of host set-up), else algebraic."""
+        if self.pressure_levels != "auto":
+            return self.pressure_levels
+        return "geometric" if self.box_on_one_rank else "algebraic"
+
+    def _pressure_pc_default(self):
+        if self.petsc_defaults:
+            return "gamg"
+        return "boxfft" if self._transformable_box() else "gpuamg"
+
+    def _transformable_box(self):
+        """Whether the pressure matrix is a 3D box's Laplacian that boxfft inverts: a DMDA box on one rank, its
+        sides walls or periodic (an outflow holds the pressure), the compact Laplacian (a 7-point stencil). In
+        2D gpuamg is faster (the transforms' kernel launches outweigh their work on small grids)."""
+        return (self.box_on_one_rank and not self.operators.has_outflow
+                and self.pressure_laplacian == "compact" and len(self.multigrid.grids[0].shape) == 3)
