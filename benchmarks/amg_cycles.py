@@ -69,13 +69,11 @@ class Breakdown:
                                                              x.nbytes * (5 + (a != 0))),
             "chebyshev_start": lambda x, d, r, scaling, c: (x.size, "first smoothing step", 4 * x.nbytes),
             "matvec": lambda y, A, x: (y.size, "coarsest dense solve", A.nbytes + x.nbytes + y.nbytes)})
-        amg._sell_kernels = _Timed(self, amg._sell_kernels, {
-            "chebyshev_step": lambda A, d, dn, r, z, s, x, a, c: (x.size, "fused smoothing step", A.nbytes + 7 * x.nbytes)})
         for level in amg.levels:
             if level.R is not None:
                 level.R = _TimedRestriction(self, level.R)
-            if level.A_cycle is not None:  # a warp-per-row copy or a stencil: its products go through _product
-                level.A_cycle.chebyshev_step = self._timed_step(level.A_cycle)
+            smoothed = level.A if level.A_cycle is None else level.A_cycle  # SELL, a warp-per-row copy or a stencil
+            smoothed.chebyshev_step = self._timed_step(smoothed)
 
     def _timed_step(self, A):
         step = A.chebyshev_step

@@ -39,7 +39,7 @@ import numpy
 from .approximate_inverse import lanczos_extremes
 from .backend import array_module, hashed_bits, scatter_max, scatter_min, sparse_module, timed
 from .kernels import family
-from .ops import diagonal, spmv
+from .ops import diagonal
 from .sell import SellMatrix, entry_rows
 from .stencil import StencilMatrix, TensorTransfer
 
@@ -255,7 +255,7 @@ class Multigrid:
         self.comm = comm  # mpi4py, where the levels are split over ranks (DistributedAggregationAMG)
         self._slice_height, self._value_dtype = slice_height, value_dtype
         self.vector_dtype = numpy.dtype(vector_dtype)
-        self._kernels, self._sell_kernels = family("krylov", xp), family("sell", xp)
+        self._kernels = family("krylov", xp)
         self.phases = dict.fromkeys(PHASES, 0.0)
         self.generation = 0  # counts refreshes: a CUDA graph of the cycle holds its arrays and scalars
         self.levels = []
@@ -426,10 +426,7 @@ class Multigrid:
         have arrived, the exchange overlapped with the owned block's SpMV."""
         if halo is not None:
             halo.start(x)
-        if isinstance(A, SellMatrix):
-            spmv(A, x, y, alpha=alpha, beta=beta, z=z)
-        else:  # WarpRows, StencilMatrix
-            A.multiply(x, y, alpha, beta, z)
+        A.multiply(x, y, alpha, beta, z)  # SellMatrix, WarpRows, StencilMatrix, TensorTransfer
         if halo is not None:
             halo.finish(y, alpha)
 
@@ -453,9 +450,9 @@ class Multigrid:
         The first step is an update (the krylov family's chebyshev_step, or
         from x = 0 its chebyshev_start, which writes x without reading it);
         each later one, on one rank, a single kernel: r -= A d with the update
-        fused in (the chebyshev_step of the sell family, or of the stencil
-        or csr family where the level has A_cycle; alternating d between two
-        arrays); in parallel an SpMV with its halo, then the update."""
+        fused in (the chebyshev_step of the level's operator: SELL, or its
+        stencil or warp-row copy A_cycle; alternating d between two arrays);
+        in parallel an SpMV with its halo, then the update."""
         r = level.r
         if zero:
             r = b
@@ -470,11 +467,8 @@ class Multigrid:
                     self._kernels.chebyshev_step(x, d, r, level.scaling, a, c)
                 continue
             z = b if zero and step == 1 else level.r
-            if level.A_cycle is not None:
-                level.A_cycle.chebyshev_step(d, d_next, level.r, z, level.scaling, x, a, c)
-                d, d_next = d_next, d
-            elif level.A_halo is None:
-                self._sell_kernels.chebyshev_step(level.A, d, d_next, level.r, z, level.scaling, x, a, c)
+            if level.A_cycle is not None or level.A_halo is None:
+                _operator(level).chebyshev_step(d, d_next, level.r, z, level.scaling, x, a, c)
                 d, d_next = d_next, d
             else:
                 self._product(level.A, level.A_halo, d, level.r, alpha=-1.0, beta=1.0, z=z)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy
 
 from .backend import array_module
+from .kernels import family
 
 INT32_MAX = 2**31 - 1
 DEFAULT_SLICE_HEIGHT = 32
@@ -132,6 +133,15 @@ class SellMatrix:
         if self._slot_rows is None:
             self._slot_rows = _slot_rows(self.xp, self.slice_ptr, self.slice_height, self.nslots)
         return self._slot_rows
+
+    def multiply(self, x, y, alpha=1.0, beta=0.0, z=None):
+        """y = alpha A x + beta z (z defaults to y), unchecked: the level
+        operators' one interface (gpu_mats.ops.spmv checks its arguments)."""
+        family("sell", self.xp).spmv(self, x, y, y if z is None else z, alpha, beta)
+
+    def chebyshev_step(self, d, d_next, r, z, scaling, x, a, c):
+        """r = z - A d; d_next = a d + c scaling r; x += d_next, in one pass."""
+        family("sell", self.xp).chebyshev_step(self, d, d_next, r, z, scaling, x, a, c)
 
     def refresh_values(self, data):
         """New values on the same nonzero pattern, in the CSR order the matrix was built from."""
