@@ -710,16 +710,16 @@ def test_the_galerkin_product_in_blocks_of_rows_on_the_gpu_equals_the_hosts():
     import cupyx.scipy.sparse
     import scipy.sparse
 
-    from gpu_mats.amg import AggregationAMG, _galerkin
+    from gpu_mats.amg import AggregationAMG, galerkin_product
     from stencils import laplacian
 
     indptr, indices, data = laplacian(12, 27)
     A = scipy.sparse.csr_matrix((data, indices, indptr), shape=(12**3, 12**3))
     R = AggregationAMG(indptr, indices, data, 12**3, numpy, coarse_size=20).levels[0].galerkin_R
-    whole = _galerkin(R, A, R.T.tocsr())
+    whole = galerkin_product(R, A, R.T.tocsr())
     Rd, Ad = cupyx.scipy.sparse.csr_matrix(R), cupyx.scipy.sparse.csr_matrix(A)
     for products in (R.nnz, 1000):
-        blocks = _galerkin(Rd, Ad, Rd.T.tocsr(), products=products)
+        blocks = galerkin_product(Rd, Ad, Rd.T.tocsr(), products=products)
         assert isinstance(blocks.data, cupy.ndarray)
         numpy.testing.assert_allclose(blocks.toarray().get(), whole.toarray(), rtol=0, atol=1e-12 * abs(whole).max())
 

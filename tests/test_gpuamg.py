@@ -131,13 +131,13 @@ def test_small_levels_multiplied_a_warp_per_row_give_the_sell_cycles_result(monk
     """The csr family's products and fused smoothing step on the levels below
     WARP_ROWS rows against the sell family's on all levels, after a set-up
     and after a refresh (which must renew the copies)."""
-    import gpu_mats.amg
+    import gpu_mats.amg.cycle
 
     A = stencil(12, 27)
     b = numpy.random.default_rng(3).standard_normal(A.shape[0])
     results = []
     for warp_rows in (0, A.shape[0] + 1):  # no level, then every level
-        monkeypatch.setattr(gpu_mats.amg, "WARP_ROWS", warp_rows)
+        monkeypatch.setattr(gpu_mats.amg.cycle, "WARP_ROWS", warp_rows)
         amg = AggregationAMG(*csr_arrays(A), A.shape[0], numpy, coarse_size=20, cycle=cycle)
         assert all((level.A_cycle is None) == (warp_rows == 0) for level in amg.levels[:-1])
         assert amg.levels[-1].A_cycle is None  # the coarsest is solved by its inverse
@@ -559,13 +559,13 @@ def test_geometric_levels_on_a_mesh_are_refused():
 
 def test_the_galerkin_product_in_blocks_of_rows_equals_the_product_in_one_piece():
     """R A P computed over blocks of R's rows (to bound cuSPARSE's buffers) is the product in one piece."""
-    from gpu_mats.amg import _galerkin
+    from gpu_mats.amg import galerkin_product
 
     A = stencil(10, 27)
     amg = AggregationAMG(*csr_arrays(A), A.shape[0], numpy, coarse_size=20)
     R = amg.levels[0].galerkin_R
-    whole = _galerkin(R, A, R.T.tocsr())
+    whole = galerkin_product(R, A, R.T.tocsr())
     total = int(numpy.diff(A.indptr)[R.indices].sum())
     for products in (total // 7, total // 2, 1):  # several blocks, two, and a block per row
-        blocks = _galerkin(R, A, R.T.tocsr(), products=products)
+        blocks = galerkin_product(R, A, R.T.tocsr(), products=products)
         assert blocks.shape == whole.shape and abs(blocks - whole).max() <= 1e-12 * abs(whole).max()

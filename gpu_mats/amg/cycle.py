@@ -1,0 +1,346 @@
+"""The levels and their cycle: each level's operators as the GPU multiplies
+them, the Chebyshev-Jacobi or l1-Jacobi smoothing, the coarsest level's
+dense pseudo-inverse, and the V- or K-cycle, launching kernels only so that
+a CUDA graph can hold it."""
+
+import numpy
+
+from ..approximate_inverse import lanczos_extremes
+from ..backend import sparse_module, timed
+from ..kernels import family
+from ..ops import diagonal
+from ..sell import SellMatrix
+from ..stencil import StencilMatrix, TensorTransfer
+from .checks import AMGError, check_symmetric, positive_diagonal, same_pattern
+
+
+# The Chebyshev interval's lower end: with degree 3, 0.1 did best of 0.1, 0.2, 0.3 (BENCHMARKS.md); with the
+# default degree 2, 0.2 saved an iteration at 96^3 and on the 27-point test problem, and cost none with degree 3.
+CHEBYSHEV_FRACTION, CHEBYSHEV_SAFETY = 0.2, 1.1
+LANCZOS_STEPS = 10
+# Smoothing steps before and after the coarse correction: 2 cost one more CG iteration than 3 and less time
+# at every size measured (BENCHMARKS.md).
+DEGREE = 2
+CYCLES = ("v", "k")
+SMOOTHERS = ("chebyshev", "l1jacobi")
+DENSE_LIMIT = 5000  # rows of the largest coarsest level solved densely
+# Singular values of the coarsest matrix below this (relative to its largest) are its null space: the Galerkin
+# matrix of an all-Neumann problem has one at the rounding of its products, which pinv's default cut-off of
+# 1e-15 sometimes inverted; a coarsest level of a few thousand rows of a nonsingular problem keeps its
+# smallest far above.
+COARSEST_RCOND = 1e-10
+# Levels of fewer rows have their operator multiplied a warp per row in the cycle (WarpRows): a thread per
+# row fills a Hopper GPU's SMs only from about 270k rows, and small coarse levels have long rows.
+WARP_ROWS = 2**18
+PHASES = ("symmetry", "aggregation", "smoother", "prolongation", "galerkin", "operators", "coarsest")
+
+
+class WarpRows:
+    """A CSR matrix, values in the hierarchy's type, multiplied by a warp or
+    part of one per row (the csr kernel family): the restrictions R = P^T, whose coarse rows
+    gather an aggregate and its neighbours, hundreds of entries that SELL's
+    thread per row leaves to a few threads, and the operators of levels too
+    small to fill the GPU a thread per row (WARP_ROWS)."""
+
+    def __init__(self, M, value_dtype, xp):
+        self.shape = M.shape
+        self.indptr = xp.asarray(M.indptr, dtype=xp.int64)
+        self.indices = xp.asarray(M.indices, dtype=xp.int32)
+        self.data = xp.asarray(M.data, dtype=value_dtype)
+        self.nnz = int(self.data.size)
+        self.nbytes = self.indptr.nbytes + self.indices.nbytes + self.data.nbytes
+        self._kernels = family("csr", xp)
+
+    def multiply(self, x, y, alpha=1.0, beta=0.0, z=None):
+        """y = alpha M x + beta z (z defaults to y)."""
+        self._kernels.spmv(self.indptr, self.indices, self.data, x, y, z, alpha, beta)
+
+    def chebyshev_step(self, d, d_next, r, z, scaling, x, a, c):
+        """r = z - M d; d_next = a d + c scaling r; x += d_next, in one kernel."""
+        self._kernels.chebyshev_step(self.indptr, self.indices, self.data, d, d_next, r, z, scaling, x, a, c)
+
+
+class Level:
+    """One level: ``A`` (SellMatrix), and where it is not the coarsest the
+    transfers ``P`` (SellMatrix) and ``R`` = P^T (WarpRows; ``galerkin_R``, the
+    same in float64 CSR for the Galerkin products of a refresh), the largest
+    eigenvalue of D^-1 A, the Chebyshev interval, the smoother's ``scaling``
+    and ``steps``, and under a K-cycle its vectors (c1, c2, v1, v2, rt) and
+    coefficients ``s``; on the coarsest ``inverse``, a dense pseudo-inverse."""
+
+    def __init__(self, A, xp, rows=None, dtype=numpy.float64):
+        """``rows``: of a level whose ``A`` is set later (DistributedAggregationAMG); ``dtype``: its vectors'."""
+        self.A = A
+        # on one rank, A as the cycle multiplies it where SELL is slower: a box's stencil (StencilMatrix) on a
+        # geometric level, a CSR copy multiplied a warp per row (WarpRows) on a level below WARP_ROWS rows
+        self.A_cycle = None
+        self.grid = None  # a box's (shape, periodic), where the application gave it (GeometricMultigrid)
+        self.P = self.R = self.inverse = None
+        # in parallel: the blocks on other ranks' columns (row_blocks.HaloColumns), and on the coarsest level
+        # the vector gathered from every rank (row_blocks.WholeVector) that its rows of the inverse multiply
+        self.A_halo = self.P_halo = self.R_halo = self.whole = None
+        n = A.shape[0] if rows is None else rows
+        self.b, self.x, self.r, self.d, self.d_next = (xp.empty(n, dtype=dtype) for _ in range(5))
+
+
+class Multigrid:
+    """Levels and their cycle ``apply(b, x)``: x = M^-1 b, in ``xp``'s memory.
+    What the aggregation hierarchy (AggregationAMG) and a geometric one given
+    level by level (GeometricMultigrid) share: the levels' SELL copies, the
+    smoothing, the coarsest solve, the V- or K-cycle and what they cost."""
+
+    def __init__(self, xp, degree=DEGREE, slice_height=32, value_dtype=numpy.float64, cycle="v", smoother="chebyshev",
+                 comm=None, vector_dtype=numpy.float64):
+        for name, value, choices in (("cycle", cycle, CYCLES), ("smoother", smoother, SMOOTHERS)):
+            if value not in choices:
+                raise ValueError(f"{name} must be one of {choices}, not {value!r}")
+        self.xp, self.degree, self.cycle, self.smoother = xp, degree, cycle, smoother
+        self.comm = comm  # mpi4py, where the levels are split over ranks (DistributedAggregationAMG)
+        self._slice_height, self._value_dtype = slice_height, value_dtype
+        self.vector_dtype = numpy.dtype(vector_dtype)
+        self._kernels = family("krylov", xp)
+        self.phases = dict.fromkeys(PHASES, 0.0)
+        self.generation = 0  # counts refreshes: a CUDA graph of the cycle holds its arrays and scalars
+        self.levels = []
+
+    def _sell(self, M):
+        """M in SELL, values in the hierarchy's type (float32: less to read per SpMV); vectors stay float64."""
+        return SellMatrix.from_csr(M.indptr, M.indices, M.data, M.shape, slice_height=self._slice_height,
+                                   value_dtype=self._value_dtype, xp=self.xp)
+
+    def _csr(self, indptr, indices, data, shape):
+        """A float64 CSR matrix in ``xp``'s memory, checked symmetric."""
+        xp = self.xp
+        with self._phase("operators"):
+            matrix = sparse_module(xp).csr_matrix((xp.asarray(data, dtype=xp.float64), xp.asarray(indices),
+                                                   xp.asarray(indptr)), shape=shape)
+        with self._phase("symmetry"):
+            check_symmetric(matrix)
+        return matrix
+
+    def _add_level(self, matrix, grid=None):
+        """A new coarsest level of ``matrix`` (on ``grid``, a box's (shape, periodic), where known), and its
+        (positive) diagonal."""
+        with self._phase("operators"):
+            level = Level(self._sell(matrix), self.xp, dtype=self.vector_dtype)
+            level.grid = grid
+            level.A_cycle = self._cycled(matrix, grid)
+        self.levels.append(level)
+        return level, positive_diagonal(matrix, len(self.levels) - 1)
+
+    def _cycled(self, matrix, grid=None):
+        """What the cycle multiplies instead of a level's SELL operator
+        ``matrix``, on one rank: its stencil on ``grid`` where it is one
+        (StencilMatrix), else a warp-per-row copy on a level of fewer than
+        WARP_ROWS rows; None: SELL."""
+        if self.comm is not None:
+            return None
+        if grid is not None:
+            stencil = StencilMatrix.from_csr(matrix.indptr, matrix.indices, matrix.data, *grid, self._value_dtype)
+            if stencil is not None:
+                return stencil
+        return WarpRows(matrix, self._value_dtype, self.xp) if matrix.shape[0] < WARP_ROWS else None
+
+    def _connect(self, level, P):
+        """The transfers of ``level`` to the next: P, and R = P^T (kept in float64 CSR as ``galerkin_R``)."""
+        with self._phase("operators"):
+            level.galerkin_R = R = P.T.tocsr()
+            level.P, level.R = self._sell(P), WarpRows(R, self._value_dtype, self.xp)
+
+    def _finish(self, matrix):
+        """The coarsest level's inverse of ``matrix``, and the K-cycle's vectors."""
+        with self._phase("coarsest"):
+            self._coarsest(self.levels[-1], matrix)
+        self._check_vector_dtype()
+        if self.cycle == "k":  # the K-cycle's vectors and coefficients on the levels it solves by flexible CG
+            for level in self.levels[1:-1]:
+                n = level.A.shape[0]
+                level.c1, level.c2, level.v1, level.v2, level.rt = (self.xp.empty(n) for _ in range(5))
+                level.s = self.xp.zeros(5)
+
+    def _check_vector_dtype(self):
+        """An AMGError where float32 vectors meet a kernel that takes float64
+        ones only: the stencil and tensor-transfer kernels and the smoothing
+        updates take both; the SELL and CSR products, the K-cycle's and the
+        halo exchanges only float64."""
+        if self.vector_dtype == numpy.float64:
+            return
+        if self.comm is not None or self.cycle != "v":
+            raise AMGError(f"{self.vector_dtype} cycle vectors are for a V-cycle on one rank")
+        for k, level in enumerate(self.levels[:-1]):
+            if not (isinstance(level.A_cycle, StencilMatrix) and isinstance(level.P, TensorTransfer)):
+                raise AMGError(f"{self.vector_dtype} cycle vectors need every level cycled from its grid (a "
+                               f"stencil, and tensor-product transfers): level {k} is not (an aggregation, or a "
+                               "geometric level that is not a constant-coefficient stencil)")
+
+    def _phase(self, name):
+        """Time a set-up phase into ``phases[name]``, the GPU's work included."""
+        return timed(self.xp, self.phases, name)
+
+    def has_pattern(self, indptr, indices):
+        """Whether the finest matrix had the CSR pattern (``indptr``, ``indices``):
+        a refresh can take its new values."""
+        xp = self.xp
+        return same_pattern(self.levels[0].A, xp.asarray(indptr), xp.asarray(indices))
+
+    def _finest(self, data):
+        """The finest matrix with new values ``data`` on its pattern (float64 CSR), checked symmetric."""
+        first = self.levels[0].A
+        return self._csr(first.indptr, first.cols[first.val_map], data, first.shape)
+
+    def _smoother(self, level, matrix):
+        """The largest eigenvalue of D^-1 A (Lanczos), and the smoothing: ``scaling``
+        and the coefficients (a, c) of each step d = a d + c scaling r, x += d.
+        Chebyshev-Jacobi: D^-1 and the three-term recurrence of the Chebyshev
+        polynomial on ``interval`` (Saad, "Iterative methods for sparse linear
+        systems", 2003, algorithm 12.1); l1-Jacobi: 1 / sum_j |a_ij| and plain
+        steps, convergent with no eigenvalue bound (Baker, Falgout, Kolev and
+        Yang, "Multigrid smoothers for ultraparallel computing", SIAM J. Sci.
+        Comput. 33, 2011)."""
+        xp = self.xp
+        inv_diag = 1.0 / diagonal(level.A).astype(xp.float64)  # positive: checked when the level was made
+        _, level.lambda_max = lanczos_extremes(
+            level.A, inv_diag, LANCZOS_STEPS, seed=0 if self.comm is None else self.comm.Get_rank(),
+            product=None if level.A_halo is None else lambda x, y: self._product(level.A, level.A_halo, x, y),
+            comm=self.comm)
+        level.interval = (CHEBYSHEV_FRACTION * level.lambda_max, CHEBYSHEV_SAFETY * level.lambda_max)
+        if self.smoother == "l1jacobi":
+            level.scaling = (1.0 / xp.asarray(abs(matrix).sum(axis=1)).ravel()).astype(self.vector_dtype)
+            level.steps = [(0.0, 1.0)] * self.degree
+            return
+        level.scaling = inv_diag.astype(self.vector_dtype, copy=False)
+        low, high = level.interval
+        theta, delta = (high + low) / 2, (high - low) / 2
+        sigma = theta / delta
+        rho = 1.0 / sigma
+        level.steps = [(0.0, 1.0 / theta)]
+        for _ in range(self.degree - 1):
+            rho_next = 1.0 / (2.0 * sigma - rho)
+            level.steps.append((rho_next * rho, 2.0 * rho_next / delta))
+            rho = rho_next
+
+    def _coarsest(self, level, matrix):
+        rows = matrix.shape[0]
+        if rows > DENSE_LIMIT:
+            raise AMGError(f"the coarsest level has {rows} rows (coarsening stalled): more than the "
+                           f"{DENSE_LIMIT} a dense solve takes; lower the threshold (or, with pairwise aggregation, "
+                           "raise the passes)")
+        level.inverse = self.xp.ascontiguousarray(coarsest_inverse(self.xp, matrix.toarray()))
+        level.A_cycle = None  # the cycle applies the inverse; it never multiplies this level's operator
+
+    # --- the cycle -------------------------------------------------------------------
+
+    def apply(self, b, x):
+        """x = M^-1 b, one cycle (V or K) from x = 0; with float32 cycle
+        vectors b is rounded into the finest level's and x read back."""
+        if b.dtype == self.vector_dtype:
+            self._cycle(0, b, x)
+            return
+        finest = self.levels[0]
+        finest.b[...] = b
+        self._cycle(0, finest.b, finest.x)
+        x[...] = finest.x
+
+    def _cycle(self, k, b, x):
+        level = self.levels[k]
+        if level.inverse is not None:  # a kernel, no temporary: capturable in a CUDA graph
+            self._kernels.matvec(x, level.inverse, b if level.whole is None else level.whole.gather(b))
+            return
+        self._smooth(level, b, x, zero=True)
+        r = level.r
+        self._product(_operator(level), level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)  # r = b - A x
+        coarse = self.levels[k + 1]
+        if level.R_halo is not None:
+            level.R_halo.start(r)
+        level.R.multiply(r, coarse.b)
+        if level.R_halo is not None:
+            level.R_halo.finish(coarse.b)
+        if self.cycle == "k" and coarse.inverse is None:
+            self._krylov_correction(k + 1)
+        else:
+            self._cycle(k + 1, coarse.b, coarse.x)
+        self._product(level.P, level.P_halo, coarse.x, x, beta=1.0)  # x += P x_c
+        self._smooth(level, b, x)
+
+    @staticmethod
+    def _product(A, halo, x, y, alpha=1.0, beta=0.0, z=None):
+        """y = alpha A x + beta z for a level's operator or prolongation: in
+        parallel its block on other ranks' columns is added once their values
+        have arrived, the exchange overlapped with the owned block's SpMV."""
+        if halo is not None:
+            halo.start(x)
+        A.multiply(x, y, alpha, beta, z)  # SellMatrix, WarpRows, StencilMatrix, TensorTransfer
+        if halo is not None:
+            halo.finish(y, alpha)
+
+    def _krylov_correction(self, k):
+        """x from A x = b on level k by two flexible CG steps preconditioned by
+        the level's own cycle (the K-cycle of Notay and Vassilevski, "Recursive
+        Krylov-based multigrid cycles", Numer. Linear Algebra Appl. 15, 2008),
+        with the inner products left on the device."""
+        level, kernels = self.levels[k], self._kernels
+        self._cycle(k, level.b, level.c1)
+        self._product(_operator(level), None, level.c1, level.v1)
+        kernels.dot_pairs(level.s[:2], (level.c1, level.c1), (level.v1, level.b))  # rho1, alpha1
+        kernels.kcycle_residual(level.rt, level.s, level.b, level.v1)
+        self._cycle(k, level.rt, level.c2)
+        self._product(_operator(level), None, level.c2, level.v2)
+        kernels.dot_pairs(level.s[2:], (level.c2, level.c2, level.c2), (level.v1, level.v2, level.rt))
+        kernels.kcycle_combine(level.x, level.s, level.c1, level.c2)
+
+    def _smooth(self, level, b, x, zero=False):
+        """The level's smoothing steps on A x = b from x (x = 0 with ``zero``).
+        The first step is an update (the krylov family's chebyshev_step, or
+        from x = 0 its chebyshev_start, which writes x without reading it);
+        each later one, on one rank, a single kernel: r -= A d with the update
+        fused in (the chebyshev_step of the level's operator: SELL, or its
+        stencil or warp-row copy A_cycle; alternating d between two arrays);
+        in parallel an SpMV with its halo, then the update."""
+        r = level.r
+        if zero:
+            r = b
+        else:
+            self._product(_operator(level), level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)
+        d, d_next = level.d, level.d_next
+        for step, (a, c) in enumerate(level.steps):
+            if step == 0:  # a = 0: d is written, not read; from zero, x too
+                if zero:
+                    self._kernels.chebyshev_start(x, d, r, level.scaling, c)
+                else:
+                    self._kernels.chebyshev_step(x, d, r, level.scaling, a, c)
+                continue
+            z = b if zero and step == 1 else level.r
+            if level.A_cycle is not None or level.A_halo is None:
+                _operator(level).chebyshev_step(d, d_next, level.r, z, level.scaling, x, a, c)
+                d, d_next = d_next, d
+            else:
+                self._product(level.A, level.A_halo, d, level.r, alpha=-1.0, beta=1.0, z=z)
+                self._kernels.chebyshev_step(x, d, level.r, level.scaling, a, c)
+
+    # --- what the hierarchy costs -----------------------------------------------------
+
+    def sizes(self):
+        """Per level (rows, nonzeros), over all ranks where the levels are split over ranks."""
+        sizes = numpy.array([(level.A.shape[0], level.A.nnz + (0 if level.A_halo is None else level.A_halo.block.nnz))
+                             for level in self.levels], dtype=numpy.int64)
+        return sizes if self.comm is None else self.comm.allreduce(sizes)
+
+    def complexities(self):
+        """(operator complexity, grid complexity): sums of nonzeros and of rows over the finest's."""
+        rows, nnz = self.sizes().T
+        return int(nnz.sum()) / max(int(nnz[0]), 1), int(rows.sum()) / max(int(rows[0]), 1)
+
+
+def coarsest_inverse(xp, dense):
+    """The pseudo-inverse of the coarsest level's ``dense`` matrix, its null
+    space cut at COARSEST_RCOND: an inverted rounding error along the
+    constant vector would scale that vector by 1e15 in every cycle, and the
+    rounding of float32 operators (A 1 of order 1e-7 instead of 0) then made
+    the cycle indefinite at 256^3."""
+    return xp.linalg.pinv(dense, rcond=COARSEST_RCOND)
+
+
+def _operator(level):
+    """The level's operator as the cycle multiplies it: its A_cycle (stencil or warp-per-row copy) where it has
+    one, else SELL."""
+    return level.A if level.A_cycle is None else level.A_cycle
