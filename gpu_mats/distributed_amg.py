@@ -19,54 +19,102 @@ not left to the Krylov method as a block Jacobi of rank-local hierarchies
 leaves it (3 to 4 times the serial CG iterations on 2 and 3 ranks).
 """
 
-import numpy
+from dataclasses import replace
 
-from .amg import (DEGREE, DENSE_LIMIT, PHASES, SPARSIFY, THRESHOLD, AggregationAMG, AMGError, Level, Multigrid,
-                  WarpRows, coarsest_inverse, refuse_asymmetry, sparsified)
+import numpy
+from mpi4py import MPI
+
+from .amg import (DENSE_LIMIT, AggregationAMG, AMGError, AMGSettings, Level, WarpRows, coarsest_inverse,
+                  refuse_asymmetry, sparsified)
+from .amg.galerkin import NULL_SPACE_DIAGONAL
 from .backend import sparse_module, to_host
 from .exchange import halo_plan, transport
 from .halo import split_rows
 from .row_blocks import HaloColumns, WholeVector, asymmetry, galerkin, ownership, transpose
+from .sell import entry_rows
 
 
 class DistributedAggregationAMG(AggregationAMG):
     """The aggregation hierarchy of the matrix whose rows ``starts[rank]`` ..
     ``starts[rank + 1] - 1`` this rank holds as CSR (indptr, indices, data)
     with global column numbers, over the ranks of ``comm`` (mpi4py), and its
-    V-cycle; ``halo_transport`` carries the halos (gpu_mats.exchange). The
-    other options are AggregationAMG's."""
+    V-cycle; ``settings`` as AggregationAMG's, its ``halo_transport``
+    carrying the halos (gpu_mats.exchange). AggregationAMG's level loop and
+    refresh run it, through the hooks below on the rank's rows; a level's
+    rows are its ranks' row ranges (``starts``)."""
 
-    def __init__(self, indptr, indices, data, starts, comm, xp, threshold=THRESHOLD, aggregation="mis2", passes=2,
-                 smoothed=True, degree=DEGREE, max_levels=25, coarse_size=1000, slice_height=32,
-                 value_dtype=numpy.float64, cycle="v", smoother="chebyshev", halo_transport="auto", mis2_pairs=0,
-                 sparsify=SPARSIFY):
-        if cycle != "v":
+    def __init__(self, indptr, indices, data, starts, comm, xp, settings=None, **fields):
+        settings = replace(settings or AMGSettings(), **fields)
+        if settings.cycle != "v":
             raise ValueError("gpuamg's K-cycle runs on one rank only (its inner products are not summed over "
                              "ranks): use the V-cycle in parallel")
-        Multigrid.__init__(self, xp, degree, slice_height, value_dtype, cycle, smoother, comm=comm)
-        self.aggregation, self.passes, self.smoothed, self.mis2_pairs = aggregation, passes, smoothed, mis2_pairs
-        self.halo_transport, self.sparsify = halo_transport, sparsify
-        starts = numpy.asarray(starts, dtype=numpy.int64)
-        matrix = self._rows(indptr, indices, data, starts)
-        while True:
-            level, d = self._add_rows(matrix, starts)
-            if int(starts[-1]) <= coarse_size or len(self.levels) == max_levels:
-                break
-            with self._phase("aggregation"):
-                aggregates, count = self._aggregate(level.own, threshold)
-                coarse_starts = ownership(count, comm)
-            if int(coarse_starts[-1]) > 0.9 * int(starts[-1]):  # coarsening stalled: this level is the coarsest
-                break
-            with self._phase("smoother"):
-                self._smoother(level, matrix)
-            with self._phase("prolongation"):
-                P = self._prolongation_rows(level, matrix, d, aggregates + int(coarse_starts[comm.Get_rank()]),
-                                            int(coarse_starts[-1]))
-            self._connect_rows(level, P, starts, coarse_starts)
-            with self._phase("galerkin"):
-                matrix = self._coarse_rows(galerkin(P, matrix, starts, coarse_starts, comm), coarse_starts)
-            starts = coarse_starts
-        self._gather_coarsest(matrix, starts)
+        self.halo_transport = settings.halo_transport
+        super().__init__(indptr, indices, data, numpy.asarray(starts, dtype=numpy.int64), xp, settings, comm=comm)
+
+    # --- the hooks: the rank's rows ---------------------------------------------------
+
+    def _first(self, indptr, indices, data, starts):
+        return self._rows(indptr, indices, data, starts)
+
+    @staticmethod
+    def _total(starts):
+        return int(starts[-1])
+
+    def _new_level(self, matrix, starts):
+        return self._add_rows(matrix, starts)
+
+    def _aggregates(self, level, matrix):
+        """(each owned row's aggregate, numbered globally; the coarse level's row ranges)."""
+        aggregates, count = self._aggregate(level.own, self.settings.threshold)
+        coarse_starts = ownership(count, self.comm)
+        return aggregates + int(coarse_starts[self.comm.Get_rank()]), coarse_starts
+
+    def _prolongation(self, level, matrix, d, aggregates, coarse_starts):
+        return self._prolongation_rows(level, matrix, d, aggregates, int(coarse_starts[-1]))
+
+    def _link(self, level, P, starts, coarse_starts):
+        self._connect_rows(level, P, starts, coarse_starts)
+
+    def _unlink(self, level):
+        level.P = level.R = level.P_halo = level.R_halo = level.galerkin_P = level.coarse_starts = None
+
+    def _kept_prolongation(self, level):
+        return level.galerkin_P
+
+    def _coarse_operator(self, level, matrix, P):
+        return self._coarse_rows(galerkin(P, matrix, level.starts, level.coarse_starts, self.comm),
+                                 level.coarse_starts)
+
+    def _in_null_space(self, coarse, P, d, coarse_starts):
+        """reached_null_space over the ranks: each coarse row's p^T D p summed
+        over the ranks' fine rows, tested on the coarse rows' owners."""
+        xp, rank = self.xp, self.comm.Get_rank()
+        scale = numpy.empty(int(coarse_starts[-1]))
+        self.comm.Allreduce(to_host(xp, P.multiply(P).T @ d), scale, op=MPI.SUM)
+        start, end = int(coarse_starts[rank]), int(coarse_starts[rank + 1])
+        rows = entry_rows(xp, coarse.indptr)
+        on_diagonal = coarse.indices.astype(xp.int64) == rows + start
+        diagonal = numpy.zeros(end - start)
+        diagonal[to_host(xp, rows[on_diagonal])] = to_host(xp, coarse.data[on_diagonal])
+        return self.comm.allreduce(bool((diagonal <= NULL_SPACE_DIAGONAL * scale[start:end]).any()), op=MPI.LOR)
+
+    def _solve_coarsest(self, matrix):
+        self._gather_coarsest(matrix, self.levels[-1].starts)
+
+    def _refreshed_finest(self, data):
+        first = self.levels[0]
+        return self._rows(*first.pattern, data, first.starts)
+
+    def _refresh_level(self, level, matrix, k):
+        if self._same_everywhere(level.pattern, matrix.indptr, matrix.indices):
+            with self._phase("operators"):
+                own, offd = level.split.split_values(matrix.data)
+                level.own.data[...] = own
+                level.A.refresh_values(own)
+                level.A_halo.block.refresh_values(offd)
+            self._positive_diagonal(level.own, int(level.starts[self.comm.Get_rank()]))
+        else:
+            self._level_rows(level, matrix, level.starts)
 
     # --- set-up -----------------------------------------------------------------------
 
@@ -222,30 +270,3 @@ class DistributedAggregationAMG(AggregationAMG):
         same = (old_indptr.size == indptr.size and old_indices.size == indices.size and
                 bool((old_indptr == indptr).all()) and bool((old_indices == indices).all()))
         return all(self.comm.allgather(same))
-
-    def refresh(self, data):
-        """New values of the rank's rows on the pattern they were built with:
-        as AggregationAMG.refresh, the aggregates and prolongations kept; a
-        coarse level whose product's pattern changed is split anew."""
-        self.phases = dict.fromkeys(PHASES, 0.0)
-        first = self.levels[0]
-        matrix = self._rows(*first.pattern, data, first.starts)
-        for level in self.levels:
-            if self._same_everywhere(level.pattern, matrix.indptr, matrix.indices):
-                with self._phase("operators"):
-                    own, offd = level.split.split_values(matrix.data)
-                    level.own.data[...] = own
-                    level.A.refresh_values(own)
-                    level.A_halo.block.refresh_values(offd)
-                self._positive_diagonal(level.own, int(level.starts[self.comm.Get_rank()]))
-            else:
-                self._level_rows(level, matrix, level.starts)
-            if level.inverse is not None:
-                break
-            with self._phase("smoother"):
-                self._smoother(level, matrix)
-            with self._phase("galerkin"):
-                matrix = self._coarse_rows(galerkin(level.galerkin_P, matrix, level.starts, level.coarse_starts,
-                                                    self.comm), level.coarse_starts)
-        self._gather_coarsest(matrix, self.levels[-1].starts)
-        self.generation += 1

@@ -16,7 +16,8 @@ Galerkin products across ranks, the coarsest level gathered on every rank.
 import numpy
 
 from gpu_mats import VALUE_DTYPES
-from gpu_mats.amg import AGGREGATIONS, CYCLES, DEGREE, SMOOTHERS, SPARSIFY, THRESHOLD, AggregationAMG, AMGError, GeometricMultigrid
+from gpu_mats.amg import (AGGREGATIONS, CYCLES, DEGREE, SMOOTHERS, SPARSIFY, THRESHOLD, AggregationAMG, AMGError,
+                          AMGSettings, GeometricMultigrid)
 from gpu_mats.distributed_amg import DistributedAggregationAMG
 from gpu_mats.exchange import TRANSPORTS
 from gpu_mats.stencil import StencilMatrix
@@ -117,29 +118,25 @@ class AggregationMultigridPC(PythonPC):
         if self.refreshed:  # new values on the same pattern: the aggregates and prolongations stay
             self.amg.refresh(data)
         elif comm.Get_size() > 1:
-            self.amg = DistributedAggregationAMG(
-                indptr, indices, data, operator.getOwnershipRanges(), comm, self.xp, threshold=self.threshold,
-                aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed, degree=self.degree,
-                max_levels=self.max_levels, coarse_size=self.coarse_size, value_dtype=VALUE_DTYPES[self.value_type],
-                cycle=self.cycle, smoother=self.smoother, halo_transport=self.halo_transport,
-                mis2_pairs=self.mis2_pairs, sparsify=self.sparsify)
+            self.amg = DistributedAggregationAMG(indptr, indices, data, operator.getOwnershipRanges(), comm, self.xp,
+                                                 self.settings())
         elif self.given_levels is not None:
             coarse_operators, prolongations, grids = self.given_levels
             self.amg = GeometricMultigrid(indptr, indices, data, n, self.xp, coarse_operators, prolongations,
-                                          degree=self.degree, value_dtype=VALUE_DTYPES[self.value_type],
-                                          cycle=self.cycle, smoother=self.smoother,
-                                          grids=grids if self.stencil else None,
-                                          vector_dtype=VALUE_DTYPES[self.vector_type])
+                                          self.settings(), grids=grids if self.stencil else None)
         else:
-            self.amg = AggregationAMG(indptr, indices, data, n, self.xp, threshold=self.threshold,
-                                      aggregation=self.aggregation, passes=self.passes, smoothed=self.smoothed,
-                                      degree=self.degree, max_levels=self.max_levels,
-                                      coarse_size=self.coarse_size, value_dtype=VALUE_DTYPES[self.value_type],
-                                      cycle=self.cycle, smoother=self.smoother, mis2_pairs=self.mis2_pairs,
-                                      vector_dtype=VALUE_DTYPES[self.vector_type], sparsify=self.sparsify)
+            self.amg = AggregationAMG(indptr, indices, data, n, self.xp, self.settings())
         if self.xp is not numpy and comm.Get_size() == 1:  # graphs of the cycle hold its arrays and scalars
             from gpu_mats.kernels.cuda_graphs import GraphCache  # CuPy's: imported where there is a GPU
             self.graphs = GraphCache()
+
+    def settings(self):
+        """The hierarchy's settings from the options."""
+        return AMGSettings(threshold=self.threshold, aggregation=self.aggregation, passes=self.passes,
+                           mis2_pairs=self.mis2_pairs, smoothed=self.smoothed, sparsify=self.sparsify,
+                           degree=self.degree, smoother=self.smoother, cycle=self.cycle, max_levels=self.max_levels,
+                           coarse_size=self.coarse_size, value_dtype=VALUE_DTYPES[self.value_type],
+                           vector_dtype=VALUE_DTYPES[self.vector_type], halo_transport=self.halo_transport)
 
     def release(self):
         self.amg = self.graphs = None

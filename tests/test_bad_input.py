@@ -156,11 +156,12 @@ def test_an_implicit_diffusion_checkpoint_restarts_with_explicit_diffusion(tmp_p
     assert again.run(again.initial_state()).step == 4
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("coarse_size", [1, 2, 5])
 def test_gpuamg_on_a_neumann_matrix_with_a_tiny_coarse_size(coarse_size):
     """Coarsened down to one aggregate per Neumann component, the coarse matrix
     is rounding (diagonal -7.65e-14 refused, or 1e-14 inverted): the level above
-    is the coarsest."""
+    is the coarsest, on one rank or several."""
     n = 12
     one = scipy.sparse.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n)).tolil()
     one[0, 0] = one[-1, -1] = 1.0
@@ -169,7 +170,7 @@ def test_gpuamg_on_a_neumann_matrix_with_a_tiny_coarse_size(coarse_size):
     rhs = numpy.random.default_rng(2).standard_normal(n * n)
     ksp, _ = krylov_solve((lap.indptr, lap.indices, lap.data), n * n,
                           {"ksp_type": "cg", "pc_type": "gpuamg", "pc_gpuamg_coarse_size": coarse_size},
-                          comm=PETSc.COMM_SELF, rhs=rhs - rhs.mean(), nullspace=True)
+                          comm=PETSc.COMM_WORLD, rhs=rhs - rhs.mean(), nullspace=True)
     assert 0 < ksp.getConvergedReason() and ksp.getIterationNumber() < 30
 
 

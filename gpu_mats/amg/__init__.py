@@ -36,7 +36,8 @@ One module per stage, as pyamg's aggregation package has them:
 aggregation (strength and aggregates), prolongation, galerkin (the coarse
 operators and their sparsification), cycle (levels, smoothing, coarsest
 solve, the V- and K-cycle), hierarchies (AggregationAMG,
-GeometricMultigrid), checks (what is refused). The distributed hierarchy is
+GeometricMultigrid), checks (what is refused), settings (AMGSettings, what
+a hierarchy is built with). The distributed hierarchy is
 gpu_mats.distributed_amg.
 """
 
@@ -45,7 +46,8 @@ from .checks import AMGError, refuse_asymmetry
 from .cycle import CYCLES, DEGREE, DENSE_LIMIT, PHASES, SMOOTHERS, Level, Multigrid, WarpRows, coarsest_inverse
 from .galerkin import SPARSIFY, galerkin_product, sparsified
 from .hierarchies import AggregationAMG, GeometricMultigrid
+from .settings import AMGSettings
 
 __all__ = ["AGGREGATIONS", "CYCLES", "DEGREE", "DENSE_LIMIT", "PHASES", "SMOOTHERS", "SPARSIFY", "THRESHOLD",
-           "AMGError", "AggregationAMG", "GeometricMultigrid", "Level", "Multigrid", "WarpRows", "coarsest_inverse",
+           "AMGError", "AMGSettings", "AggregationAMG", "GeometricMultigrid", "Level", "Multigrid", "WarpRows", "coarsest_inverse",
            "galerkin_product", "mis2_aggregates", "pairwise_aggregates", "refuse_asymmetry", "sparsified"]

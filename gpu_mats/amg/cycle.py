@@ -89,15 +89,15 @@ class Multigrid:
     level by level (GeometricMultigrid) share: the levels' SELL copies, the
     smoothing, the coarsest solve, the V- or K-cycle and what they cost."""
 
-    def __init__(self, xp, degree=DEGREE, slice_height=32, value_dtype=numpy.float64, cycle="v", smoother="chebyshev",
-                 comm=None, vector_dtype=numpy.float64):
-        for name, value, choices in (("cycle", cycle, CYCLES), ("smoother", smoother, SMOOTHERS)):
+    def __init__(self, xp, settings, comm=None):
+        for name, value, choices in (("cycle", settings.cycle, CYCLES), ("smoother", settings.smoother, SMOOTHERS)):
             if value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, not {value!r}")
-        self.xp, self.degree, self.cycle, self.smoother = xp, degree, cycle, smoother
+        self.xp, self.settings = xp, settings
+        self.degree, self.cycle, self.smoother = settings.degree, settings.cycle, settings.smoother
         self.comm = comm  # mpi4py, where the levels are split over ranks (DistributedAggregationAMG)
-        self._slice_height, self._value_dtype = slice_height, value_dtype
-        self.vector_dtype = numpy.dtype(vector_dtype)
+        self._slice_height, self._value_dtype = settings.slice_height, numpy.dtype(settings.value_dtype)
+        self.vector_dtype = numpy.dtype(settings.vector_dtype)
         self._kernels = family("krylov", xp)
         self.phases = dict.fromkeys(PHASES, 0.0)
         self.generation = 0  # counts refreshes: a CUDA graph of the cycle holds its arrays and scalars
@@ -149,8 +149,7 @@ class Multigrid:
 
     def _finish(self, matrix):
         """The coarsest level's inverse of ``matrix``, and the K-cycle's vectors."""
-        with self._phase("coarsest"):
-            self._coarsest(self.levels[-1], matrix)
+        self._solve_coarsest(matrix)
         self._check_vector_dtype()
         if self.cycle == "k":  # the K-cycle's vectors and coefficients on the levels it solves by flexible CG
             for level in self.levels[1:-1]:
@@ -218,6 +217,11 @@ class Multigrid:
             rho_next = 1.0 / (2.0 * sigma - rho)
             level.steps.append((rho_next * rho, 2.0 * rho_next / delta))
             rho = rho_next
+
+    def _solve_coarsest(self, matrix):
+        """The coarsest level's inverse of ``matrix`` (in parallel: gathered on every rank)."""
+        with self._phase("coarsest"):
+            self._coarsest(self.levels[-1], matrix)
 
     def _coarsest(self, level, matrix):
         rows = matrix.shape[0]

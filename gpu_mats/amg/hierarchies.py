@@ -1,62 +1,59 @@
 """The hierarchies: by aggregation (AggregationAMG), and of levels given
 from outside (GeometricMultigrid, a box's grids)."""
 
-import numpy
+from dataclasses import replace
 
 from ..backend import sparse_module
 from ..stencil import TensorTransfer
-from .aggregation import AGGREGATIONS, THRESHOLD, matched_matrix, mis2_aggregates, pairwise_aggregates
+from .aggregation import AGGREGATIONS, matched_matrix, mis2_aggregates, pairwise_aggregates
 from .checks import positive_diagonal, same_pattern
-from .cycle import DEGREE, PHASES, Multigrid
-from .galerkin import SPARSIFY, galerkin_product, reached_null_space, sparsified
+from .cycle import PHASES, Multigrid
+from .galerkin import galerkin_product, reached_null_space, sparsified
 from .prolongation import piecewise_constant, smoothed_prolongation
+from .settings import AMGSettings
 
 
 class AggregationAMG(Multigrid):
     """The aggregation hierarchy of the CSR matrix (indptr, indices, data) of
-    ``n`` rows in ``xp``'s memory, and its cycle."""
+    ``n`` rows in ``xp``'s memory, and its cycle; ``settings`` (AMGSettings,
+    with any of its fields given as keywords instead).
 
-    def __init__(self, indptr, indices, data, n, xp, threshold=THRESHOLD, aggregation="mis2", passes=2, smoothed=True,
-                 degree=DEGREE, max_levels=25, coarse_size=1000, slice_height=32, value_dtype=numpy.float64, cycle="v",
-                 smoother="chebyshev", mis2_pairs=0, vector_dtype=numpy.float64, sparsify=SPARSIFY):
-        if aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {aggregation!r}")
-        super().__init__(xp, degree, slice_height, value_dtype, cycle, smoother, vector_dtype=vector_dtype)
-        self.aggregation, self.passes, self.smoothed, self.mis2_pairs = aggregation, passes, smoothed, mis2_pairs
-        self.sparsify = sparsify
-        matrix = self._csr(indptr, indices, data, (n, n))
+    The level loop and the refresh are written once, here; what they do to a
+    level's rows goes through the hooks below (``_first`` .. ``_refresh_level``),
+    which DistributedAggregationAMG replaces with their row-split versions."""
+
+    def __init__(self, indptr, indices, data, n, xp, settings=None, comm=None, **fields):
+        settings = replace(settings or AMGSettings(), **fields)
+        if settings.aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {settings.aggregation!r}")
+        super().__init__(xp, settings, comm=comm)
+        self.aggregation, self.passes, self.smoothed = settings.aggregation, settings.passes, settings.smoothed
+        self.mis2_pairs, self.sparsify = settings.mis2_pairs, settings.sparsify
+        self._build(self._first(indptr, indices, data, n), n)
+
+    def _build(self, matrix, rows):
+        """The levels from ``matrix`` (of ``rows``: a count, or in parallel the ranks' row ranges) down."""
+        s = self.settings
         while True:
-            level, d = self._add_level(matrix)
-            rows = matrix.shape[0]
-            if rows <= coarse_size or len(self.levels) == max_levels:
+            level, d = self._new_level(matrix, rows)
+            if self._total(rows) <= s.coarse_size or len(self.levels) == s.max_levels:
                 break
             with self._phase("aggregation"):
-                aggregates, count = self._aggregate(matrix, threshold)
-            if count > 0.9 * rows:  # coarsening stalled: this level is the coarsest
+                aggregates, coarse_rows = self._aggregates(level, matrix)
+            if self._total(coarse_rows) > 0.9 * self._total(rows):  # coarsening stalled: this level is the coarsest
                 break
             with self._phase("smoother"):
                 self._smoother(level, matrix)
             with self._phase("prolongation"):
-                P = (smoothed_prolongation(self.xp, matrix, d, aggregates, count, level.lambda_max)
-                     if self.smoothed else piecewise_constant(self.xp, aggregates, count))
-            self._connect(level, P)
+                P = self._prolongation(level, matrix, d, aggregates, coarse_rows)
+            self._link(level, P, rows, coarse_rows)
             with self._phase("galerkin"):
-                coarse = self._coarse(galerkin_product(level.galerkin_R, matrix, P))
-            if reached_null_space(coarse, P, d):
-                level.P = level.R = level.galerkin_R = None  # this level is the coarsest
+                coarse = self._coarse_operator(level, matrix, P)
+            if self._in_null_space(coarse, P, d, coarse_rows):
+                self._unlink(level)  # this level is the coarsest
                 break
-            matrix = coarse
+            matrix, rows = coarse, coarse_rows
         self._finish(matrix)
-
-    def _coarse(self, galerkin):
-        """The next level's operator: the Galerkin product, where ``sparsify`` > 0
-        made exactly symmetric (rounding leaves R A P symmetric to 1e-16 only,
-        and an entry at the threshold must go from both sides) and sparsified."""
-        if not self.sparsify:
-            return galerkin
-        symmetric = ((galerkin + galerkin.T) * 0.5).tocsr()
-        symmetric.sort_indices()
-        return sparsified(symmetric, self.sparsify, lambda v: v[symmetric.indices])
 
     def refresh(self, data):
         """New values of the finest matrix on the pattern it was built with
@@ -65,24 +62,77 @@ class AggregationAMG(Multigrid):
         (a coarse level whose product drops or gains entries, as scipy's drop
         exact zeros, gets a new SellMatrix); ``generation`` counts refreshes."""
         self.phases = dict.fromkeys(PHASES, 0.0)
-        matrix = self._finest(data)
+        matrix = self._refreshed_finest(data)
         for k, level in enumerate(self.levels):
-            with self._phase("operators"):
-                if k == 0 or same_pattern(level.A, matrix.indptr, matrix.indices):
-                    level.A.refresh_values(matrix.data)
-                else:
-                    level.A = self._sell(matrix)
-                level.A_cycle = self._cycled(matrix)
-            positive_diagonal(matrix, k)
+            self._refresh_level(level, matrix, k)
             if level.inverse is not None:
                 break
             with self._phase("smoother"):
                 self._smoother(level, matrix)
             with self._phase("galerkin"):
-                matrix = self._coarse(galerkin_product(level.galerkin_R, matrix, level.galerkin_R.T))
-        with self._phase("coarsest"):
-            self._coarsest(self.levels[-1], matrix)
+                matrix = self._coarse_operator(level, matrix, self._kept_prolongation(level))
+        self._solve_coarsest(matrix)
         self.generation += 1
+
+    # --- the hooks: one rank's rows -----------------------------------------------------
+
+    def _first(self, indptr, indices, data, n):
+        return self._csr(indptr, indices, data, (n, n))
+
+    @staticmethod
+    def _total(rows):
+        """The rows of a level over all ranks."""
+        return rows
+
+    def _new_level(self, matrix, rows):
+        return self._add_level(matrix)
+
+    def _aggregates(self, level, matrix):
+        """(each row's aggregate, the coarse level's rows)."""
+        return self._aggregate(matrix, self.settings.threshold)
+
+    def _prolongation(self, level, matrix, d, aggregates, count):
+        if not self.smoothed:
+            return piecewise_constant(self.xp, aggregates, count)
+        return smoothed_prolongation(self.xp, matrix, d, aggregates, count, level.lambda_max)
+
+    def _link(self, level, P, rows, coarse_rows):
+        self._connect(level, P)
+
+    def _unlink(self, level):
+        level.P = level.R = level.galerkin_R = None
+
+    def _kept_prolongation(self, level):
+        """The P a refresh multiplies with (kept as R = P^T, the restriction's float64 CSR)."""
+        return level.galerkin_R.T
+
+    def _coarse_operator(self, level, matrix, P):
+        """The next level's operator: the Galerkin product, where ``sparsify`` > 0
+        made exactly symmetric (rounding leaves R A P symmetric to 1e-16 only,
+        and an entry at the threshold must go from both sides) and sparsified."""
+        galerkin = galerkin_product(level.galerkin_R, matrix, P)
+        if not self.sparsify:
+            return galerkin
+        symmetric = ((galerkin + galerkin.T) * 0.5).tocsr()
+        symmetric.sort_indices()
+        return sparsified(symmetric, self.sparsify, lambda v: v[symmetric.indices])
+
+    @staticmethod
+    def _in_null_space(coarse, P, d, coarse_rows):
+        return reached_null_space(coarse, P, d)
+
+    def _refreshed_finest(self, data):
+        return self._finest(data)
+
+    def _refresh_level(self, level, matrix, k):
+        """Level ``k``'s operators from ``matrix``, its new values."""
+        with self._phase("operators"):
+            if k == 0 or same_pattern(level.A, matrix.indptr, matrix.indices):
+                level.A.refresh_values(matrix.data)
+            else:
+                level.A = self._sell(matrix)
+            level.A_cycle = self._cycled(matrix)
+        positive_diagonal(matrix, k)
 
     def _aggregate(self, matrix, threshold):
         """Aggregates: of a MIS-2 (``mis2``; on the finest level then paired ``mis2_pairs`` times), or of
@@ -114,14 +164,14 @@ class GeometricMultigrid(Multigrid):
     that is a tensor product of per-axis ones, and its restriction, are
     applied from their tables (TensorTransfer)."""
 
-    def __init__(self, indptr, indices, data, n, xp, coarse_operators, prolongations, degree=DEGREE, slice_height=32,
-                 value_dtype=numpy.float64, cycle="v", smoother="chebyshev", grids=None, vector_dtype=numpy.float64):
+    def __init__(self, indptr, indices, data, n, xp, coarse_operators, prolongations, settings=None, grids=None,
+                 **fields):
         if len(coarse_operators) != len(prolongations) or not prolongations:
             raise ValueError(f"a geometric hierarchy needs one prolongation per coarse operator and at least one: "
                              f"got {len(prolongations)} and {len(coarse_operators)}")
         if grids is not None and len(grids) != len(prolongations) + 1:
             raise ValueError(f"{len(prolongations) + 1} levels need as many grids, got {len(grids)}")
-        super().__init__(xp, degree, slice_height, value_dtype, cycle, smoother, vector_dtype=vector_dtype)
+        super().__init__(xp, replace(settings or AMGSettings(), **fields))
         grids = [None] * (len(prolongations) + 1) if grids is None else grids
         matrix = self._csr(indptr, indices, data, (n, n))
         for P, coarse, grid in zip(prolongations, coarse_operators, grids):
