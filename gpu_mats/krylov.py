@@ -150,7 +150,7 @@ class SStepBlocks:
         recurrence. ``multiply(x, y)`` sets y = A x; ``precondition`` applies
         M^-1 (``apply(x, y)``), or is diagonal (``diagonal`` not None), which
         the recurrence kernel then applies in the same pass."""
-        kernels, S, AS, d = family("krylov", self.xp), self.S, self.AS, precondition.diagonal
+        kernels, S, AS, d = family("blas", self.xp), self.S, self.AS, precondition.diagonal
         z, z_prev = self.r, None
         precondition.apply(z, S[0])
         for j in range(self.s):
@@ -172,7 +172,7 @@ class SStepBlocks:
     def gram(self):
         """Local part of reduction 1: the Gram matrix of [AQ; Q; r], (2s + 1)^2 values."""
         W = self._buffers[0][: 2 * self.s + 1]
-        return to_host(self.xp, family("krylov", self.xp).ts_gram(W, W)).ravel()
+        return to_host(self.xp, family("blas", self.xp).ts_gram(W, W)).ravel()
 
     def unpack_gram(self, buffer):
         """G = Q^T A Q, g = Q^T r, H = (AQ)^T AQ, h = (AQ)^T r, r^T r."""
@@ -184,7 +184,7 @@ class SStepBlocks:
     def cross(self):
         """Local part of reduction 2: [Q; r] [AS; S_0]^T, holding Q^T A S and r^T M^-1 r."""
         s, xp = self.s, self.xp
-        return to_host(xp, family("krylov", xp).ts_gram(self._buffers[0][s:2 * s + 1], self._buffers[1][:s + 1])).ravel()
+        return to_host(xp, family("blas", xp).ts_gram(self._buffers[0][s:2 * s + 1], self._buffers[1][:s + 1])).ravel()
 
     def unpack_cross(self, buffer):
         s = self.s
@@ -201,14 +201,14 @@ class SStepBlocks:
         coefficients = numpy.zeros((2, 2 * s))
         coefficients[0, :j], coefficients[1, s:s + j] = -a, a
         W = self._buffers[0]
-        family("krylov", self.xp).gemm_accumulate(W[2 * s:], 1.0, self.xp.asarray(coefficients), W[:2 * s])
+        family("blas", self.xp).gemm_accumulate(W[2 * s:], 1.0, self.xp.asarray(coefficients), W[:2 * s])
 
     def conjugate(self, B):
         """AQ' = AS - AQ B, Q' = S - Q B (row-major: minus B^T times the rows), one GEMM; then swap."""
         s = self.s
         coefficients = numpy.zeros((2 * s, 2 * s))
         coefficients[:s, :s] = coefficients[s:, s:] = B.T
-        family("krylov", self.xp).gemm_accumulate(self._buffers[1][:2 * s], -1.0, self.xp.asarray(coefficients),
+        family("blas", self.xp).gemm_accumulate(self._buffers[1][:2 * s], -1.0, self.xp.asarray(coefficients),
                                              self._buffers[0][:2 * s])
         self.adopt_basis()
 

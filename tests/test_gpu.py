@@ -56,10 +56,10 @@ def test_cuda_kernels_match_numpy(matrix, layout, seed, nvec):
 def test_cuda_fused_smoothing_step_matches_numpy_and_the_unfused_step(matrix, layout, seed):
     """The sell family's chebyshev_step (r = z - A d, d_next = a d + c s r,
     x += d_next in one kernel) against its NumPy twin, and the twin against
-    an SpMV followed by the krylov family's update."""
+    an SpMV followed by the multigrid family's update."""
     import cupy
 
-    from gpu_mats.kernels.krylov import host as krylov_host
+    from gpu_mats.kernels.multigrid import host as multigrid_host
     from gpu_mats.kernels.sell import cuda, host as sell_host
 
     A_host, A_device = both(matrix, *layout)
@@ -76,7 +76,7 @@ def test_cuda_fused_smoothing_step_matches_numpy_and_the_unfused_step(matrix, la
         for got, expected in zip(outputs[cupy], outputs[numpy]):
             numpy.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
     r, unfused_d, unfused_x = spmv(A_host, d, numpy.empty(n), alpha=-1.0, beta=1.0, z=z), d.copy(), x.copy()
-    krylov_host.chebyshev_step(unfused_x, unfused_d, r, scaling, 0.7, 1.3)
+    multigrid_host.chebyshev_step(unfused_x, unfused_d, r, scaling, 0.7, 1.3)
     numpy.testing.assert_allclose(outputs[numpy][1], unfused_d, rtol=1e-12, atol=1e-12)
     numpy.testing.assert_allclose(outputs[numpy][2], unfused_x, rtol=1e-12, atol=1e-12)
 
@@ -312,10 +312,10 @@ def test_cuda_tensor_transfers_match_numpy(vector_type):
                 numpy.testing.assert_allclose(y.get(), expected, rtol=tolerance, atol=tolerance)
 
 
-def test_cuda_krylov_kernels_match_numpy():
+def test_cuda_block_products_match_numpy():
     import cupy
 
-    from gpu_mats.kernels.krylov import cuda, host
+    from gpu_mats.kernels.blas import cuda, host
 
     rng = numpy.random.default_rng(11)
     for n in (5, 4096, 5000):
@@ -337,6 +337,16 @@ def test_cuda_krylov_kernels_match_numpy():
         cuda.three_term(w, 2.0, cupy.asarray(W[0]), -1.0, cupy.asarray(W[1]), 0.0, cupy.asarray(W[2]),
                         cupy.asarray(W[3]), scaled)
         numpy.testing.assert_allclose(scaled.get(), expected_scaled, rtol=1e-15)
+
+
+def test_cuda_multigrid_kernels_match_numpy():
+    import cupy
+
+    from gpu_mats.kernels.multigrid import cuda, host
+
+    rng = numpy.random.default_rng(11)
+    for n in (5, 4096, 5000):
+        W = rng.standard_normal((9, n))
         dense = rng.standard_normal((7, n))
         y = cupy.full(7, cupy.nan)
         cuda.matvec(y, cupy.asarray(dense), cupy.asarray(W[0]))
@@ -377,11 +387,11 @@ def test_cuda_krylov_kernels_match_numpy():
 
 
 def test_cuda_smoothing_kernels_on_float32_vectors_match_numpy():
-    """The krylov family's smoothing updates and dense product on a float32
+    """The multigrid family's smoothing updates and dense product on a float32
     cycle's vectors: computed in float64, stored in float32, as the twins."""
     import cupy
 
-    from gpu_mats.kernels.krylov import cuda, host
+    from gpu_mats.kernels.multigrid import cuda, host
 
     rng = numpy.random.default_rng(12)
     n = 5000

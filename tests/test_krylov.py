@@ -3,7 +3,7 @@
 import numpy
 import pytest
 
-from gpu_mats.kernels.krylov import host
+from gpu_mats.kernels.blas import host
 from gpu_mats.krylov import GramBreakdown, basis_recurrence, leading_solutions, leading_solve, leja_order
 
 

@@ -54,7 +54,7 @@ def test_the_wheel_holds_every_module_and_kernel_source_of_the_checkout(installe
                    if path.suffix in (".py", ".cu")}
     assert in_checkout - names == set()
     assert {name for name in in_checkout if name.endswith(".cu")} >= {
-        f"gpu_mats/kernels/{family}/{family}.cu" for family in ("csr", "stencil", "sell", "krylov", "flow")}
+        f"gpu_mats/kernels/{family}/{family}.cu" for family in ("csr", "stencil", "sell", "blas", "multigrid", "flow")}
 
 
 def test_the_modules_come_from_the_wheel_outside_the_checkout(installed, tmp_path):

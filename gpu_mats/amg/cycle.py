@@ -98,7 +98,7 @@ class Multigrid:
         self.comm = comm  # mpi4py, where the levels are split over ranks (DistributedAggregationAMG)
         self._slice_height, self._value_dtype = settings.slice_height, numpy.dtype(settings.value_dtype)
         self.vector_dtype = numpy.dtype(settings.vector_dtype)
-        self._kernels = family("krylov", xp)
+        self._kernels = family("multigrid", xp)
         self.phases = dict.fromkeys(PHASES, 0.0)
         self.generation = 0  # counts refreshes: a CUDA graph of the cycle holds its arrays and scalars
         self.levels = []
@@ -294,7 +294,7 @@ class Multigrid:
 
     def _smooth(self, level, b, x, zero=False):
         """The level's smoothing steps on A x = b from x (x = 0 with ``zero``).
-        The first step is an update (the krylov family's chebyshev_step, or
+        The first step is an update (the multigrid family's chebyshev_step, or
         from x = 0 its chebyshev_start, which writes x without reading it);
         each later one, on one rank, a single kernel: r -= A d with the update
         fused in (the chebyshev_step of the level's operator: SELL, or its

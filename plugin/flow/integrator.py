@@ -125,7 +125,7 @@ class FractionalStep:
         m = self.matrices = matrices
         self.extrapolate_pressure = extrapolate_pressure
         ops, xp = m.ops, m.xp
-        self.xp, self.updates, self.flow_kernels = xp, family("krylov", xp), family("flow", xp)
+        self.xp, self.updates, self.flow_kernels = xp, family("blas", xp), family("flow", xp)
         self.pressure_ksp, self.momentum_ksp = pressure_ksp, momentum_ksp
         self.comm = m.comm.tompi4py()
         dim, n, faces = ops.dim, ops.geometry.num_cells, ops.num_faces

@@ -1,24 +1,7 @@
-"""Krylov building blocks: the fused three-term vector update of the s-step
-bases (with a Jacobi scaling in the same pass) and the tall-skinny block
-products of cacg (gpu_mats.krylov), also the BLAS-1 update of the flow
-driver's correction, and the fused step of Chebyshev-Jacobi smoothing, the
-dense coarsest solve and the K-cycle's inner products and updates
-(gpu_mats.amg), the last three also on float32 vectors (a float32 cycle)."""
-
-
-def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
-    """w = a x + b y + c z (terms with a zero coefficient not read), and
-    scaled = d w when d is given; w may alias y or z."""
-
-
-def ts_gram(X, Y, chunk=1024):
-    """X Y^T of tall-skinny blocks (rows of length n), summed over chunks of
-    columns (Ali et al. 2019, section IV.C)."""
-
-
-def gemm_accumulate(C, alpha, A, B):
-    """C += alpha A B in place, for row-major blocks with contiguous rows."""
-
+"""The vector kernels of the multigrid cycle (gpu_mats.amg): the fused steps
+of Chebyshev-Jacobi smoothing, the dense coarsest solve and the K-cycle's
+inner products and updates, the first three also on float32 vectors (a
+float32 cycle)."""
 
 def chebyshev_start(x, d, r, inv_diag, b):
     """The first smoothing step from x = 0: d = b inv_diag r, then x = d (x not read: no zeroing pass)."""

@@ -1,0 +1,17 @@
+"""Vector and block products: the fused three-term vector update (the s-step
+bases' recurrences, with a Jacobi scaling in the same pass, and the flow
+driver's vector updates) and the tall-skinny block products of cacg
+(gpu_mats.krylov)."""
+
+def three_term(w, a, x, b, y, c, z, d=None, scaled=None):
+    """w = a x + b y + c z (terms with a zero coefficient not read), and
+    scaled = d w when d is given; w may alias y or z."""
+
+
+def ts_gram(X, Y, chunk=1024):
+    """X Y^T of tall-skinny blocks (rows of length n), summed over chunks of
+    columns (Ali et al. 2019, section IV.C)."""
+
+
+def gemm_accumulate(C, alpha, A, B):
+    """C += alpha A B in place, for row-major blocks with contiguous rows."""
