@@ -209,3 +209,26 @@ def test_a_demo_asked_for_help_lists_its_options_and_stops(tmp_path, demo):
     assert out.returncode == 0, out.stderr
     assert "-flow_cfl" in out.stdout and "-pressure_ksp_type" in out.stdout
     assert "steps of" not in out.stdout and "flow: 10%" not in out.stdout
+
+
+def test_a_face_in_two_physical_groups_is_named():
+    """It silently took the last group."""
+    mesh = _triangles(*SQUARE, tags={(2, 3): 1})  # the top edge in "lid"
+    edges = mesh.cells[0].data
+    top = numpy.flatnonzero((numpy.sort(edges, axis=1) == [2, 3]).all(axis=1))
+    mesh.cells.append(meshio.CellBlock("line", edges[top]))  # and listed again, in "wall"
+    mesh.cell_data["gmsh:physical"].append(numpy.array([2]))
+    with pytest.raises(MeshError, match=r"the face with vertices \[2, 3\] is in two boundary groups, lid and wall"):
+        mesh_geometry(mesh)
+
+
+def test_duplicate_nodes_are_named_as_such():
+    """Two halves of the square meshed apart, their shared edge's nodes twice:
+    it was reported as a face in no boundary group."""
+    points = [[0, 0], [1, 0], [1, 1], [0, 1], [0, 0], [1, 1]]  # nodes 4 and 5 repeat 0 and 2
+    mesh = _triangles(points, [[0, 1, 2], [4, 5, 3]])
+    outer = [k for k, f in enumerate(numpy.sort(mesh.cells[0].data, axis=1).tolist()) if f not in ([0, 2], [4, 5])]
+    mesh.cells[0] = meshio.CellBlock("line", mesh.cells[0].data[outer])  # the inner edges in no group
+    mesh.cell_data["gmsh:physical"][0] = mesh.cell_data["gmsh:physical"][0][outer]
+    with pytest.raises(MeshError, match="lie on each other but share no vertices: the mesh has duplicate nodes"):
+        mesh_geometry(mesh)

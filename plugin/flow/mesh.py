@@ -359,9 +359,12 @@ def _boundary_groups(mesh, tdim, lone_keys, points, ungrouped):
     names = {name: int(value[0]) for name, value in mesh.field_data.items() if int(value[1]) == tdim - 1}
     tags = numpy.full(len(lone_keys), -1, dtype=numpy.int64)
     if tagged_keys:  # the tagged faces matched to the boundary faces as the cells' faces are matched
-        group, _, _ = _group_rows(numpy.concatenate([lone_keys] + tagged_keys))
+        keys = numpy.concatenate(tagged_keys)
+        group, _, _ = _group_rows(numpy.concatenate([lone_keys, keys]))
+        tagged, faces = numpy.concatenate(tagged), group[len(lone_keys):]
+        _refuse_two_groups(keys, faces, tagged, mesh.field_data)
         tag_of_group = numpy.full(int(group.max()) + 1, -1, dtype=numpy.int64)
-        tag_of_group[group[len(lone_keys):]] = numpy.concatenate(tagged)
+        tag_of_group[faces] = tagged
         tags = tag_of_group[group[:len(lone_keys)]]
     if ungrouped is not None and (tags < 0).any():
         tags[tags < 0] = 0
@@ -369,6 +372,22 @@ def _boundary_groups(mesh, tdim, lone_keys, points, ungrouped):
     unnamed = sorted(set(tags.tolist()) - set(names.values()))
     names.update({f"group{tag}": tag for tag in unnamed})
     return tags, names
+
+
+def _refuse_two_groups(keys, faces, tags, field_data):
+    """A MeshError naming a face listed in two physical groups (which one
+    would hold is arbitrary)."""
+    count = int(faces.max()) + 1
+    lowest, highest = numpy.full(count, numpy.iinfo(numpy.int64).max), numpy.full(count, -1)
+    numpy.minimum.at(lowest, faces, tags)
+    numpy.maximum.at(highest, faces, tags)
+    both = numpy.flatnonzero(lowest[faces] != highest[faces])
+    if both.size:
+        key, face = keys[both[0]], faces[both[0]]
+        name = {int(value[0]): name for name, value in field_data.items()}
+        groups = [name.get(int(t), f"group{t}") for t in (lowest[face], highest[face])]
+        raise MeshError(f"the face with vertices {key[key >= 0].tolist()} is in two boundary groups, "
+                        f"{groups[0]} and {groups[1]}: a face needs one")
 
 
 def _refuse_untagged(keys, centres, normals, areas, cells, untagged, points):
@@ -384,6 +403,11 @@ def _refuse_untagged(keys, centres, normals, areas, cells, untagged, points):
     for f in candidates:
         for g in tree.query_ball_point(centres[f], size[f]):
             facing = normals[f] @ normals[g] < -0.99
+            if g != f and facing and numpy.linalg.norm(centres[g] - centres[f]) < 1e-9 * size[f]:
+                raise MeshError(f"the faces with vertices {keys[f][keys[f] >= 0].tolist()} of cell {cells[f]} and "
+                                f"{keys[g][keys[g] >= 0].tolist()} of cell {cells[g]} lie on each other but share "
+                                "no vertices: the mesh has duplicate nodes (pieces meshed apart and not joined; "
+                                "gmsh: Coherence, or Mesh.RemoveDuplicateNodes)")
             on_plane = abs(normals[f] @ (centres[g] - centres[f])) < 1e-9 * size[f]
             if g != f and facing and on_plane and areas[g] < areas[f] * (1 - 1e-9):
                 key = keys[f]
