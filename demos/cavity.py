@@ -43,6 +43,7 @@ from petsc_ext.options import OptionError, OptionsReader, help_requested, option
 from plugin.flow import ghia, output  # noqa: E402
 from plugin.flow.boundary import BoundaryError, Wall  # noqa: E402
 from plugin.flow.box import dmda_partition  # noqa: E402
+from plugin.flow.checkpoint import CheckpointError  # noqa: E402
 from plugin.flow.collective import exit_with  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
 from plugin.flow.mesh import MeshError  # noqa: E402
@@ -125,6 +126,8 @@ def run(solver):
     except FlowBlowUp as exc:
         PETSc.Sys.Print(str(exc))
         return None
+    except CheckpointError as exc:
+        exit_with(solver.mpi, f"cavity: {exc}")
     solver.print_timing()
     return state
 

@@ -47,6 +47,7 @@ from petsc_ext.options import OptionError, OptionsReader, help_requested, option
 from plugin.flow import output  # noqa: E402
 from plugin.flow.boundary import BoundaryError, Inflow, Outflow, Wall  # noqa: E402
 from plugin.flow.box import box_geometry, dmda_partition  # noqa: E402
+from plugin.flow.checkpoint import CheckpointError  # noqa: E402
 from plugin.flow.collective import RankZeroError, exit_with, on_rank_zero  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
 from plugin.flow.mesh import MeshError  # noqa: E402
@@ -172,6 +173,8 @@ def _run_level(case, path, h, nu, kovasznay, mat_type, partitioner, comm, direct
     except FlowBlowUp as exc:
         PETSc.Sys.Print(str(exc))
         return None
+    except CheckpointError as exc:
+        exit_with(mpi, f"channel: {exc}")
     solver.print_timing()
     if box:
         (x0, y0, width, height), _, _ = DOMAINS[case]

@@ -45,6 +45,7 @@ from plugin.flow import output  # noqa: E402
 from plugin.flow.boundary import BoundaryError, Inflow, Outflow, Wall  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
 from plugin.flow.forces import GroupForce, PointPressure  # noqa: E402
+from plugin.flow.checkpoint import CheckpointError  # noqa: E402
 from plugin.flow.collective import RankZeroError, exit_with, on_rank_zero  # noqa: E402
 from plugin.flow.mesh import MeshError  # noqa: E402
 from plugin.flow.partition import PARTITIONERS  # noqa: E402
@@ -171,7 +172,7 @@ def main():
         path = mesh_path or _gmsh_mesh(scratch, case.dim, level, order, cells, mpi)
         try:
             result = run(name, case, path, mat_type, partitioner, comm, directory)
-        except (MeshError, BoundaryError, CylinderError, OptionError) as exc:
+        except (MeshError, BoundaryError, CylinderError, OptionError, CheckpointError) as exc:
             exit_with(mpi, f"cylinder: {exc}")
     return 0 if result is not None else 1
 

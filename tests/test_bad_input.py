@@ -232,3 +232,12 @@ def test_duplicate_nodes_are_named_as_such():
     mesh.cell_data["gmsh:physical"][0] = mesh.cell_data["gmsh:physical"][0][outer]
     with pytest.raises(MeshError, match="lie on each other but share no vertices: the mesh has duplicate nodes"):
         mesh_geometry(mesh)
+
+
+def test_a_demo_told_to_restart_from_a_file_that_is_no_checkpoint_says_so_once(tmp_path):
+    bad = tmp_path / "not-a-checkpoint.h5"
+    bad.write_text("nothing")
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "demos", "cavity.py"), "-da_grid_x", "4", "-da_grid_y",
+                          "4", "-flow_restart", str(bad)], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 1
+    assert out.stderr.count("cannot read the checkpoint") == 1 and "Traceback" not in out.stderr, out.stderr

@@ -26,6 +26,12 @@ from mpi4py import MPI
 from gpu_mats.backend import to_host
 
 FORMAT = 4  # 4: HDF5 in the natural numbering, restart on any number of ranks
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be written, read or used here, named, on every rank."""
+
+
 CELL_FIELDS = ("u", "u_old", "p", "p_old")
 FACE_FIELDS = ("u_s",)
 SCALARS = ("t", "step", "dt_old")
@@ -127,7 +133,7 @@ def save(path, comm, xp, state, operators, extra):
             problem = f"cannot write the checkpoint {os.path.abspath(path)}: {type(exc).__name__}: {exc}"
     problem = comm.bcast(problem, root=0)
     if problem:
-        raise ValueError(problem)
+        raise CheckpointError(problem)
 
 
 def _write(path, gathered, grid, scalars):
@@ -169,7 +175,7 @@ def load(path, comm, operators, state, xp):
                     problem = f"the checkpoint {os.path.abspath(path)} was written on another grid: {exc}"
     problem = comm.bcast(problem, root=0)
     if problem:
-        raise ValueError(problem)
+        raise CheckpointError(problem)
     for name, piece in comm.scatter(pieces, root=0).items():
         getattr(state, name)[...] = xp.asarray(piece)
     scalars = comm.bcast(scalars, root=0)
