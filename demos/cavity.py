@@ -88,7 +88,7 @@ def main():
                     f"{solvers_line(solver)}")
     state = run(solver)
     if state is None:
-        return 0 if help_requested() else 1
+        return 1
     comm = da.getComm().tompi4py()
     partition = dmda_partition(da)
     u = output.natural_field(comm, partition, solver.xp, state.u)
@@ -117,10 +117,10 @@ def solvers_line(solver):
 
 
 def run(solver):
-    """The run from -flow_restart or rest to its end, its timing printed; None after a blow-up (reported)
-    or with -help (the options listed, nothing run)."""
+    """The run from -flow_restart or rest to its end, its timing printed; None after a blow-up (reported).
+    With -help the options are listed: nothing to run."""
     if help_requested():
-        return None
+        raise SystemExit(0)
     try:
         state = solver.run(solver.initial_state())
     except FlowBlowUp as exc:
@@ -167,7 +167,7 @@ def run_on_mesh(path, re, directory, partitioner):
               f"ranks, {solvers_line(solver)}")
     state = run(solver)
     if state is None:
-        return 0 if help_requested() else 1
+        return 1
     fields = [output.mesh_field(mpi, geometry, solver.xp, a) for a in (state.u, state.p)]
     if mpi.rank == 0:
         report_on_mesh(path, re, directory, parts.mesh, parts.whole, solver.boundary_conditions, state, *fields)

@@ -283,9 +283,10 @@ class CommunicationAvoidingCG(PythonKSP):
             taken = hit or len(leading)
             blocks.step(leading[taken - 1][0])
             its += taken
-            if hit or confirmed is not None:  # the true residual (one more reduction)
+            if hit or confirmed is not None or taken < s:  # the true residual (one more reduction)
                 true_residual()
                 true = float(numpy.sqrt(self._allreduce(comm, blocks.residual())[0]))
+            if hit or confirmed is not None:
                 reason = ksp.callConvergenceTest(its, true)
                 if reason != Reason.ITERATING:
                     self._record(ksp, its, true, blocks, x)
@@ -303,8 +304,11 @@ class CommunicationAvoidingCG(PythonKSP):
                     blocks.adopt_basis()
                     continue
                 confirmed = true
-            if taken < s and self._drifted(true_residual, comm, blocks, leading[taken - 1][1]):
-                self._build_basis(work, multiply, precondition)  # start anew from the true residual
+            if taken < s and abs(true - leading[taken - 1][1]) > DRIFT * true:
+                # A block cut short whose true residual departs from the recurrence's: an operator that is
+                # not exactly linear (a finite-difference Jacobian) made A S and the combined products
+                # disagree, so start anew from the true residual rather than conjugate against the block.
+                self._build_basis(work, multiply, precondition)
                 blocks.adopt_basis()
                 continue
             self.blocks_done += 1
@@ -327,16 +331,6 @@ class CommunicationAvoidingCG(PythonKSP):
                 self.failure = str(exc)
                 return _BREAKDOWN_REASONS[exc.kind]
             blocks.conjugate(B)
-
-    def _drifted(self, true_residual, comm, blocks, estimate):
-        """After a block cut short: r replaced by b - A x (one more reduction),
-        and whether its norm departs from the recurrence's ``estimate`` by more
-        than DRIFT: an operator that is not exactly linear (a finite-difference
-        Jacobian) made A S and the combined products disagree, and the block
-        should start anew rather than be conjugated against."""
-        true_residual()
-        true = float(numpy.sqrt(self._allreduce(comm, blocks.residual())[0]))
-        return abs(true - estimate) > DRIFT * true
 
     # --- viewing -----------------------------------------------------------------
 
