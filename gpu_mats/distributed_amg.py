@@ -48,7 +48,6 @@ class DistributedAggregationAMG(AggregationAMG):
         if settings.cycle != "v":
             raise ValueError("gpuamg's K-cycle runs on one rank only (its inner products are not summed over "
                              "ranks): use the V-cycle in parallel")
-        self.halo_transport = settings.halo_transport
         super().__init__(indptr, indices, data, numpy.asarray(starts, dtype=numpy.int64), xp, settings, comm=comm)
 
     # --- the hooks: the rank's rows ---------------------------------------------------
@@ -155,7 +154,7 @@ class DistributedAggregationAMG(AggregationAMG):
         ``sparsify`` > 0 made exactly symmetric (as AggregationAMG._coarse) and
         sparsified, its columns on other ranks read by a halo exchange
         (collective)."""
-        if not self.sparsify:
+        if not self.settings.sparsify:
             return matrix
         matrix = ((matrix + transpose(matrix, starts, starts, self.comm)) * 0.5).tocsr()
         matrix.sort_indices()
@@ -164,7 +163,8 @@ class DistributedAggregationAMG(AggregationAMG):
         cols = matrix.indices.astype(xp.int64)
         outside = (cols < start) | (cols >= end)
         halo = xp.unique(cols[outside])
-        exchange = transport(halo_plan(to_host(xp, halo), starts, self.comm), self.comm, xp, self.halo_transport)
+        exchange = transport(halo_plan(to_host(xp, halo), starts, self.comm), self.comm, xp,
+                             self.settings.halo_transport)
 
         def at_columns(v):
             values = xp.zeros(halo.size)
@@ -174,7 +174,7 @@ class DistributedAggregationAMG(AggregationAMG):
             out[outside] = values[xp.searchsorted(halo, cols[outside])]
             return out
 
-        return sparsified(matrix, self.sparsify, at_columns, first_row=start)
+        return sparsified(matrix, self.settings.sparsify, at_columns, first_row=start)
 
     def _csr_block(self, csr, ncols):
         indptr, indices, data = csr
@@ -183,7 +183,7 @@ class DistributedAggregationAMG(AggregationAMG):
     def _halo(self, offd, halo, col_starts):
         """The block on other ranks' columns (CSR ``offd`` on the ``halo`` columns) with its exchange."""
         block = self._sell(self._csr_block(offd, halo.size))
-        return HaloColumns(block, halo, col_starts, self.comm, self.xp, self.halo_transport)
+        return HaloColumns(block, halo, col_starts, self.comm, self.xp, self.settings.halo_transport)
 
     def _positive_diagonal(self, own, start):
         """The owned block's diagonal, or on every rank an AMGError naming the
@@ -207,7 +207,7 @@ class DistributedAggregationAMG(AggregationAMG):
         xp, sparse = self.xp, sparse_module(self.xp)
         n = aggregate.size
         T = sparse.csr_matrix((xp.ones(n), aggregate, xp.arange(n + 1, dtype=xp.int64)), shape=(n, ncoarse))
-        if not self.smoothed:
+        if not self.settings.smoothed:
             return T
         halo = level.A_halo
         halo.exchange.forward_begin(aggregate.astype(xp.float64), halo.values)  # exact: fewer than 2^53 aggregates
@@ -254,7 +254,7 @@ class DistributedAggregationAMG(AggregationAMG):
             indptr = numpy.concatenate(([0], numpy.cumsum(lengths)))
             whole = sparse_module(numpy).csr_matrix((data, indices, indptr), shape=(total, total)).toarray()
             if level.whole is None:
-                level.whole = WholeVector(starts, comm, xp, self.halo_transport)
+                level.whole = WholeVector(starts, comm, xp, self.settings.halo_transport)
             rows = coarsest_inverse(numpy, whole)[starts[rank]:starts[rank + 1]][:, level.whole.order]
             level.inverse = xp.ascontiguousarray(xp.asarray(rows))
 

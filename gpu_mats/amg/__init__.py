@@ -49,5 +49,6 @@ from .hierarchies import AggregationAMG, GeometricMultigrid
 from .settings import AMGSettings
 
 __all__ = ["AGGREGATIONS", "CYCLES", "DEGREE", "DENSE_LIMIT", "PHASES", "SMOOTHERS", "SPARSIFY", "THRESHOLD",
-           "AMGError", "AMGSettings", "AggregationAMG", "GeometricMultigrid", "Level", "Multigrid", "WarpRows", "coarsest_inverse",
-           "galerkin_product", "mis2_aggregates", "pairwise_aggregates", "refuse_asymmetry", "sparsified"]
+           "AMGError", "AMGSettings", "AggregationAMG", "GeometricMultigrid", "Level", "Multigrid", "WarpRows",
+           "coarsest_inverse", "galerkin_product", "mis2_aggregates", "pairwise_aggregates", "refuse_asymmetry",
+           "sparsified"]

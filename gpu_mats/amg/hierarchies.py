@@ -27,8 +27,6 @@ class AggregationAMG(Multigrid):
         if settings.aggregation not in AGGREGATIONS:
             raise ValueError(f"aggregation must be one of {AGGREGATIONS}, not {settings.aggregation!r}")
         super().__init__(xp, settings, comm=comm)
-        self.aggregation, self.passes, self.smoothed = settings.aggregation, settings.passes, settings.smoothed
-        self.mis2_pairs, self.sparsify = settings.mis2_pairs, settings.sparsify
         self._build(self._first(indptr, indices, data, n), n)
 
     def _build(self, matrix, rows):
@@ -92,7 +90,7 @@ class AggregationAMG(Multigrid):
         return self._aggregate(matrix, self.settings.threshold)
 
     def _prolongation(self, level, matrix, d, aggregates, count):
-        if not self.smoothed:
+        if not self.settings.smoothed:
             return piecewise_constant(self.xp, aggregates, count)
         return smoothed_prolongation(self.xp, matrix, d, aggregates, count, level.lambda_max)
 
@@ -111,11 +109,11 @@ class AggregationAMG(Multigrid):
         made exactly symmetric (rounding leaves R A P symmetric to 1e-16 only,
         and an entry at the threshold must go from both sides) and sparsified."""
         galerkin = galerkin_product(level.galerkin_R, matrix, P)
-        if not self.sparsify:
+        if not self.settings.sparsify:
             return galerkin
         symmetric = ((galerkin + galerkin.T) * 0.5).tocsr()
         symmetric.sort_indices()
-        return sparsified(symmetric, self.sparsify, lambda v: v[symmetric.indices])
+        return sparsified(symmetric, self.settings.sparsify, lambda v: v[symmetric.indices])
 
     @staticmethod
     def _in_null_space(coarse, P, d, coarse_rows):
@@ -138,12 +136,12 @@ class AggregationAMG(Multigrid):
         """Aggregates: of a MIS-2 (``mis2``; on the finest level then paired ``mis2_pairs`` times), or of
         ``passes`` pairwise matchings (``pairwise``), each matching on the Galerkin matrix of the last."""
         xp = self.xp
-        if self.aggregation == "mis2":
+        if self.settings.aggregation == "mis2":
             aggregates, count = mis2_aggregates(matrix, threshold)
-            rounds = self.mis2_pairs if len(self.levels) == 1 else 0
+            rounds = self.settings.mis2_pairs if len(self.levels) == 1 else 0
             current = matched_matrix(xp, matrix, aggregates, count) if rounds else None
         else:
-            aggregates, rounds, current = xp.arange(matrix.shape[0], dtype=xp.int64), self.passes, matrix
+            aggregates, rounds, current = xp.arange(matrix.shape[0], dtype=xp.int64), self.settings.passes, matrix
         for round_ in range(rounds):
             pairs, count = pairwise_aggregates(current, threshold)
             aggregates = pairs[aggregates]
