@@ -26,7 +26,10 @@ the next block is conjugated against those vectors, else (an operator not
 exactly linear, such as a finite-difference Jacobian) it starts anew from
 the true residual. Where the true residual stalls above the tolerance
 after the recurrence converged (that operator's own accuracy) the solve
-stops as CG would, and -ksp_view says so. -ksp_cacg_replace k also
+stops as CG would, and -ksp_view says so. An operator whose products are
+not linear to rounding (that Jacobian) gets blocks shorter than s, in
+proportion to the digits its products carry beyond the tolerance's, in
+the monomial basis (petsc_ext.linearity), measured at set-up. -ksp_cacg_replace k also
 replaces r every k outer iterations (no extra reduction).
 """
 
@@ -42,6 +45,7 @@ from gpu_mats.krylov import (BASES, GramBreakdown, SStepBlocks, basis_recurrence
 from .array_operators import matrix_product, preconditioner
 from .arrays import get_array, restore_array, vec_over
 from .eigenvalue_bounds import eigenvalue_bounds
+from .linearity import EXACT_BLOCK, block_length, linear_to_rounding, linearity_defect
 from .options import Option
 from .python_type import PythonKSP
 
@@ -126,7 +130,8 @@ class CommunicationAvoidingCG(PythonKSP):
 
     TYPE, TITLE, EVENTS = "cacg", "Communication-avoiding CG (cacg)", ("Basis", "Gram", "Eigen")
     OPTIONS = (
-        Option("ksp_cacg_s", "s", 8, "CG iterations per block of two global reductions", low=1, high=16,
+        Option("ksp_cacg_s", "s", EXACT_BLOCK, "CG iterations per block of two global reductions (fewer where "
+               "the products of M^-1 A are not linear to rounding: -ksp_view says)", low=1, high=16,
                view="s = {}"),
         Option("ksp_cacg_basis", "basis", "chebyshev", "polynomial basis of the s-step block (newton: "
                "Leja-ordered shifts)", choices=BASES, view="basis {}"),
@@ -147,6 +152,8 @@ class CommunicationAvoidingCG(PythonKSP):
     def __init__(self):
         super().__init__()
         self.bounds, self.coefficients, self._built_for = None, None, None
+        # The block length and basis used: s and the chosen basis unless the products are not linear to rounding.
+        self.block, self.block_basis, self.defect = None, None, 0.0
         self.reductions, self.total_reductions, self.blocks_done, self.failure = 0, 0, 0, ""
         self._work, self.basis_runs = None, "not built yet"
 
@@ -164,7 +171,10 @@ class CommunicationAvoidingCG(PythonKSP):
 
     def build(self, ksp):
         self._built_for = _operator_states(ksp)
-        if self.basis == "monomial":
+        A, _ = ksp.getOperators()
+        self.defect = linearity_defect(A, ksp.getPC())
+        self.block_basis = self.basis if linear_to_rounding(self.defect) else "monomial"
+        if self.block_basis == "monomial":
             self.bounds = None
         else:
             self.events["Eigen"].begin()
@@ -172,13 +182,12 @@ class CommunicationAvoidingCG(PythonKSP):
                 self.bounds = eigenvalue_bounds(ksp, self.eig_method, self.eig_steps, self.safety)
             finally:
                 self.events["Eigen"].end()
-        low, high = self.bounds or (0.0, 1.0)
-        self.coefficients = basis_recurrence(self.basis, self.s, low, high)
 
     def release(self):
         if self._work is not None:
             self._work.destroy()
         self._work, self.bounds, self.coefficients, self._built_for = None, None, None, None
+        self.block, self.block_basis = None, None
 
     def getReductionCount(self):
         """MPI_Allreduce calls of the last solve."""
@@ -188,10 +197,11 @@ class CommunicationAvoidingCG(PythonKSP):
 
     def _workspace(self, b):
         n = b.getLocalSize()
-        if self._work is None or self._work.n != n or self._work.xp is not self.xp:
-            if self._work is not None:
-                self._work.destroy()
-            self._work = _Workspace(self.xp, self.s, b)
+        work = self._work
+        if work is None or work.n != n or work.xp is not self.xp or work.blocks.s != self.block:
+            if work is not None:
+                work.destroy()
+            self._work = _Workspace(self.xp, self.block, b)
         return self._work
 
     def _communicator(self, ksp):
@@ -227,6 +237,8 @@ class CommunicationAvoidingCG(PythonKSP):
         if _operator_states(ksp) != self._built_for:
             self.build(ksp)  # new values or new operators since the set-up: the bounds are stale
         A, _ = ksp.getOperators()
+        self.block = block_length(self.s, self.defect, ksp.getTolerances()[0])
+        self.coefficients = basis_recurrence(self.block_basis, self.block, *(self.bounds or (0.0, 1.0)))
         work = self._workspace(b)
         blocks, n, xp = work.blocks, work.n, self.xp
         multiply = matrix_product(A, xp, work.vec)
@@ -255,7 +267,7 @@ class CommunicationAvoidingCG(PythonKSP):
         blocks.xp.subtract(barray, blocks.r, out=blocks.r)
 
     def _iterate(self, ksp, work, multiply, precondition, true_residual, x):
-        s, comm, max_it, blocks = self.s, self._communicator(ksp), ksp.getTolerances()[3], work.blocks
+        s, comm, max_it, blocks = self.block, self._communicator(ksp), ksp.getTolerances()[3], work.blocks
         self._build_basis(work, multiply, precondition)
         blocks.adopt_basis()
         its, confirmed, recurrence_reason = 0, None, None  # after a failed confirmation: its true residual norm
@@ -336,7 +348,11 @@ class CommunicationAvoidingCG(PythonKSP):
 
     def describe(self, ksp):
         lines = ["  global reductions: 2 per block of s iterations"]
-        if self.basis != "monomial":
+        if self.block is not None and not linear_to_rounding(self.defect):
+            lines.append(f"  the products of M^-1 A depart from linearity by {self.defect:.1e} (a finite-difference "
+                         f"Jacobian, a Krylov preconditioner): blocks of {self.block} iterations (s = {self.s}) in the "
+                         "monomial basis, the longest that error leaves at the relative tolerance")
+        if (self.block_basis or self.basis) != "monomial":
             bounds = ("not computed yet" if self.bounds is None else
                       f"[{self.bounds[0]:.6g}, {self.bounds[1]:.6g}]")
             lines.append(f"  eigenvalue interval of M^-1 A: {bounds} from {self.eig_steps} "
