@@ -18,7 +18,8 @@ from plugin.flow.box import BoxPartition, box_geometry, partition_geometry
 from plugin.flow.checkpoint import face_pairs
 from plugin.flow.mesh import mesh_geometry, rank_geometry
 from plugin.flow.partition import coordinate_bisection
-from plugin.flow.operators import FlowOperators, stacked_index
+from plugin.flow.faces import stacked_index
+from plugin.flow.operators import FlowOperators
 from plugin.flow.solver import FlowSolver
 from test_flow_operators import GEOMETRIES
 from test_flow_solver import make_solver
@@ -116,19 +117,24 @@ def test_inflow_gives_its_flux_and_momentum_and_walls_their_velocity():
 
 @pytest.mark.parametrize("name", MESHES)
 @pytest.mark.parametrize("pressure", [0.0, 2.5])
-def test_uniform_flow_between_slip_walls_is_kept_to_rounding(name, pressure):
+@pytest.mark.parametrize("scheme", ["symmetric", "consistent"])
+def test_uniform_flow_between_slip_walls_is_kept_to_rounding(name, pressure, scheme):
     """Uniform inflow, an outflow at pressure p_b and slip walls on every other side:
     u = (1, 0[, 0]) and p = p_b are the exact solution and the scheme keeps them on
-    any mesh (the fluxes of uniform velocity cancel in every closed cell)."""
+    any mesh (the fluxes of uniform velocity cancel in every closed cell). The
+    run starts from that state: the consistent scheme's deferred pressure
+    correction takes the pressure guess's error into the first steps."""
     kinds, jitter = MESHES[name]
     g = regrouped(mesh_geometry(unit_mesh(kinds, n=3, jitter=jitter)), channel_groups)
     along = tuple(numpy.eye(g.dim)[0])
     conditions = {name: Slip() for name in g.boundary_names}
     conditions.update(inlet=Inflow(along), outlet=Outflow(pressure))
     with option_defaults("", {"flow_max_steps": 5, "pressure_ksp_rtol": 1e-13, "pressure_ksp_type": "cg",
-                              "pressure_pc_type": "jacobi"}):
+                              "pressure_pc_type": "jacobi", "flow_scheme": scheme}):
         solver = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, conditions)
-    state = solver.run(solver.initial_state(numpy.repeat(numpy.array(along)[:, None], g.num_cells, axis=1)))
+    start = solver.initial_state(numpy.repeat(numpy.array(along)[:, None], g.num_cells, axis=1))
+    start.p[...] = pressure
+    state = solver.run(start)
     assert state.step == 5
     numpy.testing.assert_allclose(to_host(solver.xp, state.u), numpy.array(along)[:, None] + 0 * g.volumes,
                                   rtol=0, atol=1e-10)

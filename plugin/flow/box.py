@@ -150,7 +150,7 @@ def partition_geometry(partition, lengths, rank, origin=None):
         cell_ranges=p.cell_ranges, face_ranges=p.face_ranges, rank=rank,
         volumes=numpy.full(centroids.shape[0], volume), centroids=centroids, cell_numbers=natural.ravel(),
         face_ids=ids, face_cells=cells, face_areas=volume / spacing, face_normals=normals,
-        face_distances=spacing, face_offsets=offsets, face_weights=numpy.full(spacing.shape, 0.5),
+        face_distances=spacing, face_offsets=offsets, face_centre_offsets=offsets / 2, face_weights=numpy.full(spacing.shape, 0.5),
         boundary_cells=wall_cells, boundary_areas=volume / h[wall_axis], boundary_normals=wall_normals,
         boundary_distances=h[wall_axis] / 2,
         boundary_centroids=centroids[wall_cells - first] + wall_normals * (h[wall_axis] / 2)[:, None],

@@ -1,6 +1,7 @@
-"""Work done on one rank whose outcome every rank must learn: a failure on
-rank 0 (a missing gmsh, a malformed file) becomes one error on every rank,
-never a rank raising while the others wait for it in a collective call."""
+"""Work whose outcome every rank must learn: a failure on rank 0 (a missing
+gmsh, a malformed file), or on any rank in work every rank does (a cell
+the operators refuse), becomes one error on every rank, never a rank
+raising while the others wait for it in a collective call."""
 
 
 class RankZeroError(RuntimeError):
@@ -25,3 +26,18 @@ def on_rank_zero(comm, work):
 def exit_with(comm, message):
     """Leave the program on every rank with status 1, ``message`` printed once (by rank 0)."""
     raise SystemExit(message if comm.rank == 0 else 1)
+
+
+def on_every_rank(comm, work, errors):
+    """``work()`` on every rank of ``comm`` (mpi4py; work with no collective
+    call inside); an exception of the types ``errors`` on any rank is raised
+    on every rank, the lowest failing rank's. Collective."""
+    result, problem = None, None
+    try:
+        result = work()
+    except errors as exc:
+        problem = (type(exc), str(exc))
+    first = next((p for p in comm.allgather(problem) if p is not None), None)
+    if first is not None:
+        raise first[0](first[1])
+    return result

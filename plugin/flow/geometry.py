@@ -16,6 +16,9 @@ plugin.flow.mesh for an unstructured mesh):
   |n . (x_1 - x_0)| between the two centroids (across a periodic side too);
   face_offsets (F, d): x_1 - x_0 itself (along the normal on a box; its
   part across the normal is what makes a mesh non-orthogonal there);
+  face_centre_offsets (F, d): x_f - x_0, the face's centroid from cell 0's
+  (half of face_offsets on a box; the consistent scheme's skewness
+  corrections need it);
   face_weights (F,): cell 0's weight in the face interpolation Gamma, its
   centroid's distance to the face along the normal over face_distances
   (1/2 on a box; cell 1 weighs 1 - w);
@@ -52,6 +55,7 @@ class FiniteVolumeGeometry:
     face_normals: numpy.ndarray
     face_distances: numpy.ndarray
     face_offsets: numpy.ndarray
+    face_centre_offsets: numpy.ndarray
     face_weights: numpy.ndarray
     boundary_cells: numpy.ndarray
     boundary_areas: numpy.ndarray

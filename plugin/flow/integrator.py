@@ -5,24 +5,30 @@ One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step 
   u^   = u^n + dt Omega^-1 (s - C(u_s) u* - K v - S v - N u*)
                                      K v = D u* (explicit diffusion), or D u^n / 2
                                      (Crank-Nicolson); S the slip faces' term, explicit;
-                                     N = -nu T G the non-orthogonal correction
-                                     (-flow_nonorthogonal), explicit;
+                                     N u* = -nu T grad u* the diffusion's non-orthogonal
+                                     correction (-flow_nonorthogonal), explicit;
                                      s the boundary's source at t + dt/2
   u^p  = u^, or with Crank-Nicolson the solution of (KSP prefix momentum_)
          (I + dt/2 Omega^-1 D) (u^p + G q*) = u^ + G q*, q* = -dt p* the pressure
          guess below: incremental pressure correction (van Kan 1986), so that a
          steady state solves the steady equations whatever dt (without G q*
          it would be off by dt/2 Omega^-1 D G p, largest at walls)
-  w    = Gamma u^p                               the face velocities before projection
-  A q  = Ms w + f + b_p                          A = -L, q = -dt p^{n+1} (KSP prefix pressure_;
+  w    = Gamma u^p (+ K grad u^p)                the face velocities before projection, with the
+                                                 skewness correction (-flow_skewness)
+  c    = T grad q_0                              the pressure's non-orthogonal correction
+                                                 (-flow_pressure_nonorthogonal), deferred: q_0
+                                                 the guess below, or the last corrector's q
+  A q  = Ms (w + c) + f + b_p                    A = -L, q = -dt p^{n+1} (KSP prefix pressure_;
                                                  singular with the constant null space where
                                                  no outflow holds the pressure), from
                                                  q = -dt ((1 + r) p^n - r p^{n-1}), or -dt p^n;
                                                  f the inflow fluxes at t + dt, b_p the outflow
                                                  pressures' part (x -dt)
   u^{n+1}   = u^p + G q (+ outflow part)         = u^p - dt G p
-  u_s^{n+1} = w + Gs q (+ outflow part)          eq. 2.9: Gamma u^{n+1} - dt (Gs p - Gamma G p)
-Then Ms u_s^{n+1} + f = Ms w + f - A q + b_p = 0 to the pressure solver's tolerance.
+  u_s^{n+1} = w + c + Gs q (+ outflow part)      eq. 2.9: Gamma u^{n+1} - dt (Gs p - Gamma G p)
+Then Ms u_s^{n+1} + f = Ms (w + c) + f - A q + b_p = 0 to the pressure solver's
+tolerance, whatever c. G is the least-squares gradient with -flow_gradient
+least-squares (plugin.flow.scheme: the consistent scheme).
 With -flow_pressure_laplacian wide, L and Gs are Ms Gamma G and Gamma G
 (plugin.flow.matrices), so u_s^{n+1} = Gamma u^{n+1}.
 
@@ -86,25 +92,32 @@ class PhaseTimer:
 
 
 class BoundarySources:
-    """The boundary's momentum source (dim, n) and inflow fluxes (n,) at a time,
-    on the matrices' backend: worked out on the host face by face
-    (FlowOperators.boundary_values, for the few boundary faces), summed into
-    cells on the device by one sparse product; once where the conditions
-    do not change in time."""
+    """The boundary's momentum source (dim, n), inflow fluxes (n,) and, where
+    the velocity's least-squares gradients take the held velocities, their
+    part (dim * dim, n), at a time, on the matrices' backend: worked out on
+    the host face by face (FlowOperators.boundary_values, for the few
+    boundary faces), summed into cells on the device by sparse products; once
+    where the conditions do not change in time."""
 
     def __init__(self, ops, xp):
         self.ops, self.xp = ops, xp
         self.to_cells = sparse_module(xp).csr_matrix(ops.boundary_to_cells)
+        source = ops.velocity_gradient_source
+        self.to_gradients = None if source is None else sparse_module(xp).csr_matrix(source)
         self._steady = None
 
     def __call__(self, t):
-        """(momentum source, inflow fluxes) at time t."""
+        """(momentum source, inflow fluxes, velocity gradients' part or None) at time t."""
         if self._steady is not None:
             return self._steady
-        dim, n = self.ops.dim, self.ops.geometry.num_cells
-        values = self.xp.asarray(self.ops.boundary_values(t))
-        cells = self.xp.ascontiguousarray((self.to_cells @ values.T).T) if values.shape[1] else self.xp.zeros((dim + 1, n))
-        sources = (cells[:dim], cells[dim])
+        dim, n, xp = self.ops.dim, self.ops.geometry.num_cells, self.xp
+        values = xp.asarray(self.ops.boundary_values(t))
+        cells = xp.ascontiguousarray((self.to_cells @ values.T).T) if values.shape[1] else xp.zeros((dim + 1, n))
+        gradients = None
+        if self.to_gradients is not None:
+            velocity = xp.asarray(self.ops.boundary_velocity(t))
+            gradients = xp.ascontiguousarray((self.to_gradients @ velocity).T).reshape(dim * dim, n)
+        sources = (cells[:dim], cells[dim], gradients)
         if self.ops.boundary_steady:
             self._steady = sources
         return sources
@@ -121,7 +134,9 @@ class FractionalStep:
 
     def __init__(self, matrices, pressure_ksp, momentum_ksp=None, extrapolate_pressure=True):
         """``extrapolate_pressure``: the pressure solve starts from p^n
-        extrapolated linearly in time (from the third step), else from p^n."""
+        extrapolated linearly in time (from the third step), else from p^n;
+        with a deferred non-orthogonal correction that guess also sets the
+        first correction (matrices.ops.scheme.pressure_correctors more)."""
         m = self.matrices = matrices
         self.extrapolate_pressure = extrapolate_pressure
         ops, xp = m.ops, m.xp
@@ -137,7 +152,9 @@ class FractionalStep:
         self.gradient, self.w = xp.empty(self.shape), xp.empty(faces)
         self.cell_scratch, self.face_scratch, self.q_guess = xp.empty(n), xp.empty(faces), xp.empty(n)
         self.boundary = BoundarySources(ops, xp)
-        self.slip, self.nonorthogonal = m.slip, m.nonorthogonal
+        self.correctors = ops.scheme.pressure_correctors if m.pressure_correction is not None else 0
+        self.velocity_gradients = xp.empty((dim * dim, n)) if m.velocity_gradient is not None else None
+        self.corrected = xp.zeros(faces) if m.pressure_correction is not None else None  # w + c
         self.volumes = xp.asarray(ops.volumes)
         self.inverse_volume = 1.0 / self.volumes
         self.weight = xp.empty(n)
@@ -171,12 +188,13 @@ class FractionalStep:
             m.C(self.u_star, self.rate)
             diffused = state.u if implicit else self.u_star
             m.K(diffused, self.rate, self.rate)
-            if self.slip is not None:
-                self.slip(diffused.ravel(), self.rate.ravel(), self.rate.ravel())
-            if self.nonorthogonal is not None:  # explicit, on the extrapolated velocity
-                self.nonorthogonal(self.u_star, self.rate, self.rate)
+            if m.slip is not None:
+                m.slip(diffused.ravel(), self.rate.ravel(), self.rate.ravel())
+            if m.diffusion_correction is not None:  # explicit, on the extrapolated velocity
+                m.diffusion_correction(self._velocity_gradients(self.u_star, state.t + dt / 2).ravel(),
+                                       self.rate.ravel(), self.rate.ravel())
             xp.multiply(self.inverse_volume, dt, out=self.weight)
-            source, _ = self.boundary(state.t + dt / 2)
+            source, _, _ = self.boundary(state.t + dt / 2)
             self.flow_kernels.explicit_update(self.u_hat if implicit else u_p, state.u, source, self.rate, self.weight)
         self._pressure_guess(state, dt, self.q_guess)
         if implicit:
@@ -217,26 +235,47 @@ class FractionalStep:
         mark_read(x)
         self.momentum_iterations = ksp.getIterationNumber()
 
+    def _velocity_gradients(self, u, t):
+        """(dim * dim, n): the cell gradient of each component of u (the held velocities at time t)."""
+        self.matrices.velocity_gradient(u.ravel(), self.velocity_gradients.ravel())
+        gradients = self.boundary(t)[2]
+        if gradients is not None:
+            self.velocity_gradients += gradients
+        return self.velocity_gradients
+
     def _solve_pressure(self, u_p, start, t, dt):
-        """q from A q = Ms Gamma u^p + f(t) - dt b_p (w = Gamma u^p is kept for the
-        correction), starting from what ``start`` writes into q's array; returns
-        that array, which stays taken until the caller restores it. dt = 0:
-        a projection, the outflow pressures play no part."""
-        n = self.cell_scratch.size
-        self.matrices.Gamma(u_p.ravel(), self.w)
-        b = get_array(self.b, "w", n)
-        _, inflow = self.boundary(t)
-        self.matrices.Ms(self.w, b, inflow)
-        outflow = self.matrices.outflow_pressure
-        if outflow is not None and dt:
-            self.updates.three_term(b, 1.0, b, -dt, outflow["cells"], 0.0, b)
-        restore_array(self.b, "w")
+        """q from A q = Ms (w + c) + f(t) - dt b_p, w = Gamma u^p (+ K grad u^p) and c the
+        deferred correction (both kept for the correction of u_s), starting
+        from what ``start`` writes into q's array; returns that array, which
+        stays taken until the caller restores it. dt = 0: a projection, the
+        outflow pressures play no part."""
+        m, n = self.matrices, self.cell_scratch.size
+        m.Gamma(u_p.ravel(), self.w)
+        if m.skewness_correction is not None:
+            m.skewness_correction(self._velocity_gradients(u_p, t).ravel(), self.w, self.w)
         start(get_array(self.q, "w", n))
         restore_array(self.q, "w")
-        self.pressure_ksp.solve(self.b, self.q)
-        _check(self.pressure_ksp, "pressure")
-        self.pressure_iterations = self.pressure_ksp.getIterationNumber()
+        self.pressure_iterations = 0
+        for _ in range(1 + self.correctors):
+            if self.corrected is not None:  # c from the guess, then from each corrector's q
+                self._cell_gradient(get_array(self.q, "r", n), dt)
+                restore_array(self.q, "r")
+                m.pressure_correction(self.gradient.ravel(), self.corrected, self.w)
+            b = get_array(self.b, "w", n)
+            _, inflow, _ = self.boundary(t)
+            m.Ms(self._face_velocities(), b, inflow)
+            outflow = m.outflow_pressure
+            if outflow is not None and dt:
+                self.updates.three_term(b, 1.0, b, -dt, outflow["cells"], 0.0, b)
+            restore_array(self.b, "w")
+            self.pressure_ksp.solve(self.b, self.q)
+            _check(self.pressure_ksp, "pressure")
+            self.pressure_iterations += self.pressure_ksp.getIterationNumber()
         return get_array(self.q, "r", n)
+
+    def _face_velocities(self):
+        """w + c: the face velocities the pressure corrects (w without the deferred correction)."""
+        return self.w if self.corrected is None else self.corrected
 
     def _pressure_guess(self, state, dt, q):
         """q = -dt p^{n+1} guessed: p^n extrapolated linearly in time, or p^n.
@@ -248,17 +287,23 @@ class FractionalStep:
         else:
             self.xp.multiply(state.p, -dt, out=q)
 
-    def _correct(self, q, u, u_s, dt):
-        """u += G q and u_s = w + Gs q: the projection's correction, with the
-        outflow pressures' parts times -dt."""
+    def _cell_gradient(self, q, dt):
+        """gradient = G q, with the outflow pressures' part times -dt."""
         self.matrices.G(q, self.gradient.ravel())
-        self.updates.three_term(u.ravel(), 1.0, u.ravel(), 1.0, self.gradient.ravel(), 0.0, u.ravel())
-        self.matrices.Gs(q, u_s, self.w)
         outflow = self.matrices.outflow_pressure
         if outflow is not None and dt:
-            k = self.updates
-            k.three_term(u.ravel(), 1.0, u.ravel(), -dt, outflow["gradient"].ravel(), 0.0, u.ravel())
-            k.three_term(u_s, 1.0, u_s, -dt, outflow["faces"], 0.0, u_s)
+            self.updates.three_term(self.gradient.ravel(), 1.0, self.gradient.ravel(), -dt,
+                                    outflow["gradient"].ravel(), 0.0, self.gradient.ravel())
+
+    def _correct(self, q, u, u_s, dt):
+        """u += G q and u_s = w + c + Gs q: the projection's correction, with the
+        outflow pressures' parts times -dt."""
+        self._cell_gradient(q, dt)
+        self.updates.three_term(u.ravel(), 1.0, u.ravel(), 1.0, self.gradient.ravel(), 0.0, u.ravel())
+        self.matrices.Gs(q, u_s, self._face_velocities())
+        outflow = self.matrices.outflow_pressure
+        if outflow is not None and dt:
+            self.updates.three_term(u_s, 1.0, u_s, -dt, outflow["faces"], 0.0, u_s)
 
     # --- global quantities (each one reduction) ----------------------------------
 
@@ -287,7 +332,7 @@ class FractionalStep:
 
     def divergence_norm(self, state):
         """||Ms u_s + f||_2 (f: the inflow fluxes): what the projection makes zero."""
-        _, inflow = self.boundary(state.t)
+        _, inflow, _ = self.boundary(state.t)
         self.matrices.Ms(state.u_s, self.cell_scratch, inflow)
         return numpy.sqrt(self._sum((self.cell_scratch * self.cell_scratch).sum()))
 

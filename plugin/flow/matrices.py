@@ -46,17 +46,16 @@ class FlowMatrices:
     """The matrices of one FlowOperators on ``comm``, and their array products:
     ``Ms``, ``Gamma``, ``Gs``, ``G``, ``C``, ``K`` (the explicit part of
     diffusion: D, or D/2 with Crank-Nicolson), ``flux_rate`` and ``E``, and
-    where the boundary or the options ask for them ``slip`` and
-    ``nonorthogonal`` (else None), each called as ``product(x, y)`` for
+    where the boundary or the scheme asks for them ``slip``,
+    ``velocity_gradient`` (every velocity component's at once),
+    ``diffusion_correction`` (times -nu), ``pressure_correction`` and
+    ``skewness_correction`` (else None), each called as ``product(x, y)`` for
     y = A x or ``product(x, y, z)`` for A x + z."""
 
-    def __init__(self, ops, comm, mat_type, implicit_diffusion=False, pressure_laplacian="compact",
-                 nonorthogonal=False):
+    def __init__(self, ops, comm, mat_type, implicit_diffusion=False, pressure_laplacian="compact"):
         g = ops.geometry
         self.ops, self.comm, self.mat_type = ops, comm, mat_type
         n, faces, dim = g.num_cells, ops.num_faces, g.dim
-        if nonorthogonal and ops.tangential is None:
-            raise ValueError("the non-orthogonal correction needs operators built with nonorthogonal=True")
         if pressure_laplacian == "wide":
             laplacian, face_gradient = self._wide_laplacian(ops, comm)
         else:
@@ -76,16 +75,25 @@ class FlowMatrices:
         }
         if ops.slip is not None:
             loop["slip"] = (ops.slip, dim * n, "slip (nu A / delta n n^T)")
-        if nonorthogonal:
-            loop["nonorthogonal"] = (self._multiplied(ops.tangential, ops.velocity_gradient, n, comm) * -ops.nu, n,
-                                     "-nu T G_u (non-orthogonal correction)")
+        if ops.velocity_gradient is not None:
+            counts = comm.tompi4py().allgather(n)
+            loop["velocity_gradient"] = (component_blocks(host_matrix(ops.velocity_gradient), dim, counts), dim * n,
+                                         "grad u (every component)")
+        for name, operator, columns, title in (
+                ("diffusion_correction", ops.diffusion_correction, dim * dim * n, "-nu T grad u (diffusion)"),
+                ("pressure_correction", ops.pressure_correction, dim * n, "T grad p (pressure face gradient)"),
+                ("skewness_correction", ops.skewness_correction, dim * dim * n, "K grad u (face interpolation)")):
+            if operator is not None:
+                loop[name] = (operator * -ops.nu if name == "diffusion_correction" else operator, columns, title)
         self.mats = _LoopMatrices(self, loop, self._sell_operators_fit())
         self._values = value_target(self.mats.operator("C"))
         E = self._storage_order(ops.E_C)
         self.mats.add("E", (E, faces, "E_C (in C's storage order)"))
         self.Ms, self.Gamma, self.Gs, self.G = map(self._product, ("Ms", "Gamma", "Gs", "G"))
         self.K, self.flux_rate, self.C, self.E = map(self._product, ("K", "flux_rate", "C", "E"))
-        self.slip, self.nonorthogonal = map(self._product, ("slip", "nonorthogonal"))
+        self.slip, self.velocity_gradient = map(self._product, ("slip", "velocity_gradient"))
+        self.diffusion_correction, self.pressure_correction, self.skewness_correction = map(
+            self._product, ("diffusion_correction", "pressure_correction", "skewness_correction"))
         self.momentum = self._momentum() if implicit_diffusion else None
         self._outflow = self.xp.asarray(ops.open_faces)
         self._convected = self.xp.empty(faces) if len(ops.open_faces) else None

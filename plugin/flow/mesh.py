@@ -217,14 +217,15 @@ def oriented(pairs, cells, number):
 
 def face_arrays(pairs, cells, centroids, vectors, areas, centres):
     """(areas, unit normals, offsets x_1 - x_0, distances |n . offset|, cell 0's
-    weights n . (x_f - x_0) / distance in [0, 1]) of the interior faces
-    ``pairs`` (oriented), from the facet records of cell 0."""
+    weights n . (x_f - x_0) / distance in [0, 1], centre offsets x_f - x_0) of
+    the interior faces ``pairs`` (oriented), from the facet records of cell 0."""
     normals = vectors[pairs[:, 0]] / areas[pairs[:, 0], None]
     first = centroids[cells[pairs[:, 0]]]
     between = centroids[cells[pairs[:, 1]]] - first
     distances = numpy.abs(numpy.einsum("ij,ij->i", normals, between))
-    weights = numpy.clip(numpy.einsum("ij,ij->i", normals, centres[pairs[:, 0]] - first) / distances, 0.0, 1.0)
-    return areas[pairs[:, 0]], normals, between, distances, weights
+    reach = centres[pairs[:, 0]] - first
+    weights = numpy.clip(numpy.einsum("ij,ij->i", normals, reach) / distances, 0.0, 1.0)
+    return areas[pairs[:, 0]], normals, between, distances, weights, reach
 
 
 def boundary_arrays(lone, cells, centroids, vectors, areas, centres):
@@ -302,14 +303,14 @@ def mesh_geometry(mesh, ungrouped=None):
     """
     t = mesh_topology(mesh, ungrouped)
     volumes, centroids, vectors, areas, centres = cell_geometry(t.node_coordinates())
-    face_areas, normals, offsets, distances, weights = face_arrays(t.pairs, t.cells, centroids, vectors, areas, centres)
+    face_areas, normals, offsets, distances, weights, reach = face_arrays(t.pairs, t.cells, centroids, vectors, areas, centres)
     b_areas, b_normals, b_distances, b_centres = boundary_arrays(t.lone, t.cells, centroids, vectors, areas, centres)
     m, f = len(volumes), len(t.pairs)
     return FiniteVolumeGeometry(
         cell_ranges=numpy.array([0, m]), face_ranges=numpy.array([0, f]), rank=0, volumes=volumes,
         centroids=centroids, cell_numbers=numpy.arange(m), face_ids=numpy.arange(f), face_cells=t.face_cells,
         face_areas=face_areas, face_normals=normals, face_distances=distances, face_offsets=offsets,
-        face_weights=weights,
+        face_centre_offsets=reach, face_weights=weights,
         boundary_cells=t.cells[t.lone], boundary_areas=b_areas, boundary_normals=b_normals,
         boundary_distances=b_distances, boundary_centroids=b_centres, boundary_tags=t.tags, boundary_names=t.names,
         boundary_counts=tag_counts(numpy.zeros(len(t.tags), dtype=numpy.int64), t.tags, 1, t.names))
@@ -446,7 +447,8 @@ def rank_geometry(whole, owner, rank, position=None):
         centroids=whole.centroids[mine], cell_numbers=whole.cell_numbers[mine], face_ids=face_number[touching],
         face_cells=number[whole.face_cells[touching]], face_areas=whole.face_areas[touching],
         face_normals=whole.face_normals[touching], face_distances=whole.face_distances[touching],
-        face_offsets=whole.face_offsets[touching], face_weights=whole.face_weights[touching],
+        face_offsets=whole.face_offsets[touching], face_centre_offsets=whole.face_centre_offsets[touching],
+        face_weights=whole.face_weights[touching],
         boundary_cells=number[whole.boundary_cells[walls]], boundary_areas=whole.boundary_areas[walls],
         boundary_normals=whole.boundary_normals[walls], boundary_distances=whole.boundary_distances[walls],
         boundary_centroids=whole.boundary_centroids[walls], boundary_tags=whole.boundary_tags[walls],

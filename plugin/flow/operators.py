@@ -48,15 +48,16 @@ normal velocity; inflow faces carry a given one, a source.
           open boundaries, never enters)
   flux_rate  faces -> cells  sum_f A_f |u_s,f| / (2 Omega_i) for |u_s|: the
           convective CFL number per unit time step
-  tangential  cells^d -> cells  sum_f A_f t_f . (v_i + v_j) / 2, t_f = n_f - d_f / delta_f
-          the part of the normal across the line d_f between the two
-          centroids: with v the cell gradient of a velocity component, the
-          flux that the two-point gradient (u_j - u_i) / delta_f misses on a
-          non-orthogonal face (the deferred correction of Jasak 1996)
-  velocity_gradient  cells -> cells^d  G with a velocity's boundary values, for
-          v: 0 on walls at rest (where a pressure's is its cell's), the cell's
-          across outflows; with G's the correction missed the wall-normal
-          gradient next to every wall
+  G, with -flow_scheme consistent (scheme.gradient "least-squares"): the
+          least-squares gradient (plugin.flow.least_squares), a wall's normal
+          pressure gradient zero, an outflow's p_b given (_outflow_gradient its part)
+  velocity_gradient  cells -> cells^d  the gradient of one velocity component
+          for the corrections: least squares with the velocity held on walls and
+          inflows (velocity_gradient_source: the part of those values), zero
+          normal gradient across outflows and slip faces; or G with a velocity's
+          boundary values (0 on walls at rest, the cell's elsewhere)
+  diffusion_correction, pressure_correction, skewness_correction  the corrections
+          of the consistent scheme's parts (plugin.flow.corrections); None where off
 
 Every matrix is assembled from the rank's half-faces (a face seen from one of
 its cells that the rank owns), so no rank needs another's geometry. The
@@ -70,17 +71,13 @@ from dataclasses import dataclass
 import numpy
 import scipy.sparse
 
-from gpu_mats.backend import array_module, sparse_module, to_host
+from gpu_mats.backend import sparse_module, to_host
 
 from .boundary import Inflow, Outflow, Slip, Wall
-
-
-def _csr(values, rows, cols, shape):
-    """CSR from triplets (duplicates summed, columns sorted) in the module of ``values``."""
-    matrix = sparse_module(array_module(values)).coo_matrix((values, (rows, cols)), shape=shape).tocsr()
-    matrix.sum_duplicates()
-    matrix.sort_indices()
-    return matrix
+from . import corrections
+from .faces import BoundaryFaces, CellPattern, HalfFaces, csr, stacked_index
+from .least_squares import least_squares_gradient
+from .scheme import Scheme
 
 
 def host_matrix(matrix):
@@ -129,163 +126,75 @@ class FluxFaces:
         return int(self.ranges[-1])
 
 
-@dataclass(eq=False)
-class _HalfFaces:
-    """Each interior face seen from each of its cells that this rank owns."""
-
-    row: numpy.ndarray      # local row of the owned cell
-    cell: numpy.ndarray     # its global number
-    other: numpy.ndarray    # global number of the cell across the face
-    face: numpy.ndarray     # global face number
-    sign: numpy.ndarray     # +1 where the cell is the face's first (u_s points out of it), else -1
-    area: numpy.ndarray
-    outward: numpy.ndarray  # (k, d) unit normal pointing out of the owned cell
-    distance: numpy.ndarray
-    across: numpy.ndarray   # (k, d) from the owned cell's centroid to the other's
-    weight: numpy.ndarray   # the owned cell's weight in Gamma (geometry.face_weights, or 1 minus it)
-
-    @classmethod
-    def of(cls, g, face_ids=None, xp=numpy):
-        """``face_ids``: the faces' numbers (default the geometry's); arrays of ``xp``."""
-        face_ids = xp.asarray(g.face_ids if face_ids is None else face_ids)
-        face_cells = xp.asarray(g.face_cells)
-        areas, normals, distances, offsets, weights = (
-            xp.asarray(a) for a in (g.face_areas, g.face_normals, g.face_distances, g.face_offsets, g.face_weights))
-        first, second = face_cells[:, 0], face_cells[:, 1]
-        parts = []
-        for cell, other, sign in ((first, second, 1.0), (second, first, -1.0)):
-            mine = (cell >= g.cell_start) & (cell < g.cell_start + g.num_cells)
-            mine = slice(None) if bool(mine.all()) else mine  # all of them (one rank, interior faces): views
-            owned = cell[mine]
-            parts.append((owned - g.cell_start, owned, other[mine], face_ids[mine], xp.full(owned.shape[0], sign),
-                          areas[mine], sign * normals[mine], distances[mine], sign * offsets[mine],
-                          weights[mine] if sign > 0 else 1 - weights[mine]))
-        return cls(*(xp.concatenate(columns) for columns in zip(*parts, strict=True)))
-
-
-@dataclass(eq=False)
-class _BoundaryFaces:
-    """Some of the rank's boundary faces: local rows, global cells, areas, outward normals, distances."""
-
-    index: numpy.ndarray  # into the geometry's boundary faces
-    row: numpy.ndarray
-    cell: numpy.ndarray
-    area: numpy.ndarray
-    normal: numpy.ndarray
-    distance: numpy.ndarray
-
-    @classmethod
-    def of(cls, g, index):
-        cell = g.boundary_cells[index]
-        return cls(index, cell - g.cell_start, cell, g.boundary_areas[index], g.boundary_normals[index],
-                   g.boundary_distances[index])
-
-    def on(self, xp):
-        """The same faces with arrays of ``xp``."""
-        return _BoundaryFaces(*(xp.asarray(a) for a in (self.index, self.row, self.cell, self.area, self.normal,
-                                                        self.distance)))
-
-
-class _CellPattern:
-    """The sparsity shared by the cell-to-cell operators (L, D, each block of G,
-    C): each owned cell's row holds its diagonal and its neighbours across
-    interior faces, CSR with sorted columns. ``off`` is the entry of each
-    half-face (i, j), ``diagonal`` that of each row's (i, i): values are
-    summed into them, so no operator sorts its own triplets."""
-
-    def __init__(self, g, h):
-        xp = self.xp = array_module(h.row)
-        n, cells = g.num_cells, g.num_global_cells
-        own = xp.arange(n, dtype=xp.int64)
-        pattern = _csr(xp.ones(len(h.row) + n), xp.concatenate((h.row, own)),
-                       xp.concatenate((h.other, own + g.cell_start)), (n, cells))
-        self.indptr, self.indices, self.shape = pattern.indptr, pattern.indices, pattern.shape
-        keys = xp.repeat(own, xp.diff(self.indptr).astype(xp.int64)) * cells + self.indices  # ascending
-        self.off = xp.searchsorted(keys, h.row * cells + h.other)
-        self.diagonal = xp.searchsorted(keys, own * (cells + 1) + g.cell_start)
-
-    @property
-    def nnz(self):
-        return len(self.indices)
-
-    def values(self, off, diagonal):
-        """The values with ``off`` summed into the half-faces' entries and
-        ``diagonal`` (one per row) into the diagonal."""
-        data = self.xp.bincount(self.off, off, self.nnz).astype(float, copy=False)  # no faces: NumPy gives ints
-        data[self.diagonal] += diagonal
-        return data
-
-    def matrix(self, off, diagonal):
-        """The matrix of ``values(off, diagonal)``."""
-        return sparse_module(self.xp).csr_matrix((self.values(off, diagonal), self.indices, self.indptr),
-                                                 shape=self.shape)
-
-    def stacked(self, blocks):
-        """The matrices on this pattern with values ``blocks`` (a list), one under
-        the other, their zero entries left out (a box's faces along other axes)."""
-        xp, k = self.xp, len(blocks)
-        data = xp.concatenate(blocks)
-        keep = data != 0
-        rows = xp.repeat(xp.arange(k * self.shape[0], dtype=xp.int64), xp.tile(xp.diff(self.indptr), k).astype(xp.int64))
-        indptr = xp.zeros(k * self.shape[0] + 1, dtype=self.indices.dtype)
-        xp.cumsum(xp.bincount(rows[keep], minlength=k * self.shape[0]), out=indptr[1:])
-        return sparse_module(xp).csr_matrix((data[keep], xp.tile(self.indices, k)[keep], indptr),
-                                            shape=(k * self.shape[0], self.shape[1]))
-
-
 class FlowOperators:
     """The rank's rows of the operators of one geometry, viscosity and set of boundary conditions."""
 
-    def __init__(self, geometry, nu, boundary_conditions, xp=numpy, nonorthogonal=False):
+    def __init__(self, geometry, nu, boundary_conditions, xp=numpy, scheme=Scheme()):
         """``boundary_conditions``: {tag: condition} for every boundary tag
         (plugin.flow.boundary); ``xp``: where to assemble (numpy or cupy);
-        ``nonorthogonal``: also ``tangential`` and ``velocity_gradient`` (else None)."""
+        ``scheme``: the discretisation's parts (plugin.flow.scheme)."""
         g = geometry
         n, dim = g.num_cells, g.dim
         self.geometry, self.nu, self.dim, self.volumes, self.xp = g, nu, dim, g.volumes, xp
         self._volumes = xp.asarray(g.volumes)
-        self.conditions = boundary_conditions
+        self.conditions, self.scheme = boundary_conditions, scheme
 
         def tags_of(*kinds):
             return [tag for tag, condition in boundary_conditions.items() if isinstance(condition, kinds)]
 
         def faces_of(tags):
-            return _BoundaryFaces.of(g, numpy.flatnonzero(numpy.isin(g.boundary_tags, tags)))
+            return BoundaryFaces.of(g, numpy.flatnonzero(numpy.isin(g.boundary_tags, tags)))
 
         self.open_tags = tags_of(Outflow)  # the groups where an outflow holds the pressure
         self.faces = f = FluxFaces.of(g, self.open_tags)
         self.has_outflow = bool(f.ranges[-1] > g.num_global_faces)
-        h = _HalfFaces.of(g, f.ids, xp)
+        h = HalfFaces.of(g, f.ids, xp)
         out_host = faces_of(self.open_tags)
         out, open_ids = out_host.on(xp), xp.asarray(f.open_ids)
         self.open_faces = f.open_ids - f.start  # the outflow faces among the rank's faces
         both = xp.concatenate
-        self.Ms = _csr(both((h.sign * h.area, out.area)), both((h.row, out.row)), both((h.face, open_ids)),
+        self.Ms = csr(both((h.sign * h.area, out.area)), both((h.row, out.row)), both((h.face, open_ids)),
                        (n, f.total))
-        pattern = _CellPattern(g, h)
+        pattern = CellPattern(g, h)
         conductance = h.area / h.distance
         exchange = -xp.bincount(h.row, conductance, n)  # the diagonal of the interior faces' L
         self.L = pattern.matrix(conductance, exchange - xp.bincount(out.row, out.area / out.distance, n))
-        self.G = self._gradient(pattern, h, out)
         self.Gamma, self.Gs = self._face_operators(g, f, out)
         self.held = held = faces_of(tags_of(Wall, Inflow))  # the faces that hold the velocity
+        free = faces_of(tags_of(Outflow, Slip)).on(xp)  # where a velocity's normal gradient is taken as zero
+        if scheme.gradient == "least-squares":
+            self.G, self._outflow_gradient = least_squares_gradient(g, h, pattern, out,
+                                                                    faces_of(tags_of(Wall, Inflow, Slip)).on(xp))
+            if scheme.velocity_gradients:
+                self.velocity_gradient, self.velocity_gradient_source = least_squares_gradient(
+                    g, h, pattern, held.on(xp), free)
+        else:
+            self.G, self._outflow_gradient = self._gradient(pattern, h, out), None
+            # no slip on walls at rest, none across outflows; the cell's value on inflow, moving-wall and
+            # slip faces (their given velocities would be sources)
+            at_rest = [tag for tag, c in boundary_conditions.items() if isinstance(c, Wall) and c.velocity is None]
+            if scheme.velocity_gradients:
+                self.velocity_gradient = self._gradient(pattern, h, out, faces_of(at_rest).on(xp))
+                self.velocity_gradient_source = None
+        if not scheme.velocity_gradients:
+            self.velocity_gradient = self.velocity_gradient_source = None
         walls = xp.asarray(numpy.bincount(held.row, held.area / held.distance, n))
         self.D = pattern.matrix(-nu * conductance, nu * (walls - exchange))
         self.slip = self._slip(g, faces_of(tags_of(Slip)).on(xp)) if tags_of(Slip) else None  # the same on every rank
         self.E_C = self._convection_map(pattern, h, out, f.total)
-        self.flux_rate = _csr(both((h.area, out.area)) / (2 * self._volumes[both((h.row, out.row))]),
+        self.flux_rate = csr(both((h.area, out.area)) / (2 * self._volumes[both((h.row, out.row))]),
                               both((h.row, out.row)), both((h.face, open_ids)), (n, f.total))
         self._inflow = numpy.isin(g.boundary_tags[held.index], tags_of(Inflow))
         self.boundary_steady = all(getattr(c, "steady", True) for c in boundary_conditions.values())
-        self.boundary_to_cells = _csr(numpy.ones(len(held.row)), held.row, numpy.arange(len(held.row)),
+        self.boundary_to_cells = csr(numpy.ones(len(held.row)), held.row, numpy.arange(len(held.row)),
                                       (n, len(held.row)))
         self.outflow_pressure = self._outflow_pressure(g, f, out_host)
-        self.tangential = self._tangential(g, h) if nonorthogonal else None
-        # The correction's velocity gradients: no slip on walls at rest, none across outflows; the cell's
-        # value on inflow, moving-wall and slip faces (their given velocities would be sources)
-        at_rest = [tag for tag, c in boundary_conditions.items() if isinstance(c, Wall) and c.velocity is None]
-        self.velocity_gradient = (self._gradient(pattern, h, out, faces_of(at_rest).on(xp)) if nonorthogonal
-                                  else None)
+        self.diffusion_correction = (corrections.diffusion_correction(g, h, held.on(xp), xp)
+                                     if scheme.diffusion_correction else None)
+        self.pressure_correction = (corrections.pressure_face_correction(g, f, out, xp)
+                                    if scheme.pressure_correction else None)
+        self.skewness_correction = (corrections.skewness_correction(g, f, out, xp)
+                                    if scheme.skewness_correction else None)
 
     @property
     def num_faces(self):
@@ -328,24 +237,12 @@ class FlowOperators:
                 gamma_rows.append(r[on])
                 gamma_cols.append(stacked_index(g.cell_ranges, d, self.dim, c[on]))
                 gamma_values.append(v[on])
-        Gamma = _csr(xp.concatenate(gamma_values), xp.concatenate(gamma_rows), xp.concatenate(gamma_cols),
+        Gamma = csr(xp.concatenate(gamma_values), xp.concatenate(gamma_rows), xp.concatenate(gamma_cols),
                      (f.count, self.dim * g.num_global_cells))
         inverse = 1.0 / xp.asarray(g.face_distances)[own]
-        Gs = _csr(xp.concatenate((inverse, -inverse, -1.0 / out.distance)), xp.concatenate((rows, rows, out_rows)),
+        Gs = csr(xp.concatenate((inverse, -inverse, -1.0 / out.distance)), xp.concatenate((rows, rows, out_rows)),
                   xp.concatenate((second, first, out.cell)), (f.count, g.num_global_cells))
         return Gamma, Gs
-
-    def _tangential(self, g, h):
-        """The rank's rows of ``tangential`` (global stacked columns), over interior faces."""
-        xp, dim = self.xp, self.dim
-        t = h.outward - h.across / h.distance[:, None]
-        rows, cols, values = [], [], []
-        for d in range(dim):
-            for cell in (h.cell, h.other):
-                rows.append(h.row)
-                cols.append(stacked_index(g.cell_ranges, d, dim, cell))
-                values.append(h.area * t[:, d] / 2)
-        return _csr(xp.concatenate(values), xp.concatenate(rows), xp.concatenate(cols), (g.num_cells, dim * g.num_global_cells))
 
     def _slip(self, g, slip):
         """nu A / delta n n^T on each slip face's cell, stacked numbering."""
@@ -356,7 +253,7 @@ class FlowOperators:
                 cols.append(stacked_index(g.cell_ranges, e, self.dim, slip.cell))
                 values.append(self.nu * slip.area / slip.distance * slip.normal[:, d] * slip.normal[:, e])
         xp = self.xp
-        return _csr(xp.concatenate(values), xp.concatenate(rows), xp.concatenate(cols),
+        return csr(xp.concatenate(values), xp.concatenate(rows), xp.concatenate(cols),
                     (self.dim * g.num_cells, self.dim * g.num_global_cells))
 
     def _convection_map(self, pattern, h, out, faces):
@@ -366,7 +263,7 @@ class FlowOperators:
         xp = self.xp
         half = h.sign * h.area / 2
         entries = xp.concatenate((pattern.off, pattern.diagonal[h.row], pattern.diagonal[out.row]))
-        return _csr(xp.concatenate((half, half, out.area)), entries,
+        return csr(xp.concatenate((half, half, out.area)), entries,
                     xp.concatenate((h.face, h.face, xp.asarray(self.faces.open_ids))), (pattern.nnz, faces))
 
     def _outflow_pressure(self, g, f, out):
@@ -378,8 +275,11 @@ class FlowOperators:
         pressure = numpy.array([self.conditions[tag].pressure for tag in g.boundary_tags[out.index].tolist()])
         faces = numpy.zeros(f.count)
         faces[self.open_faces] = pressure / out.distance
-        gradient = numpy.array([numpy.bincount(out.row, out.area * out.normal[:, d] * pressure, g.num_cells)
-                                for d in range(self.dim)]) / g.volumes
+        if self._outflow_gradient is not None:  # least squares: the gradient's part of the given values
+            gradient = to_host(self.xp, self._outflow_gradient @ self.xp.asarray(pressure)).reshape(self.dim, -1)
+        else:
+            gradient = numpy.array([numpy.bincount(out.row, out.area * out.normal[:, d] * pressure, g.num_cells)
+                                    for d in range(self.dim)]) / g.volumes
         return {"faces": faces, "gradient": gradient}
 
     def boundary_values(self, t):
@@ -387,15 +287,20 @@ class FlowOperators:
         columns of boundary_to_cells): (dim + 1, K), rows 0..dim-1 what it adds to
         its cell's momentum source, nu A / delta u_b - F u_b with F = A u_b . n
         the flux out of the cell (0 on walls), and row dim that flux."""
+        held, velocity = self.held, self.boundary_velocity(t)
+        flux = numpy.where(self._inflow, held.area * numpy.einsum("ij,ij->i", velocity, held.normal), 0.0)
+        source = (self.nu * held.area / held.distance - flux)[:, None] * velocity
+        return numpy.vstack((source.T, flux))
+
+    def boundary_velocity(self, t):
+        """(K, dim): the velocity at time t of each face that holds it (the columns of boundary_to_cells)."""
         held, g = self.held, self.geometry
         velocity = numpy.empty((len(held.row), self.dim))
         tags = g.boundary_tags[held.index]
         for tag in numpy.unique(tags).tolist():
             at = tags == tag
             velocity[at] = self.conditions[tag].velocity_at(g.boundary_centroids[held.index[at]], t)
-        flux = numpy.where(self._inflow, held.area * numpy.einsum("ij,ij->i", velocity, held.normal), 0.0)
-        source = (self.nu * held.area / held.distance - flux)[:, None] * velocity
-        return numpy.vstack((source.T, flux))
+        return velocity
 
     def momentum_source(self, t):
         """(dim, n): the boundary's momentum source at time t, per cell."""
@@ -426,18 +331,9 @@ def compact_laplacian(geometry, open_tags=()):
     (Oyarzún 2015, eq. 1.7), with global column numbers; the boundary faces
     of ``open_tags`` (outflows) hold p = 0: -A_b / delta_b on the diagonal."""
     g = geometry
-    h = _HalfFaces.of(g)
-    out = _BoundaryFaces.of(g, numpy.flatnonzero(numpy.isin(g.boundary_tags, list(open_tags))))
+    h = HalfFaces.of(g)
+    out = BoundaryFaces.of(g, numpy.flatnonzero(numpy.isin(g.boundary_tags, list(open_tags))))
     conductance = h.area / h.distance
     diagonal = -numpy.bincount(h.row, conductance, g.num_cells) - numpy.bincount(out.row, out.area / out.distance,
                                                                                  g.num_cells)
-    return _CellPattern(g, h).matrix(conductance, diagonal)
-
-
-def stacked_index(cell_ranges, component, dim, cells):
-    """Global index of (component, cell) in a stacked vector field: each rank
-    holds its cells' x components, then y, then z."""
-    cell_ranges = array_module(cells).asarray(cell_ranges)
-    rank = cell_ranges.searchsorted(cells, side="right") - 1
-    start = cell_ranges[rank]
-    return dim * start + component * (cell_ranges[rank + 1] - start) + (cells - start)
+    return CellPattern(g, h).matrix(conductance, diagonal)

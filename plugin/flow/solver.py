@@ -35,10 +35,13 @@ from .boundary import OPTION as BOUNDARY_OPTION
 from .boundary import BoundaryError, conditions_by_tag, conditions_from_options, walls_at_rest
 from .box import dmda_partition, partition_geometry
 from .integrator import FractionalStep, StepFailure
+from .collective import on_every_rank
+from .least_squares import GradientError
 from .linear_solvers import LinearSolvers
 from .matrices import FlowMatrices
 from .operators import FlowOperators
 from .pressure_multigrid import PressureMultigrid
+from .scheme import GRADIENTS, OPTION_PARTS, SCHEMES, chosen_scheme, part_default
 
 DIFFUSION = ("explicit", "implicit")
 PRESSURE_GUESS = ("extrapolated", "previous")
@@ -68,9 +71,25 @@ OPTIONS = (
            "with the face velocities of eq. 2.9, which dissipates O(dt h^2) of the kinetic energy; wide: "
            "M Omega^-1 M^T, an exact projection that conserves it to O(dt^2), but blind to checkerboard "
            "pressures", choices=PRESSURE_LAPLACIAN),
+    Option("flow_scheme", "scheme", "symmetric", "symmetric: the symmetry-preserving scheme (two-point face "
+           "gradients, cell gradient -Omega^-1 M^T: the projection conserves kinetic energy; first order or worse "
+           "on non-orthogonal cells); consistent: least-squares gradients and the corrections below, second order "
+           "on triangles, Omega G = -M^T given up (energy no longer conserved exactly, and the projection no "
+           "longer one: with -flow_skewness it amplifies velocities on tetrahedra). Sets the defaults of the "
+           "options below; on a box both are the same operators", choices=SCHEMES),
+    Option("flow_gradient", "gradient", "green-gauss", "cell gradient of the pressure correction and of the "
+           "corrections: green-gauss (-Omega^-1 M^T) or least-squares (exact for linear fields on any cell)",
+           choices=GRADIENTS),
     Option("flow_nonorthogonal", "nonorthogonal", False, "the diffusion's deferred non-orthogonal correction: "
            "nu A t . (grad u)_f on each face whose normal is not along the line between its cells' centroids "
-           "(Jasak 1996), explicit; one more SpMV per velocity component per step"),
+           "(Jasak 1996), walls too, explicit"),
+    Option("flow_pressure_nonorthogonal", "pressure_nonorthogonal", False, "the pressure's non-orthogonal "
+           "correction, deferred: L stays the two-point Laplacian, the face gradient's correction t . (grad q)_f "
+           "of the guess (and of each corrector's q) goes to the right-hand side and to the face velocities"),
+    Option("flow_pressure_correctors", "pressure_correctors", 0, "pressure solves per step after the first "
+           "with -flow_pressure_nonorthogonal, each correcting from the last q", low=0, high=10),
+    Option("flow_skewness", "skewness", False, "the face interpolation of the velocity corrected for "
+           "skewness: the normal velocity at the face's centroid, exact for linear velocities"),
     Option("flow_assembly", "assembly", "auto", "where the operators are assembled: on the host (NumPy, "
            "scipy), on the GPU (CuPy, cupyx), or auto: on the GPU for GPU matrices where one is usable",
            choices=ASSEMBLY),
@@ -142,10 +161,15 @@ class FlowSolver:
 
     def __init__(self, geometry, comm, mat_type, nu, boundary_conditions, prefix="", pressure_multigrid=None):
         self.comm, self.mpi = comm, comm.tompi4py()
-        for attr, value in read_options(self, OPTIONS, prefix, "Incompressible flow (fractional step)",
-                                        comm, lambda option, chosen: option.default).items():
+        for attr, value in read_options(self, OPTIONS, prefix, "Incompressible flow (fractional step)", comm,
+                                        self._default).items():
             setattr(self, attr, value)
         self.geometry = geometry
+        self.scheme_parts = chosen_scheme(self.scheme, {attr: getattr(self, attr) for attr in OPTION_PARTS})
+        if self.pressure_laplacian == "wide" and self.scheme_parts != chosen_scheme(
+                "symmetric", {"nonorthogonal": self.nonorthogonal}):
+            raise OptionError(f"-{prefix}flow_pressure_laplacian wide is the symmetric scheme's exact projection: "
+                              f"it needs -{prefix}flow_scheme symmetric (with at most -flow_nonorthogonal)")
         folder = os.path.dirname(os.path.abspath(self.checkpoint_file))
         if self.checkpoint_every and not os.path.isdir(folder):  # refused now, not at the first write
             raise OptionError(f"-{prefix}flow_checkpoint_file {self.checkpoint_file}: the directory {folder} does "
@@ -153,13 +177,14 @@ class FlowSolver:
         self.setup_seconds = {}  # stage -> seconds of this constructor (set_up_stage); from_dmda adds its own
         with self.set_up_stage("operators"):
             self.boundary_conditions = self._conditions(boundary_conditions, prefix)
-            self.operators = FlowOperators(geometry, nu, self.boundary_conditions,
-                                           assembly_module(self.assembly, mat_type), self.nonorthogonal)
+            self.operators = on_every_rank(self.mpi, lambda: FlowOperators(
+                geometry, nu, self.boundary_conditions, assembly_module(self.assembly, mat_type), self.scheme_parts),
+                GradientError)
             self._check_mass_balance()
         implicit = self.diffusion == "implicit"
         with self.set_up_stage("matrices"):
             self.matrices = FlowMatrices(self.operators, comm, mat_type, implicit_diffusion=implicit,
-                                         pressure_laplacian=self.pressure_laplacian, nonorthogonal=self.nonorthogonal)
+                                         pressure_laplacian=self.pressure_laplacian)
             if not self.operators.has_outflow:  # else the outflow's pressure makes L nonsingular
                 nullspace = PETSc.NullSpace().create(constant=True, comm=comm)
                 self.matrices.poisson.setNullSpace(nullspace)
@@ -180,6 +205,11 @@ class FlowSolver:
         self.unit_rate = self.stepper.unit_convective_rate()
         self._momentum_dt = None
         self.steps_run, self.pressure_iterations, self.run_seconds = 0, 0, 0.0
+
+    @staticmethod
+    def _default(option, chosen):
+        """An option's default: for a part of the scheme, that of the scheme chosen."""
+        return part_default(option.attr, chosen["scheme"]) if option.attr in OPTION_PARTS else option.default
 
     @classmethod
     def from_dmda(cls, da, lengths, nu, boundary_conditions=None, origin=None):

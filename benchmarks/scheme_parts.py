@@ -1,0 +1,59 @@
+"""What each part of the consistent scheme buys: a demo run once per
+variant (the symmetric scheme, each part added to it alone, the whole
+consistent scheme), its summary.json gathered into one JSON file, written
+after every variant.
+
+    python benchmarks/scheme_parts.py --json kovasznay-parts.json -- demos/channel.py \\
+        -channel_case kovasznay -channel_cells triangles -channel_levels 4 -dm_mat_type aij
+
+Everything after -- is the demo and its options; each variant adds its own
+(plugin.flow.scheme's options).
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import harness
+
+VARIANTS = {
+    "symmetric": ["-flow_scheme", "symmetric"],
+    "symmetric + least-squares gradient": ["-flow_scheme", "symmetric", "-flow_gradient", "least-squares"],
+    "symmetric + pressure non-orthogonal": ["-flow_scheme", "symmetric", "-flow_gradient", "least-squares",
+                                            "-flow_pressure_nonorthogonal"],
+    "symmetric + skewness": ["-flow_scheme", "symmetric", "-flow_gradient", "least-squares", "-flow_skewness"],
+    "symmetric + diffusion non-orthogonal": ["-flow_scheme", "symmetric", "-flow_gradient", "least-squares",
+                                             "-flow_nonorthogonal"],
+    "consistent": ["-flow_scheme", "consistent"],
+    "consistent without skewness": ["-flow_scheme", "consistent", "-flow_skewness", "0"],
+    "consistent without pressure non-orthogonal": ["-flow_scheme", "consistent", "-flow_pressure_nonorthogonal", "0"],
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", required=True)
+    parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("demo", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    demo = [a for a in args.demo if a != "--"]
+    results = {"meta": harness.metadata(), "command": demo, "variants": {}}
+    for name in args.variants:
+        with tempfile.TemporaryDirectory() as directory:
+            command = [sys.executable, *demo, *VARIANTS[name], "-flow_output_dir", directory]
+            run = subprocess.run(command, capture_output=True, text=True)
+            if run.returncode:
+                results["variants"][name] = {"failed": run.stdout[-2000:] + run.stderr[-2000:]}
+            else:
+                with open(os.path.join(directory, "summary.json")) as stream:
+                    results["variants"][name] = json.load(stream)
+        print(name, json.dumps(results["variants"][name])[:300], flush=True)
+        with open(args.json, "w") as stream:
+            json.dump(results, stream, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Which discretisation the flow runs: the symmetry-preserving scheme, or the
+consistent one for non-orthogonal and skewed cells, and its parts.
+
+symmetric: the collocated symmetry-preserving scheme of Trias et al. (JCP
+258, 2014) and Oyarzún (2015): two-point face gradients and the cell
+gradient -Omega^-1 M^T (Green-Gauss), the transpose of the divergence, so
+that the projection conserves kinetic energy. Both are exact only where the
+line between two cell centroids is along the face normal (Perot, JCP 159,
+2000): first order, or worse, on the tetrahedra gmsh makes.
+
+consistent: least-squares cell gradients, exact for linear fields on any
+cell (plugin.flow.least_squares), for the pressure's correction of the cell
+velocities and in every correction; the pressure's face gradient corrected
+for non-orthogonality, deferred to the right-hand side so that L stays the
+symmetric two-point Laplacian and the face velocities stay divergence-free
+to the solver's tolerance; the diffusion's face gradients corrected the same
+way; the face interpolation of the velocity corrected for skewness
+(plugin.flow.corrections). Omega G = -M^T no longer holds: the projection
+no longer conserves kinetic energy exactly, and no longer is one: repeated,
+it can amplify a velocity (with the skewness correction on tetrahedra,
+BENCHMARKS.md), which is why the symmetric scheme stays the default. On a
+box every correction is zero and least squares is Green-Gauss: both schemes
+are the same operators.
+"""
+
+from dataclasses import dataclass, replace
+
+
+SCHEMES = ("symmetric", "consistent")
+GRADIENTS = ("green-gauss", "least-squares")
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """The parts of a discretisation, each an option of its own (-flow_gradient,
+    -flow_nonorthogonal, -flow_pressure_nonorthogonal, -flow_skewness) so that
+    what each buys can be measured."""
+
+    gradient: str = "green-gauss"
+    diffusion_correction: bool = False
+    pressure_correction: bool = False
+    skewness_correction: bool = False
+    pressure_correctors: int = 0
+
+    @property
+    def velocity_gradients(self):
+        """Whether a step needs cell gradients of the velocity."""
+        return self.diffusion_correction or self.skewness_correction
+
+
+PARTS = {
+    "symmetric": Scheme(),
+    "consistent": Scheme("least-squares", diffusion_correction=True, pressure_correction=True,
+                         skewness_correction=True),
+}
+# The scheme part each option sets: option attribute -> Scheme field.
+OPTION_PARTS = {"gradient": "gradient", "nonorthogonal": "diffusion_correction",
+                "pressure_nonorthogonal": "pressure_correction", "skewness": "skewness_correction",
+                "pressure_correctors": "pressure_correctors"}
+
+
+def chosen_scheme(name, options):
+    """The Scheme of scheme ``name`` (symmetric or consistent) with the parts ``options`` give
+    ({option attribute: value} for those of OPTION_PARTS)."""
+    return replace(PARTS[name], **{OPTION_PARTS[attr]: value for attr, value in options.items()
+                                   if attr in OPTION_PARTS})
+
+
+def part_default(attr, scheme_name):
+    """The default of the option ``attr`` (of OPTION_PARTS) under scheme ``scheme_name``."""
+    return getattr(PARTS[scheme_name], OPTION_PARTS[attr])

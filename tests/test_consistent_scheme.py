@@ -1,0 +1,152 @@
+"""The consistent scheme's operators (plugin.flow.least_squares,
+plugin.flow.corrections, plugin.flow.scheme): exact for linear fields on
+every cell type, held against a cell-by-cell least-squares solve, the same
+operators as the symmetric scheme on a box, and a flow whose face
+velocities stay divergence-free."""
+
+import dataclasses
+
+import numpy
+import pytest
+from petsc4py import PETSc
+
+from meshes import MESHES, unit_mesh
+from petsc_ext.options import OptionError, option_defaults
+from plugin.flow.boundary import Outflow, Wall, conditions_by_tag, walls_at_rest
+from plugin.flow.box import box_geometry
+from plugin.flow.faces import BoundaryFaces, CellPattern, HalfFaces
+from plugin.flow.least_squares import GradientError, least_squares_gradient
+from plugin.flow.mesh import mesh_geometry
+from plugin.flow.operators import FlowOperators, host_matrix
+from plugin.flow.scheme import PARTS
+from plugin.flow.solver import FlowSolver
+
+SELF = PETSc.COMM_SELF
+
+
+def _meshes():
+    return {name: mesh_geometry(unit_mesh(kinds, n=3, jitter=jitter)) for name, (kinds, jitter) in MESHES.items()}
+
+
+GEOMETRIES = _meshes()
+
+
+def _gradient(g, fixed_mask):
+    """The least-squares gradient with the boundary faces of ``fixed_mask`` given, the rest free."""
+    h = HalfFaces.of(g)
+    index = numpy.arange(len(g.boundary_cells))
+    return least_squares_gradient(g, h, CellPattern(g, h), BoundaryFaces.of(g, index[fixed_mask]),
+                                  BoundaryFaces.of(g, index[~fixed_mask]))
+
+
+@pytest.mark.parametrize("name", GEOMETRIES)
+def test_least_squares_gradient_is_exact_for_linear_fields(name):
+    g, rng = GEOMETRIES[name], numpy.random.default_rng(3)
+    G, S = _gradient(g, numpy.ones(len(g.boundary_cells), bool))
+    a = rng.standard_normal(g.dim)
+    gradient = (G @ (g.centroids @ a + 0.7) + S @ (g.boundary_centroids @ a + 0.7)).reshape(g.dim, -1)
+    numpy.testing.assert_allclose(gradient, numpy.repeat(a[:, None], g.num_cells, axis=1), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["triangles", "tetrahedra", "hexahedra-and-prisms"])
+def test_least_squares_gradient_matches_a_cell_by_cell_solve(name):
+    """Against numpy.linalg.lstsq on each cell's weighted equations, for a random
+    field, half the boundary faces given (Dirichlet), half of zero normal gradient."""
+    g, rng = GEOMETRIES[name], numpy.random.default_rng(5)
+    fixed = rng.random(len(g.boundary_cells)) < 0.5
+    G, S = _gradient(g, fixed)
+    phi, phi_b = rng.standard_normal(g.num_cells), rng.standard_normal(int(fixed.sum()))
+    got = (G @ phi + S @ phi_b).reshape(g.dim, -1)
+    given = numpy.flatnonzero(fixed)
+    for cell in range(g.num_cells):
+        rows, rhs = [], []
+        for f, (c0, c1) in enumerate(g.face_cells):
+            if cell in (c0, c1):
+                other, sign = (c1, 1.0) if c0 == cell else (c0, -1.0)
+                rows.append(sign * g.face_offsets[f])
+                rhs.append(phi[other] - phi[cell])
+        for b in numpy.flatnonzero(g.boundary_cells == cell):
+            if fixed[b]:
+                rows.append(g.boundary_centroids[b] - g.centroids[cell])
+                rhs.append(phi_b[numpy.searchsorted(given, b)] - phi[cell])
+            else:
+                rows.append(g.boundary_distances[b] * g.boundary_normals[b])
+                rhs.append(0.0)
+        rows, rhs = numpy.array(rows), numpy.array(rhs)
+        weight = 1.0 / numpy.linalg.norm(rows, axis=1)
+        expected = numpy.linalg.lstsq(rows * weight[:, None], rhs * weight, rcond=None)[0]
+        numpy.testing.assert_allclose(got[:, cell], expected, rtol=1e-10, atol=1e-10)
+
+
+def test_a_cell_whose_neighbours_lie_on_a_line_is_refused_by_name():
+    g = box_geometry((3, 1), (3.0, 1.0), (False, False))
+    g = dataclasses.replace(g, boundary_cells=g.boundary_cells[:0], boundary_areas=g.boundary_areas[:0],
+                            boundary_normals=g.boundary_normals[:0], boundary_distances=g.boundary_distances[:0],
+                            boundary_centroids=g.boundary_centroids[:0], boundary_tags=g.boundary_tags[:0])
+    with pytest.raises(GradientError, match=r"cell 0 \(centroid \[0.5 0.5\]\) and 2 more: .*on a line or a plane"):
+        _gradient(g, numpy.zeros(0, bool))
+
+
+def _operators(g, scheme, outflow=None):
+    conditions = {**walls_at_rest(g), **({outflow: Outflow(0.0)} if outflow is not None else {})}
+    return FlowOperators(g, 0.01, conditions_by_tag(g, conditions), scheme=PARTS[scheme])
+
+
+@pytest.mark.parametrize("size", [(5, 4), (4, 3, 5)])
+def test_on_a_box_both_schemes_are_the_same_operators(size):
+    """A box is orthogonal and unskewed: least squares is Green-Gauss to rounding
+    (walls included) and every correction is zero."""
+    g = box_geometry(size, (1.0, 2.0, 1.5)[:len(size)], (False,) * len(size))
+    symmetric, consistent = _operators(g, "symmetric"), _operators(g, "consistent")
+    numpy.testing.assert_allclose(host_matrix(consistent.G).toarray(), host_matrix(symmetric.G).toarray(), rtol=0,
+                                  atol=1e-12)
+    for correction in (consistent.diffusion_correction, consistent.pressure_correction,
+                       consistent.skewness_correction):
+        assert abs(correction).max() < 1e-12
+
+
+@pytest.mark.parametrize("name", GEOMETRIES)
+def test_corrected_face_terms_are_exact_for_linear_fields(name):
+    """Gs p + T grad p = n . grad p on every interior and outflow face, and
+    Gamma u + K grad u = n . u at every face's centroid, for linear p and u
+    with their exact gradients."""
+    g, rng = GEOMETRIES[name], numpy.random.default_rng(7)
+    ops = _operators(g, "consistent", outflow=g.boundary_names["wall"])
+    a, A, b = rng.standard_normal(g.dim), rng.standard_normal((g.dim, g.dim)), rng.standard_normal(g.dim)
+    out = numpy.flatnonzero(g.boundary_tags == g.boundary_names["wall"])
+    normals = numpy.vstack((g.face_normals, g.boundary_normals[out]))
+    centroids = numpy.vstack((g.centroids[g.face_cells[:, 0]] + g.face_centre_offsets, g.boundary_centroids[out]))
+
+    pressure = g.centroids @ a  # an outflow holds p = 0 at its faces: b_p enters as Gs's source
+    face_gradient = ops.Gs @ pressure + ops.pressure_correction @ numpy.repeat(a, g.num_cells)
+    face_gradient[ops.open_faces] += (g.boundary_centroids[out] @ a) / g.boundary_distances[out]
+    numpy.testing.assert_allclose(face_gradient, normals @ a, rtol=0, atol=1e-11)
+
+    u = (g.centroids @ A.T + b).T
+    gradients = numpy.repeat(A[:, :, None], g.num_cells, axis=2)  # (component, direction, cell)
+    face_velocity = ops.Gamma @ u.ravel() + ops.skewness_correction @ gradients.ravel()
+    numpy.testing.assert_allclose(face_velocity, numpy.einsum("fe,fe->f", normals, centroids @ A.T + b), rtol=0,
+                                  atol=1e-12)
+
+
+@pytest.mark.parametrize("correctors", [0, 1])
+def test_a_consistent_flow_keeps_its_face_velocities_divergence_free(correctors):
+    """The deferred correction goes into the face velocities and the right-hand
+    side alike: Ms u_s = 0 to the solver's tolerance, with or without correctors."""
+    g = GEOMETRIES["tetrahedra"]
+    lid = tuple(numpy.eye(g.dim)[0])
+    with option_defaults("", {"flow_max_steps": 6, "pressure_ksp_rtol": 1e-12, "flow_scheme": "consistent",
+                              "flow_pressure_correctors": correctors}):
+        solver = FlowSolver(g, SELF, "aij", 0.01, {"lid": Wall(lid), "wall": Wall()})
+    assert solver.scheme_parts == dataclasses.replace(
+        PARTS["consistent"], pressure_correctors=correctors)
+    state = solver.run(solver.initial_state())
+    Ms, u_s = host_matrix(solver.operators.Ms), numpy.asarray(state.u_s)
+    assert numpy.isfinite(state.u).all() and abs(Ms @ u_s).max() < 1e-9 * (abs(Ms) @ abs(u_s)).max()
+
+
+def test_the_wide_laplacian_needs_the_symmetric_scheme():
+    g = GEOMETRIES["triangles"]
+    with option_defaults("", {"flow_pressure_laplacian": "wide", "flow_scheme": "consistent"}):
+        with pytest.raises(OptionError, match="needs -flow_scheme symmetric"):
+            FlowSolver(g, SELF, "aij", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
