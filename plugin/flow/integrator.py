@@ -17,7 +17,7 @@ One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step 
                                                  skewness correction (-flow_skewness)
   c    = T grad q_0                              the pressure's non-orthogonal correction
                                                  (-flow_pressure_nonorthogonal), deferred: q_0
-                                                 the guess below, or the last corrector's q
+                                                 = -dt p^n, or the last corrector's q
   A q  = Ms (w + c) + f + b_p                    A = -L, q = -dt p^{n+1} (KSP prefix pressure_;
                                                  singular with the constant null space where
                                                  no outflow holds the pressure), from
@@ -205,7 +205,8 @@ class FractionalStep:
                 self._solve_momentum(u_p)
                 k.three_term(u_p.ravel(), 1.0, u_p.ravel(), -1.0, self.gradient.ravel(), 0.0, u_p.ravel())
         with phase("Pressure"):
-            q = self._solve_pressure(u_p, lambda guess: xp.copyto(guess, self.q_guess), state.t + dt, dt)
+            q = self._solve_pressure(u_p, lambda guess: xp.copyto(guess, self.q_guess), state.t + dt, dt,
+                                     state.p)
         with phase("Correct"):
             u_s = self._free(self._faces, state.u_s)
             self._correct(q, u_p, u_s, dt)  # u^p becomes u^{n+1}
@@ -218,7 +219,7 @@ class FractionalStep:
         """Make a starting velocity discretely divergence-free in place (u, and
         u_s with Ms u_s = 0) by the step's projection, from a zero guess: a
         given field, even a divergence-free one, is not so on the grid."""
-        q = self._solve_pressure(state.u, lambda guess: guess.fill(0.0), state.t, 0.0)
+        q = self._solve_pressure(state.u, lambda guess: guess.fill(0.0), state.t, 0.0, None)
         self._correct(q, state.u, state.u_s, 0.0)
         restore_array(self.q, "r")
         state.u_old[...] = state.u
@@ -243,11 +244,14 @@ class FractionalStep:
             self.velocity_gradients += gradients
         return self.velocity_gradients
 
-    def _solve_pressure(self, u_p, start, t, dt):
+    def _solve_pressure(self, u_p, start, t, dt, pressure):
         """q from A q = Ms (w + c) + f(t) - dt b_p, w = Gamma u^p (+ K grad u^p) and c the
         deferred correction (both kept for the correction of u_s), starting
         from what ``start`` writes into q's array; returns that array, which
-        stays taken until the caller restores it. dt = 0: a projection, the
+        stays taken until the caller restores it. The first c is that of
+        -dt ``pressure`` (p^n; None: of the start), not of the extrapolated
+        guess: extrapolation amplified the lagged correction's error on
+        tetrahedra until the flow blew up. dt = 0: a projection, the
         outflow pressures play no part."""
         m, n = self.matrices, self.cell_scratch.size
         m.Gamma(u_p.ravel(), self.w)
@@ -256,10 +260,14 @@ class FractionalStep:
         start(get_array(self.q, "w", n))
         restore_array(self.q, "w")
         self.pressure_iterations = 0
-        for _ in range(1 + self.correctors):
-            if self.corrected is not None:  # c from the guess, then from each corrector's q
-                self._cell_gradient(get_array(self.q, "r", n), dt)
-                restore_array(self.q, "r")
+        for corrector in range(1 + self.correctors):
+            if self.corrected is not None:  # c from p^n (or the start), then from each corrector's q
+                if corrector == 0 and pressure is not None:
+                    self.xp.multiply(pressure, -dt, out=self.cell_scratch)
+                    self._cell_gradient(self.cell_scratch, dt)
+                else:
+                    self._cell_gradient(get_array(self.q, "r", n), dt)
+                    restore_array(self.q, "r")
                 m.pressure_correction(self.gradient.ravel(), self.corrected, self.w)
             b = get_array(self.b, "w", n)
             _, inflow, _ = self.boundary(t)

@@ -18,7 +18,7 @@ way; the face interpolation of the velocity corrected for skewness
 (plugin.flow.corrections). Omega G = -M^T no longer holds: the projection
 no longer conserves kinetic energy exactly, and no longer is one: repeated,
 it can amplify a velocity (with the skewness correction on tetrahedra,
-BENCHMARKS.md), which is why the symmetric scheme stays the default. On a
+BENCHMARKS.md: that part is left out in 3D unless asked for). On a
 box every correction is zero and least squares is Green-Gauss: both schemes
 are the same operators.
 """
@@ -66,6 +66,14 @@ def chosen_scheme(name, options):
                                    if attr in OPTION_PARTS})
 
 
-def part_default(attr, scheme_name):
-    """The default of the option ``attr`` (of OPTION_PARTS) under scheme ``scheme_name``."""
-    return getattr(PARTS[scheme_name], OPTION_PARTS[attr])
+def defaults(name, dim):
+    """The parts of scheme ``name`` by default in ``dim`` dimensions: the
+    consistent scheme leaves out the skewness correction in 3D, where on
+    gmsh's tetrahedra it made the projection amplify a velocity and every
+    flow blow up (BENCHMARKS.md)."""
+    return replace(PARTS[name], skewness_correction=False) if name == "consistent" and dim == 3 else PARTS[name]
+
+
+def part_default(attr, scheme_name, dim):
+    """The default of the option ``attr`` (of OPTION_PARTS) under scheme ``scheme_name`` in ``dim`` dimensions."""
+    return getattr(defaults(scheme_name, dim), OPTION_PARTS[attr])

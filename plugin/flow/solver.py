@@ -75,8 +75,9 @@ OPTIONS = (
            "gradients, cell gradient -Omega^-1 M^T: the projection conserves kinetic energy; first order or worse "
            "on non-orthogonal cells); consistent: least-squares gradients and the corrections below, second order "
            "on triangles, Omega G = -M^T given up (energy no longer conserved exactly, and the projection no "
-           "longer one: with -flow_skewness it amplifies velocities on tetrahedra). Sets the defaults of the "
-           "options below; on a box both are the same operators", choices=SCHEMES),
+           "longer one: with -flow_skewness it amplifies velocities on tetrahedra, so in 3D that part is off "
+           "unless asked for). Sets the defaults of the options below; on a box both are the same operators",
+           choices=SCHEMES),
     Option("flow_gradient", "gradient", "green-gauss", "cell gradient of the pressure correction and of the "
            "corrections: green-gauss (-Omega^-1 M^T) or least-squares (exact for linear fields on any cell)",
            choices=GRADIENTS),
@@ -162,7 +163,7 @@ class FlowSolver:
     def __init__(self, geometry, comm, mat_type, nu, boundary_conditions, prefix="", pressure_multigrid=None):
         self.comm, self.mpi = comm, comm.tompi4py()
         for attr, value in read_options(self, OPTIONS, prefix, "Incompressible flow (fractional step)", comm,
-                                        self._default).items():
+                                        lambda option, chosen: self._default(option, chosen, geometry.dim)).items():
             setattr(self, attr, value)
         self.geometry = geometry
         self.scheme_parts = chosen_scheme(self.scheme, {attr: getattr(self, attr) for attr in OPTION_PARTS})
@@ -207,9 +208,9 @@ class FlowSolver:
         self.steps_run, self.pressure_iterations, self.run_seconds = 0, 0, 0.0
 
     @staticmethod
-    def _default(option, chosen):
-        """An option's default: for a part of the scheme, that of the scheme chosen."""
-        return part_default(option.attr, chosen["scheme"]) if option.attr in OPTION_PARTS else option.default
+    def _default(option, chosen, dim):
+        """An option's default: for a part of the scheme, that of the scheme chosen in ``dim`` dimensions."""
+        return part_default(option.attr, chosen["scheme"], dim) if option.attr in OPTION_PARTS else option.default
 
     @classmethod
     def from_dmda(cls, da, lengths, nu, boundary_conditions=None, origin=None):
