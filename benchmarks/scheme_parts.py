@@ -37,6 +37,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", required=True)
     parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--timeout", type=float, default=None, help="seconds a variant may run")
     parser.add_argument("demo", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     demo = [a for a in args.demo if a != "--"]
@@ -44,12 +45,16 @@ def main():
     for name in args.variants:
         with tempfile.TemporaryDirectory() as directory:
             command = [sys.executable, *demo, *VARIANTS[name], "-flow_output_dir", directory]
-            run = subprocess.run(command, capture_output=True, text=True)
-            if run.returncode:
-                results["variants"][name] = {"failed": run.stdout[-2000:] + run.stderr[-2000:]}
+            try:
+                run = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+            except subprocess.TimeoutExpired as exc:
+                results["variants"][name] = {"timed out": args.timeout, "output": str(exc.stdout or "")[-2000:]}
             else:
-                with open(os.path.join(directory, "summary.json")) as stream:
-                    results["variants"][name] = json.load(stream)
+                if run.returncode:
+                    results["variants"][name] = {"failed": run.stdout[-2000:] + run.stderr[-2000:]}
+                else:
+                    with open(os.path.join(directory, "summary.json")) as stream:
+                        results["variants"][name] = json.load(stream)
         print(name, json.dumps(results["variants"][name])[:300], flush=True)
         with open(args.json, "w") as stream:
             json.dump(results, stream, indent=1)
