@@ -103,11 +103,12 @@ def test_the_projection_never_amplifies_a_velocity_on_the_3d_cylinders_tetrahedr
     solver.destroy()
 
 
-def test_the_consistent_scheme_keeps_a_bounded_energy_on_the_3d_cylinders_tetrahedra(tmp_path):
+def test_the_consistent_scheme_holds_its_first_300_steps_on_the_3d_cylinders_tetrahedra(tmp_path):
     """3D-1Z's coarsest tetrahedra with -flow_scheme consistent, whose 3D
     default leaves out the skewness correction (with it the kinetic energy
     reached 1e49 in these 300 steps) and corrects the pressure's face
-    gradient from p^n (from the extrapolated pressure it reached 1e25)."""
+    gradient from p^n (from the extrapolated pressure it reached 1e25).
+    Only the first 300 steps: later the flow still grows (BENCHMARKS.md)."""
     from plugin.flow.distribution import distribute
 
     path = str(tmp_path / "cyl3.msh")

@@ -76,7 +76,8 @@ OPTIONS = (
            "on non-orthogonal cells); consistent: least-squares gradients and the corrections below, second order "
            "on triangles, Omega G = -M^T given up (energy no longer conserved exactly, and the projection no "
            "longer one: with -flow_skewness it amplifies velocities on tetrahedra, so in 3D that part is off "
-           "unless asked for). Sets the defaults of the options below; on a box both are the same operators",
+           "unless asked for, and even so a flow on tetrahedra does not yet settle). Sets the defaults of the "
+           "options below; on a box both are the same operators",
            choices=SCHEMES),
     Option("flow_gradient", "gradient", "green-gauss", "cell gradient of the pressure correction and of the "
            "corrections: green-gauss (-Omega^-1 M^T) or least-squares (exact for linear fields on any cell)",
