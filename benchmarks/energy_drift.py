@@ -1,0 +1,78 @@
+"""What each scheme costs in kinetic energy: an inviscid Taylor-Green vortex
+in the closed unit cube of gmsh tetrahedra (demos/meshes.py), slip walls on
+every side, u = (sin pi x cos pi y cos pi z, -cos pi x sin pi y cos pi z, 0)
+made discretely divergence-free, run to t = 1; the relative change of the
+kinetic energy, per variant of plugin.flow.scheme and per time step.
+
+    python benchmarks/energy_drift.py --size 0.1 --json energy.json
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import petsc4py
+
+petsc4py.init(sys.argv[:1])
+
+import meshio  # noqa: E402
+import numpy  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+import harness  # noqa: E402
+from petsc_ext.options import option_defaults  # noqa: E402
+from plugin.flow.boundary import Slip  # noqa: E402
+from plugin.flow.mesh import mesh_geometry  # noqa: E402
+from plugin.flow.solver import FlowSolver  # noqa: E402
+
+VARIANTS = {
+    "symmetric": {"flow_scheme": "symmetric"},
+    "consistent (3D default: no skewness)": {"flow_scheme": "consistent"},
+    "least-squares cell gradient only": {"flow_scheme": "symmetric", "flow_gradient": "least-squares"},
+}
+
+
+def vortex(x):
+    s, c = numpy.sin(math.pi * x), numpy.cos(math.pi * x)
+    return numpy.array([s[:, 0] * c[:, 1] * c[:, 2], -c[:, 0] * s[:, 1] * c[:, 2], 0 * x[:, 0]])
+
+
+def energy_change(geometry, options, cfl):
+    conditions = {name: Slip() for name in geometry.boundary_names}
+    with option_defaults("", {"flow_t_end": 1.0, "flow_cfl": cfl, "pressure_ksp_rtol": 1e-12,
+                              "flow_diffusion": "explicit", **options}):
+        solver = FlowSolver(geometry, PETSc.COMM_SELF, "aij", 1e-12, conditions)
+    state = solver.initial_state(vortex(geometry.centroids), project=True)
+    start = solver.stepper.kinetic_energy(state)
+    state = solver.run(state)
+    change = solver.stepper.kinetic_energy(state) / start - 1
+    solver.destroy()
+    return {"relative_change": change, "steps": state.step, "t": state.t}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=float, default=0.1)
+    parser.add_argument("--cfl", type=float, nargs="*", default=[0.5, 0.25])
+    parser.add_argument("--json", required=True)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "cube.msh")
+        subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "demos",
+                                                     "meshes.py"), "--kind", "tetrahedra", "--size", str(args.size),
+                        "--out", path], check=True, capture_output=True)
+        geometry = mesh_geometry(meshio.read(path))
+    results = {"meta": harness.metadata(), "cells": geometry.num_global_cells, "size": args.size, "variants": {}}
+    for name, options in VARIANTS.items():
+        results["variants"][name] = {str(cfl): energy_change(geometry, options, cfl) for cfl in args.cfl}
+        print(name, results["variants"][name], flush=True)
+        with open(args.json, "w") as stream:
+            json.dump(results, stream, indent=1)
+
+
+if __name__ == "__main__":
+    main()
