@@ -150,3 +150,10 @@ def test_the_wide_laplacian_needs_the_symmetric_scheme():
     with option_defaults("", {"flow_pressure_laplacian": "wide", "flow_scheme": "consistent"}):
         with pytest.raises(OptionError, match="needs -flow_scheme symmetric"):
             FlowSolver(g, SELF, "aij", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
+
+
+def test_an_unknown_scheme_lists_the_choices():
+    g = GEOMETRIES["triangles"]
+    with option_defaults("", {"flow_scheme": "exact"}):
+        with pytest.raises(OptionError, match="symmetric, consistent"):
+            FlowSolver(g, SELF, "aij", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
