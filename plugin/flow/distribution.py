@@ -321,7 +321,8 @@ def _rank_geometry(comm, local, names, exchange):
         cell_ranges=cell_ranges, face_ranges=face_ranges, rank=comm.rank, volumes=local.volumes[in_order],
         centroids=local.centroids[in_order], cell_numbers=local.numbers[in_order], face_ids=face_ids,
         face_cells=number[cells[pairs]], face_areas=face_areas, face_normals=normals, face_distances=distances,
-        face_offsets=offsets, face_centre_offsets=reach, face_weights=weights, boundary_cells=number[cells[lone]], boundary_areas=b_areas,
+        face_offsets=offsets, face_centre_offsets=reach, face_weights=weights, boundary_cells=number[cells[lone]],
+        boundary_areas=b_areas,
         boundary_normals=b_normals, boundary_distances=b_distances, boundary_centroids=b_centres,
         boundary_tags=tags, boundary_names=names,
         boundary_counts=numpy.concatenate(comm.allgather(counts)).reshape(comm.size, -1))

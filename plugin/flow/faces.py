@@ -32,15 +32,14 @@ class HalfFaces:
     distance: numpy.ndarray
     across: numpy.ndarray   # (k, d) from the owned cell's centroid to the other's
     weight: numpy.ndarray   # the owned cell's weight in Gamma (geometry.face_weights, or 1 minus it)
-    reach: numpy.ndarray    # (k, d) from the owned cell's centroid to the face's
 
     @classmethod
     def of(cls, g, face_ids=None, xp=numpy):
         """``face_ids``: the faces' numbers (default the geometry's); arrays of ``xp``."""
         face_ids = xp.asarray(g.face_ids if face_ids is None else face_ids)
         face_cells = xp.asarray(g.face_cells)
-        areas, normals, distances, offsets, weights, reach = (xp.asarray(a) for a in (
-            g.face_areas, g.face_normals, g.face_distances, g.face_offsets, g.face_weights, g.face_centre_offsets))
+        areas, normals, distances, offsets, weights = (
+            xp.asarray(a) for a in (g.face_areas, g.face_normals, g.face_distances, g.face_offsets, g.face_weights))
         first, second = face_cells[:, 0], face_cells[:, 1]
         parts = []
         for cell, other, sign in ((first, second, 1.0), (second, first, -1.0)):
@@ -49,8 +48,7 @@ class HalfFaces:
             owned = cell[mine]
             parts.append((owned - g.cell_start, owned, other[mine], face_ids[mine], xp.full(owned.shape[0], sign),
                           areas[mine], sign * normals[mine], distances[mine], sign * offsets[mine],
-                          weights[mine] if sign > 0 else 1 - weights[mine],
-                          reach[mine] if sign > 0 else reach[mine] - offsets[mine]))
+                          weights[mine] if sign > 0 else 1 - weights[mine]))
         return cls(*(xp.concatenate(columns) for columns in zip(*parts, strict=True)))
 
 

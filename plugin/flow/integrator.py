@@ -111,12 +111,12 @@ class BoundarySources:
         if self._steady is not None:
             return self._steady
         dim, n, xp = self.ops.dim, self.ops.geometry.num_cells, self.xp
-        values = xp.asarray(self.ops.boundary_values(t))
+        velocity = self.ops.boundary_velocity(t)
+        values = xp.asarray(self.ops.boundary_values(t, velocity))
         cells = xp.ascontiguousarray((self.to_cells @ values.T).T) if values.shape[1] else xp.zeros((dim + 1, n))
         gradients = None
         if self.to_gradients is not None:
-            velocity = xp.asarray(self.ops.boundary_velocity(t))
-            gradients = xp.ascontiguousarray((self.to_gradients @ velocity).T).reshape(dim * dim, n)
+            gradients = xp.ascontiguousarray((self.to_gradients @ xp.asarray(velocity)).T).reshape(dim * dim, n)
         sources = (cells[:dim], cells[dim], gradients)
         if self.ops.boundary_steady:
             self._steady = sources
@@ -135,8 +135,8 @@ class FractionalStep:
     def __init__(self, matrices, pressure_ksp, momentum_ksp=None, extrapolate_pressure=True):
         """``extrapolate_pressure``: the pressure solve starts from p^n
         extrapolated linearly in time (from the third step), else from p^n;
-        with a deferred non-orthogonal correction that guess also sets the
-        first correction (matrices.ops.scheme.pressure_correctors more)."""
+        a deferred non-orthogonal correction takes matrices.ops.scheme's
+        pressure_correctors more solves after it."""
         m = self.matrices = matrices
         self.extrapolate_pressure = extrapolate_pressure
         ops, xp = m.ops, m.xp
@@ -259,6 +259,7 @@ class FractionalStep:
             m.skewness_correction(self._velocity_gradients(u_p, t).ravel(), self.w, self.w)
         start(get_array(self.q, "w", n))
         restore_array(self.q, "w")
+        _, inflow, _ = self.boundary(t)
         self.pressure_iterations = 0
         for corrector in range(1 + self.correctors):
             if self.corrected is not None:  # c from p^n (or the start), then from each corrector's q
@@ -270,7 +271,6 @@ class FractionalStep:
                     restore_array(self.q, "r")
                 m.pressure_correction(self.gradient.ravel(), self.corrected, self.w)
             b = get_array(self.b, "w", n)
-            _, inflow, _ = self.boundary(t)
             m.Ms(self._face_velocities(), b, inflow)
             outflow = m.outflow_pressure
             if outflow is not None and dt:

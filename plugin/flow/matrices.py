@@ -79,12 +79,13 @@ class FlowMatrices:
             counts = comm.tompi4py().allgather(n)
             loop["velocity_gradient"] = (component_blocks(host_matrix(ops.velocity_gradient), dim, counts), dim * n,
                                          "grad u (every component)")
-        for name, operator, columns, title in (
-                ("diffusion_correction", ops.diffusion_correction, dim * dim * n, "-nu T grad u (diffusion)"),
-                ("pressure_correction", ops.pressure_correction, dim * n, "T grad p (pressure face gradient)"),
-                ("skewness_correction", ops.skewness_correction, dim * dim * n, "K grad u (face interpolation)")):
-            if operator is not None:
-                loop[name] = (operator * -ops.nu if name == "diffusion_correction" else operator, columns, title)
+        if ops.diffusion_correction is not None:
+            loop["diffusion_correction"] = (ops.diffusion_correction * -ops.nu, dim * dim * n,
+                                            "-nu T grad u (diffusion)")
+        if ops.pressure_correction is not None:
+            loop["pressure_correction"] = (ops.pressure_correction, dim * n, "T grad p (pressure face gradient)")
+        if ops.skewness_correction is not None:
+            loop["skewness_correction"] = (ops.skewness_correction, dim * dim * n, "K grad u (face interpolation)")
         self.mats = _LoopMatrices(self, loop, self._sell_operators_fit())
         self._values = value_target(self.mats.operator("C"))
         E = self._storage_order(ops.E_C)

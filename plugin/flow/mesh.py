@@ -303,7 +303,8 @@ def mesh_geometry(mesh, ungrouped=None):
     """
     t = mesh_topology(mesh, ungrouped)
     volumes, centroids, vectors, areas, centres = cell_geometry(t.node_coordinates())
-    face_areas, normals, offsets, distances, weights, reach = face_arrays(t.pairs, t.cells, centroids, vectors, areas, centres)
+    face_areas, normals, offsets, distances, weights, reach = face_arrays(t.pairs, t.cells, centroids, vectors, areas,
+                                                                          centres)
     b_areas, b_normals, b_distances, b_centres = boundary_arrays(t.lone, t.cells, centroids, vectors, areas, centres)
     m, f = len(volumes), len(t.pairs)
     return FiniteVolumeGeometry(

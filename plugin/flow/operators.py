@@ -161,23 +161,21 @@ class FlowOperators:
         self.L = pattern.matrix(conductance, exchange - xp.bincount(out.row, out.area / out.distance, n))
         self.Gamma, self.Gs = self._face_operators(g, f, out)
         self.held = held = faces_of(tags_of(Wall, Inflow))  # the faces that hold the velocity
-        free = faces_of(tags_of(Outflow, Slip)).on(xp)  # where a velocity's normal gradient is taken as zero
         if scheme.gradient == "least-squares":
             self.G, self._outflow_gradient = least_squares_gradient(g, h, pattern, out,
                                                                     faces_of(tags_of(Wall, Inflow, Slip)).on(xp))
-            if scheme.velocity_gradients:
-                self.velocity_gradient, self.velocity_gradient_source = least_squares_gradient(
-                    g, h, pattern, held.on(xp), free)
         else:
             self.G, self._outflow_gradient = self._gradient(pattern, h, out), None
+        self.velocity_gradient, self.velocity_gradient_source = None, None
+        if scheme.velocity_gradients and scheme.gradient == "least-squares":
+            # held on walls and inflows, zero normal gradient across outflows and slip faces
+            self.velocity_gradient, self.velocity_gradient_source = least_squares_gradient(
+                g, h, pattern, held.on(xp), faces_of(tags_of(Outflow, Slip)).on(xp))
+        elif scheme.velocity_gradients:
             # no slip on walls at rest, none across outflows; the cell's value on inflow, moving-wall and
             # slip faces (their given velocities would be sources)
             at_rest = [tag for tag, c in boundary_conditions.items() if isinstance(c, Wall) and c.velocity is None]
-            if scheme.velocity_gradients:
-                self.velocity_gradient = self._gradient(pattern, h, out, faces_of(at_rest).on(xp))
-                self.velocity_gradient_source = None
-        if not scheme.velocity_gradients:
-            self.velocity_gradient = self.velocity_gradient_source = None
+            self.velocity_gradient = self._gradient(pattern, h, out, faces_of(at_rest).on(xp))
         walls = xp.asarray(numpy.bincount(held.row, held.area / held.distance, n))
         self.D = pattern.matrix(-nu * conductance, nu * (walls - exchange))
         self.slip = self._slip(g, faces_of(tags_of(Slip)).on(xp)) if tags_of(Slip) else None  # the same on every rank
@@ -282,12 +280,14 @@ class FlowOperators:
                                     for d in range(self.dim)]) / g.volumes
         return {"faces": faces, "gradient": gradient}
 
-    def boundary_values(self, t):
+    def boundary_values(self, t, velocity=None):
         """At time t, for each face that holds the velocity (walls, inflows; the
         columns of boundary_to_cells): (dim + 1, K), rows 0..dim-1 what it adds to
         its cell's momentum source, nu A / delta u_b - F u_b with F = A u_b . n
-        the flux out of the cell (0 on walls), and row dim that flux."""
-        held, velocity = self.held, self.boundary_velocity(t)
+        the flux out of the cell (0 on walls), and row dim that flux;
+        ``velocity``: boundary_velocity(t) where the caller has it."""
+        held = self.held
+        velocity = self.boundary_velocity(t) if velocity is None else velocity
         flux = numpy.where(self._inflow, held.area * numpy.einsum("ij,ij->i", velocity, held.normal), 0.0)
         source = (self.nu * held.area / held.distance - flux)[:, None] * velocity
         return numpy.vstack((source.T, flux))

@@ -59,13 +59,6 @@ OPTION_PARTS = {"gradient": "gradient", "nonorthogonal": "diffusion_correction",
                 "pressure_correctors": "pressure_correctors"}
 
 
-def chosen_scheme(name, options):
-    """The Scheme of scheme ``name`` (symmetric or consistent) with the parts ``options`` give
-    ({option attribute: value} for those of OPTION_PARTS)."""
-    return replace(PARTS[name], **{OPTION_PARTS[attr]: value for attr, value in options.items()
-                                   if attr in OPTION_PARTS})
-
-
 def defaults(name, dim):
     """The parts of scheme ``name`` by default in ``dim`` dimensions: the
     consistent scheme leaves out the skewness correction in 3D, where on

@@ -19,6 +19,7 @@ import contextlib
 import math
 import os
 import time
+from dataclasses import replace
 
 import numpy
 from mpi4py import MPI
@@ -34,14 +35,14 @@ from . import checkpoint
 from .boundary import OPTION as BOUNDARY_OPTION
 from .boundary import BoundaryError, conditions_by_tag, conditions_from_options, walls_at_rest
 from .box import dmda_partition, partition_geometry
-from .integrator import FractionalStep, StepFailure
 from .collective import on_every_rank
+from .integrator import FractionalStep, StepFailure
 from .least_squares import GradientError
 from .linear_solvers import LinearSolvers
 from .matrices import FlowMatrices
 from .operators import FlowOperators
 from .pressure_multigrid import PressureMultigrid
-from .scheme import GRADIENTS, OPTION_PARTS, SCHEMES, chosen_scheme, part_default
+from .scheme import GRADIENTS, OPTION_PARTS, SCHEMES, Scheme, part_default
 
 DIFFUSION = ("explicit", "implicit")
 PRESSURE_GUESS = ("extrapolated", "previous")
@@ -167,9 +168,8 @@ class FlowSolver:
                                         lambda option, chosen: self._default(option, chosen, geometry.dim)).items():
             setattr(self, attr, value)
         self.geometry = geometry
-        self.scheme_parts = chosen_scheme(self.scheme, {attr: getattr(self, attr) for attr in OPTION_PARTS})
-        if self.pressure_laplacian == "wide" and self.scheme_parts != chosen_scheme(
-                "symmetric", {"nonorthogonal": self.nonorthogonal}):
+        self.scheme_parts = Scheme(**{part: getattr(self, attr) for attr, part in OPTION_PARTS.items()})
+        if self.pressure_laplacian == "wide" and replace(self.scheme_parts, diffusion_correction=False) != Scheme():
             raise OptionError(f"-{prefix}flow_pressure_laplacian wide is the symmetric scheme's exact projection: "
                               f"it needs -{prefix}flow_scheme symmetric (with at most -flow_nonorthogonal)")
         folder = os.path.dirname(os.path.abspath(self.checkpoint_file))
