@@ -2,10 +2,11 @@
 
 The force on a group is the momentum its faces take from the fluid in the
 discrete momentum equations, face by face as the scheme computes it
-(plugin.flow.operators): the cell gradient G puts a wall face's pressure at
-its cell's value, and the diffusion D has the wall flux nu A_f (u_b - u_i) /
-delta_f. Summed over all cells, the interior fluxes cancel (the scheme is
-conservative), so the momentum the fluid loses to the group is
+(plugin.flow.operators): the Green-Gauss cell gradient G puts a wall face's
+pressure at its cell's value, and the diffusion D has the wall flux
+nu A_f (u_b - u_i) / delta_f. Summed over all cells, the interior fluxes
+cancel (the scheme is conservative), so the momentum the fluid loses to the
+group is
 
     F = sum over the group's faces of  rho (p_i n_f A_f + nu A_f (u_i - u_b) / delta_f)
 
@@ -15,7 +16,13 @@ John ("Reference values for drag and lift of a two-dimensional time-dependent
 flow around a cylinder", Int. J. Numer. Meth. Fluids 44, 2004) is for finite
 elements; a stress integrated from reconstructed gradients is not. On a
 no-slip wall nu du/dn is the whole viscous stress, n . (grad u + grad u^T)
-being zero there for a divergence-free flow.
+being zero there for a divergence-free flow. With the diffusion's
+non-orthogonal correction (-flow_nonorthogonal) the wall flux has its part
+-nu A_f (n_f - r_f / delta_f) . grad u_i too (r_f from the centroid to the
+face's). The least-squares gradient (-flow_gradient least-squares) has no
+face values: the wall's pressure is then the cell's carried to the face's
+centroid along it, p_i + r_f . grad p_i, exact for a linear pressure where
+p_i is first order.
 
 Pressures at points: the cell whose centroid is nearest the point, its
 pressure carried to the point along its Green-Gauss gradient (face values
@@ -49,17 +56,29 @@ class GroupForce:
             raise ForceError(f"forces are taken on walls: the group {name!r} is {condition.describe()}")
         faces = numpy.flatnonzero(g.boundary_tags == tag)
         self.solver, self.rho, self.nu = solver, rho, solver.operators.nu
-        self.rows = solver.xp.asarray(g.boundary_cells[faces] - g.cell_start)
+        rows = g.boundary_cells[faces] - g.cell_start
+        self.rows = solver.xp.asarray(rows)
         self.area, self.normal = g.boundary_areas[faces], g.boundary_normals[faces]
         self.conductance = self.area / g.boundary_distances[faces]
         self.centroids, self.condition = g.boundary_centroids[faces], condition
+        self.reach = self.centroids - g.centroids[rows]
+        ops = solver.operators
+        self.extrapolated = ops.scheme.gradient == "least-squares"
+        self.corrected = ops.diffusion_correction is not None
+        self.off_normal = self.normal - self.reach / g.boundary_distances[faces][:, None]  # n - r / delta
 
     def __call__(self, state):
-        xp = self.solver.xp
+        xp, dim, stepper = self.solver.xp, self.normal.shape[1], self.solver.stepper
         u = to_host(xp, state.u[:, self.rows])  # (dim, k): only the group's cells leave the device
         p = to_host(xp, state.p[self.rows])
+        if self.extrapolated:
+            p = p + (to_host(xp, stepper.pressure_gradient(state.p)[:, self.rows]).T * self.reach).sum(axis=1)
         wall = self.condition.velocity_at(self.centroids, state.t).T
-        local = self.rho * ((self.area * p) @ self.normal + self.nu * (u - wall) @ self.conductance)
+        viscous = (u - wall) @ self.conductance
+        if self.corrected:
+            gradients = to_host(xp, stepper.velocity_gradients(state.u, state.t)[:, self.rows])
+            viscous -= (gradients.reshape(dim, dim, -1) * self.off_normal.T).sum(axis=1) @ self.area
+        local = self.rho * ((self.area * p) @ self.normal + self.nu * viscous)
         return self.solver.mpi.allreduce(local, op=MPI.SUM)
 
 

@@ -14,7 +14,8 @@ One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step 
          steady state solves the steady equations whatever dt (without G q*
          it would be off by dt/2 Omega^-1 D G p, largest at walls)
   w    = Gamma u^p (+ K grad u^p)                the face velocities before projection, with the
-                                                 skewness correction (-flow_skewness)
+         + beta (u_s^n - Gamma u^n (- K grad u^n))  skewness correction (-flow_skewness) and the
+                                                 memory of the face velocities (-flow_face_memory)
   c    = T grad q_0                              the pressure's non-orthogonal correction
                                                  (-flow_pressure_nonorthogonal), deferred: q_0
                                                  = -dt p^n, or the last corrector's q
@@ -153,7 +154,9 @@ class FractionalStep:
         self.cell_scratch, self.face_scratch, self.q_guess = xp.empty(n), xp.empty(faces), xp.empty(n)
         self.boundary = BoundarySources(ops, xp)
         self.correctors = ops.scheme.pressure_correctors if m.pressure_correction is not None else 0
-        self.velocity_gradients = xp.empty((dim * dim, n)) if m.velocity_gradient is not None else None
+        self.face_memory = ops.scheme.face_memory
+        self.departure = xp.empty(faces) if self.face_memory else None  # u_s^n - Gamma u^n (- K grad u^n)
+        self.velocity_gradient = xp.empty((dim * dim, n)) if m.velocity_gradient is not None else None
         self.corrected = xp.zeros(faces) if m.pressure_correction is not None else None  # w + c
         self.volumes = xp.asarray(ops.volumes)
         self.inverse_volume = 1.0 / self.volumes
@@ -191,7 +194,7 @@ class FractionalStep:
             if m.slip is not None:
                 m.slip(diffused.ravel(), self.rate.ravel(), self.rate.ravel())
             if m.diffusion_correction is not None:  # explicit, on the extrapolated velocity
-                m.diffusion_correction(self._velocity_gradients(self.u_star, state.t + dt / 2).ravel(),
+                m.diffusion_correction(self.velocity_gradients(self.u_star, state.t + dt / 2).ravel(),
                                        self.rate.ravel(), self.rate.ravel())
             xp.multiply(self.inverse_volume, dt, out=self.weight)
             source, _, _ = self.boundary(state.t + dt / 2)
@@ -205,8 +208,11 @@ class FractionalStep:
                 self._solve_momentum(u_p)
                 k.three_term(u_p.ravel(), 1.0, u_p.ravel(), -1.0, self.gradient.ravel(), 0.0, u_p.ravel())
         with phase("Pressure"):
+            if self.face_memory:
+                self._interpolated(state.u, state.t, self.departure)
+                k.three_term(self.departure, 1.0, state.u_s, -1.0, self.departure, 0.0, self.departure)
             q = self._solve_pressure(u_p, lambda guess: xp.copyto(guess, self.q_guess), state.t + dt, dt,
-                                     state.p)
+                                     state.p, self.departure)
         with phase("Correct"):
             u_s = self._free(self._faces, state.u_s)
             self._correct(q, u_p, u_s, dt)  # u^p becomes u^{n+1}
@@ -236,17 +242,18 @@ class FractionalStep:
         mark_read(x)
         self.momentum_iterations = ksp.getIterationNumber()
 
-    def _velocity_gradients(self, u, t):
+    def velocity_gradients(self, u, t):
         """(dim * dim, n): the cell gradient of each component of u (the held velocities at time t)."""
-        self.matrices.velocity_gradient(u.ravel(), self.velocity_gradients.ravel())
+        self.matrices.velocity_gradient(u.ravel(), self.velocity_gradient.ravel())
         gradients = self.boundary(t)[2]
         if gradients is not None:
-            self.velocity_gradients += gradients
-        return self.velocity_gradients
+            self.velocity_gradient += gradients
+        return self.velocity_gradient
 
-    def _solve_pressure(self, u_p, start, t, dt, pressure):
-        """q from A q = Ms (w + c) + f(t) - dt b_p, w = Gamma u^p (+ K grad u^p) and c the
-        deferred correction (both kept for the correction of u_s), starting
+    def _solve_pressure(self, u_p, start, t, dt, pressure, departure=None):
+        """q from A q = Ms (w + c) + f(t) - dt b_p, w = Gamma u^p (+ K grad u^p) (+ beta
+        ``departure``, the face memory) and c the deferred correction (both
+        kept for the correction of u_s), starting
         from what ``start`` writes into q's array; returns that array, which
         stays taken until the caller restores it. The first c is that of
         -dt ``pressure`` (p^n; None: of the start), not of the extrapolated
@@ -254,9 +261,9 @@ class FractionalStep:
         tetrahedra until the flow blew up. dt = 0: a projection, the
         outflow pressures play no part."""
         m, n = self.matrices, self.cell_scratch.size
-        m.Gamma(u_p.ravel(), self.w)
-        if m.skewness_correction is not None:
-            m.skewness_correction(self._velocity_gradients(u_p, t).ravel(), self.w, self.w)
+        self._interpolated(u_p, t, self.w)
+        if departure is not None:
+            self.updates.three_term(self.w, 1.0, self.w, self.face_memory, departure, 0.0, self.w)
         start(get_array(self.q, "w", n))
         restore_array(self.q, "w")
         _, inflow, _ = self.boundary(t)
@@ -281,6 +288,13 @@ class FractionalStep:
             self.pressure_iterations += self.pressure_ksp.getIterationNumber()
         return get_array(self.q, "r", n)
 
+    def _interpolated(self, u, t, out):
+        """out = Gamma u (+ K grad u, the skewness correction; the held velocities at time t)."""
+        m = self.matrices
+        m.Gamma(u.ravel(), out)
+        if m.skewness_correction is not None:
+            m.skewness_correction(self.velocity_gradients(u, t).ravel(), out, out)
+
     def _face_velocities(self):
         """w + c: the face velocities the pressure corrects (w without the deferred correction)."""
         return self.w if self.corrected is None else self.corrected
@@ -294,6 +308,11 @@ class FractionalStep:
             self.updates.three_term(q, -dt * (1 + r), state.p, dt * r, state.p_old, 0.0, state.p)
         else:
             self.xp.multiply(state.p, -dt, out=q)
+
+    def pressure_gradient(self, p):
+        """(dim, n): the cell gradient G p of a pressure, with the outflow pressures' part."""
+        self._cell_gradient(p, -1.0)  # q = -dt p with dt = -1
+        return self.gradient
 
     def _cell_gradient(self, q, dt):
         """gradient = G q, with the outflow pressures' part times -dt."""

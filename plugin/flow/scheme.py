@@ -17,8 +17,11 @@ to the solver's tolerance; the diffusion's face gradients corrected the same
 way; the face interpolation of the velocity corrected for skewness
 (plugin.flow.corrections). Omega G = -M^T no longer holds: the projection
 no longer conserves kinetic energy exactly, and no longer is one: repeated,
-it can amplify a velocity (with the skewness correction on tetrahedra,
-BENCHMARKS.md: that part is left out in 3D unless asked for). On a
+it can amplify a velocity (on tetrahedra by 24% a projection with the
+skewness correction, BENCHMARKS.md). In 3D the consistent scheme therefore
+gives the face velocities a memory (-flow_face_memory, plugin.flow.integrator):
+each step's projection then corrects what that step changed and only a
+fraction of what the earlier ones left, and flows on tetrahedra settle. On a
 box every correction is zero and least squares is Green-Gauss: both schemes
 are the same operators.
 """
@@ -41,6 +44,7 @@ class Scheme:
     pressure_correction: bool = False
     skewness_correction: bool = False
     pressure_correctors: int = 0
+    face_memory: float = 0.0
 
     @property
     def velocity_gradients(self):
@@ -56,15 +60,21 @@ PARTS = {
 # The scheme part each option sets: option attribute -> Scheme field.
 OPTION_PARTS = {"gradient": "gradient", "nonorthogonal": "diffusion_correction",
                 "pressure_nonorthogonal": "pressure_correction", "skewness": "skewness_correction",
-                "pressure_correctors": "pressure_correctors"}
+                "pressure_correctors": "pressure_correctors", "face_memory": "face_memory"}
+
+
+# The consistent scheme's face memory in 3D, where without it the flow on
+# gmsh's tetrahedra blew up (with the skewness correction) or never settled
+# (without it); 0.5 to 0.9 all settled 3D-1Z, 0.9 lost the least kinetic
+# energy of those that do not make it (BENCHMARKS.md).
+FACE_MEMORY_3D = 0.9
 
 
 def defaults(name, dim):
-    """The parts of scheme ``name`` by default in ``dim`` dimensions: the
-    consistent scheme leaves out the skewness correction in 3D, where on
-    gmsh's tetrahedra it made the projection amplify a velocity and every
-    flow blow up (BENCHMARKS.md)."""
-    return replace(PARTS[name], skewness_correction=False) if name == "consistent" and dim == 3 else PARTS[name]
+    """The parts of scheme ``name`` by default in ``dim`` dimensions: in 3D the
+    consistent scheme's face velocities keep FACE_MEMORY_3D of their
+    departure from one step to the next."""
+    return replace(PARTS[name], face_memory=FACE_MEMORY_3D) if name == "consistent" and dim == 3 else PARTS[name]
 
 
 def part_default(attr, scheme_name, dim):

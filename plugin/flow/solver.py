@@ -75,10 +75,10 @@ OPTIONS = (
     Option("flow_scheme", "scheme", "symmetric", "symmetric: the symmetry-preserving scheme (two-point face "
            "gradients, cell gradient -Omega^-1 M^T: the projection conserves kinetic energy; first order or worse "
            "on non-orthogonal cells); consistent: least-squares gradients and the corrections below, second order "
-           "on triangles, Omega G = -M^T given up (energy no longer conserved exactly, and the projection no "
-           "longer one: with -flow_skewness it amplifies velocities on tetrahedra, so in 3D that part is off "
-           "unless asked for, and even so a flow on tetrahedra does not yet settle). Sets the defaults of the "
-           "options below; on a box both are the same operators",
+           "on triangles and tetrahedra, Omega G = -M^T given up (energy no longer conserved exactly, and the "
+           "projection no longer one: repeated, it can amplify a velocity on tetrahedra, so in 3D the face "
+           "velocities keep a memory, -flow_face_memory). Sets the defaults of the options below; on a box "
+           "both are the same operators",
            choices=SCHEMES),
     Option("flow_gradient", "gradient", "green-gauss", "cell gradient of the pressure correction and of the "
            "corrections: green-gauss (-Omega^-1 M^T) or least-squares (exact for linear fields on any cell)",
@@ -93,6 +93,11 @@ OPTIONS = (
            "with -flow_pressure_nonorthogonal, each correcting from the last q", low=0, high=10),
     Option("flow_skewness", "skewness", False, "the face interpolation of the velocity corrected for "
            "skewness: the normal velocity at the face's centroid, exact for linear velocities"),
+    Option("flow_face_memory", "face_memory", 0.0, "beta: the face velocities keep beta of their departure "
+           "from the interpolated cell velocities from one step to the next, w = Gamma u^p + beta (u_s^n - "
+           "Gamma u^n) (Choi 1999; OpenFOAM's ddtCorr), so that a step's projection corrects what the step "
+           "changed, and (1 - beta) of what earlier steps left; 0: the projection takes the whole cell "
+           "velocity each step (1 would never correct it: not allowed)", low=0.0, high=0.99),
     Option("flow_assembly", "assembly", "auto", "where the operators are assembled: on the host (NumPy, "
            "scipy), on the GPU (CuPy, cupyx), or auto: on the GPU for GPU matrices where one is usable",
            choices=ASSEMBLY),

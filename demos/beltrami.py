@@ -1,0 +1,163 @@
+"""Ethier and Steinman's 3D Beltrami flow on gmsh tetrahedra: the errors of
+velocity and pressure against the exact unsteady Navier-Stokes solution on
+several meshes, and the observed orders of accuracy (Ethier and Steinman,
+"Exact fully 3D Navier-Stokes solutions for benchmarking", Int. J. Numer.
+Meth. Fluids 19, 1994; a = pi / 4, d = pi / 2):
+
+    u = -a (e^{ax} sin(ay + dz) + e^{az} cos(ax + dy)) e^{-nu d^2 t}, v and w by cycling x, y, z
+    p = -a^2 / 2 (e^{2ax} + e^{2ay} + e^{2az} + 2 sin(ax + dy) cos(az + dx) e^{a(y + z)} + ...) e^{-2 nu d^2 t}
+
+in the unit cube (demos/meshes.py, -beltrami_levels meshes from cells of
+about -beltrami_size, each with cells half the size of the last), the exact
+velocity held on the whole boundary and the flow started from the exact
+velocity at the centroids, made discretely divergence-free, run to
+-flow_t_end. The time step follows the CFL number, so it shrinks with the
+mesh and the order observed is that of the whole method. The held
+velocities are the exact ones at the faces' centroids less their net flux
+(O(h^2)) spread over the boundary along its normals, so that they balance.
+
+    python demos/beltrami.py -beltrami_levels 3 -flow_scheme consistent -flow_output_dir out
+
+Prints, per mesh, the L2 errors of velocity and pressure (pressure up to its
+mean) and the orders between successive meshes; with -flow_output_dir DIR
+writes them to DIR/summary.json. -help lists every option.
+"""
+
+import json
+import math
+import os
+import sys
+import tempfile
+
+import numpy
+import petsc4py
+
+petsc4py.init(sys.argv)
+
+from petsc4py import PETSc  # noqa: E402
+
+import plugin  # noqa: E402,F401  (registers gpusell, gpuamg, ...)
+from petsc_ext.options import OptionsReader, help_requested, option_defaults  # noqa: E402
+from plugin.flow.boundary import Inflow  # noqa: E402
+from plugin.flow.collective import RankZeroError, exit_with, on_rank_zero  # noqa: E402
+from plugin.flow.distribution import distribute  # noqa: E402
+from plugin.flow.solver import FlowBlowUp, FlowSolver, program_mat_type  # noqa: E402
+
+A, D = math.pi / 4, math.pi / 2
+DEFAULTS = {"flow_t_end": 0.2, "flow_diffusion": "implicit", "pressure_ksp_rtol": 1e-10, "flow_velocity_scale": 2.0}
+
+
+class Beltrami:
+    """The exact solution for viscosity nu."""
+
+    def __init__(self, nu):
+        self.nu = nu
+
+    def velocity(self, x, t):
+        decay = math.exp(-self.nu * D * D * t)
+        return numpy.column_stack([-A * (numpy.exp(A * x[:, i]) * numpy.sin(A * x[:, j] + D * x[:, k])
+                                         + numpy.exp(A * x[:, k]) * numpy.cos(A * x[:, i] + D * x[:, j])) * decay
+                                   for i, j, k in ((0, 1, 2), (1, 2, 0), (2, 0, 1))])
+
+    def pressure(self, x, t):
+        terms = sum(numpy.exp(2 * A * x[:, i]) + 2 * numpy.sin(A * x[:, i] + D * x[:, j])
+                    * numpy.cos(A * x[:, k] + D * x[:, i]) * numpy.exp(A * (x[:, j] + x[:, k]))
+                    for i, j, k in ((0, 1, 2), (1, 2, 0), (2, 0, 1)))
+        return -A * A / 2 * terms * math.exp(-2 * self.nu * D * D * t)
+
+
+def cube_normals(x):
+    """The outward normals of the unit cube at points x of its boundary."""
+    normals = numpy.zeros_like(x)
+    for axis in range(x.shape[1]):
+        normals[x[:, axis] < 1e-9, axis] = -1.0
+        normals[x[:, axis] > 1.0 - 1e-9, axis] = 1.0
+    return normals
+
+
+def balanced_inflow(exact, g, mpi):
+    """The held velocity: the exact one less the net flux of its values at the geometry's boundary faces."""
+    area = mpi.allreduce(float(g.boundary_areas.sum()))
+
+    def velocity(x, t):
+        local = float(((exact.velocity(g.boundary_centroids, t) * g.boundary_normals).sum(axis=1)
+                       * g.boundary_areas).sum())
+        return exact.velocity(x, t) - mpi.allreduce(local) / area * cube_normals(x)
+
+    return Inflow(velocity, steady=False)
+
+
+def errors(exact, g, state, mpi):
+    """(L2 error of u, L2 error of p up to its mean), volume-weighted over the whole mesh."""
+    u_error = state.u - exact.velocity(g.centroids, state.t).T
+    p, p_exact, v = state.p, exact.pressure(g.centroids, state.t), g.volumes
+    volume, means = mpi.allreduce(float(v.sum())), mpi.allreduce(numpy.array([(v * p).sum(), (v * p_exact).sum()]))
+    p_error = p - p_exact - (means[0] - means[1]) / volume
+    sums = mpi.allreduce(numpy.array([(v * (u_error**2).sum(axis=0)).sum(), (v * p_error**2).sum()]))
+    return float(math.sqrt(sums[0] / volume)), float(math.sqrt(sums[1] / volume))
+
+
+def run_level(path, exact, mat_type, comm):
+    mpi = comm.tompi4py()
+    parts = distribute(path, mpi, "metis")
+    g = parts.geometry
+    with option_defaults("", DEFAULTS):
+        solver = FlowSolver(g, comm, mat_type, exact.nu, {name: balanced_inflow(exact, g, mpi)
+                                                          for name in g.boundary_names})
+    if help_requested():
+        raise SystemExit(0)  # the options are listed: nothing to run
+    state = solver.initial_state(exact.velocity(g.centroids, 0.0).T, project=True)
+    state = solver.run(state)
+    solver.print_timing()
+    u_error, p_error = errors(exact, g, state, mpi)
+    cells = g.num_global_cells
+    return {"cells": cells, "h": (1.0 / cells) ** (1 / 3), "u_error": u_error, "p_error": p_error,
+            "steps": state.step, "t": state.t}
+
+
+def main():
+    reader = OptionsReader("", "Ethier-Steinman Beltrami flow")
+    size = reader.real("beltrami_size", 0.2, "cell size of the first mesh", low=1e-3, high=1.0)
+    levels = reader.int("beltrami_levels", 3, "meshes, each with cells half the size of the last", low=1, high=6)
+    nu = reader.real("beltrami_nu", 0.1, "viscosity (the velocity is about 1, the cube's side 1)", low=1e-6)
+    directory = reader.string("flow_output_dir", "", "directory for summary.json (none: no file)")
+    comm = PETSc.COMM_WORLD
+    mpi = comm.tompi4py()
+    mat_type = program_mat_type("beltrami")
+    exact, rows = Beltrami(nu), []
+    with tempfile.TemporaryDirectory() as scratch:
+        for level in range(levels):
+            path = os.path.join(scratch, f"cube-{level}.msh")
+            try:
+                on_rank_zero(mpi, lambda: _mesh(size / 2**level, path))
+            except RankZeroError as exc:
+                exit_with(mpi, f"beltrami: cannot make the gmsh mesh ({exc})")
+            try:
+                rows.append(run_level(path, exact, mat_type, comm))
+            except FlowBlowUp as exc:
+                exit_with(mpi, str(exc))
+    for previous, row in zip([None] + rows[:-1], rows, strict=True):
+        for key in ("u", "p"):
+            row[f"{key}_order"] = (math.log(previous[f"{key}_error"] / row[f"{key}_error"])
+                                   / math.log(previous["h"] / row["h"]) if previous else None)
+    if mpi.rank == 0:
+        print(f"beltrami: nu {nu:g}, t = {rows[-1]['t']:g}: cells, L2 error of u (order), of p (order)")
+        for row in rows:
+            orders = [f"({row[k]:.2f})" if row[k] is not None else "" for k in ("u_order", "p_order")]
+            print(f"beltrami: {row['cells']:8d}  {row['u_error']:.4e} {orders[0]:7s} {row['p_error']:.4e} {orders[1]}")
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+            with open(os.path.join(directory, "summary.json"), "w") as stream:
+                json.dump({"nu": nu, "size": size, "levels": rows}, stream, indent=1)
+    return 0
+
+
+def _mesh(h, path):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import meshes  # gmsh: an optional extra
+
+    meshes.make("tetrahedra", h, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
