@@ -27,7 +27,9 @@ p_i is first order.
 Pressures at points: the cell whose centroid is nearest the point, its
 pressure carried to the point along its Green-Gauss gradient (face values
 the mean of the two cells', a wall's its cell's, an outflow's the given
-pressure): second order on smooth meshes, where a cell value alone is first.
+pressure): second order on smooth meshes, where a cell value alone is first;
+with the least-squares gradient (-flow_gradient least-squares) along that,
+which is exact for a linear pressure on any cell.
 """
 
 import numpy
@@ -107,6 +109,10 @@ class PointPressure:
         own = (self.cells >= g.cell_start) & (self.cells < g.cell_start + g.num_cells)
         self.own_positions = numpy.flatnonzero(own)
         self.own_rows = solver.xp.asarray(self.cells[own] - g.cell_start)
+        self.least_squares = solver.operators.scheme.gradient == "least-squares"
+        # with it, per point on its owner: (row, the point's offset from the centroid); else None
+        self.nearest = [(int(stencil[0][0]) - g.cell_start, point - g.centroids[int(stencil[0][0]) - g.cell_start])
+                        if stencil is not None else None for stencil, point in zip(stencils, self.points)]
 
     def _stencil(self, row, point):
         """(global cells, their weights, constant) with p(point) = weights . p[cells] + constant:
@@ -132,6 +138,18 @@ class PointPressure:
         return numpy.array(cells, dtype=numpy.int64), numpy.array(weights), constant
 
     def __call__(self, state):
+        if self.least_squares:
+            return self._least_squares(state)
         values = numpy.zeros(self.cells.size)
         values[self.own_positions] = to_host(self.solver.xp, state.p[self.own_rows])
         return self.weights @ self.solver.mpi.allreduce(values, op=MPI.SUM) + self.constants
+
+    def _least_squares(self, state):
+        xp, mpi = self.solver.xp, self.solver.mpi
+        gradient = self.solver.stepper.pressure_gradient(state.p)
+        values = numpy.zeros(len(self.points))
+        for k, nearest in enumerate(self.nearest):
+            if nearest is not None:
+                row, offset = nearest
+                values[k] = float(state.p[row]) + to_host(xp, gradient[:, row]) @ offset
+        return mpi.allreduce(values, op=MPI.SUM)

@@ -15,7 +15,16 @@ One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step 
          it would be off by dt/2 Omega^-1 D G p, largest at walls)
   w    = Gamma u^p (+ K grad u^p)                the face velocities before projection, with the
          + beta (u_s^n - Gamma u^n (- K grad u^n))  skewness correction (-flow_skewness) and the
-                                                 memory of the face velocities (-flow_face_memory)
+                                                 memory of the face velocities (-flow_face_memory):
+                                                 beta = 1 - Fo / (1 + Fo^2) on each face, Fo = nu dt /
+                                                 delta^2. The consistent projection, repeated, amplifies
+                                                 some velocities on tetrahedra by 1 + epsilon; with the
+                                                 memory a step's projection acts on (1 - beta) of what
+                                                 earlier steps left, so the growth per step is at most
+                                                 1 + epsilon Fo / (1 + Fo^2), below the damping of
+                                                 the implicit diffusion of a cell-sized mode whatever
+                                                 Fo (Crank-Nicolson's, 1 - 2 / Fo for large Fo, and
+                                                 1 - 2 Fo for small, times the mode's factor)
   c    = T grad q_0                              the pressure's non-orthogonal correction
                                                  (-flow_pressure_nonorthogonal), deferred: q_0
                                                  = -dt p^n, or the last corrector's q
@@ -154,8 +163,8 @@ class FractionalStep:
         self.cell_scratch, self.face_scratch, self.q_guess = xp.empty(n), xp.empty(faces), xp.empty(n)
         self.boundary = BoundarySources(ops, xp)
         self.correctors = ops.scheme.pressure_correctors if m.pressure_correction is not None else 0
-        self.face_memory = ops.scheme.face_memory
-        self.departure = xp.empty(faces) if self.face_memory else None  # u_s^n - Gamma u^n (- K grad u^n)
+        self.face_diffusion = xp.asarray(ops.face_diffusion) if ops.scheme.face_memory else None
+        self.departure = xp.empty(faces) if ops.scheme.face_memory else None  # beta (u_s^n - Gamma u^n ...)
         self.velocity_gradient = xp.empty((dim * dim, n)) if m.velocity_gradient is not None else None
         self.corrected = xp.zeros(faces) if m.pressure_correction is not None else None  # w + c
         self.volumes = xp.asarray(ops.volumes)
@@ -208,9 +217,8 @@ class FractionalStep:
                 self._solve_momentum(u_p)
                 k.three_term(u_p.ravel(), 1.0, u_p.ravel(), -1.0, self.gradient.ravel(), 0.0, u_p.ravel())
         with phase("Pressure"):
-            if self.face_memory:
-                self._interpolated(state.u, state.t, self.departure)
-                k.three_term(self.departure, 1.0, state.u_s, -1.0, self.departure, 0.0, self.departure)
+            if self.departure is not None:
+                self._remembered(state, dt)
             q = self._solve_pressure(u_p, lambda guess: xp.copyto(guess, self.q_guess), state.t + dt, dt,
                                      state.p, self.departure)
         with phase("Correct"):
@@ -250,8 +258,15 @@ class FractionalStep:
             self.velocity_gradient += gradients
         return self.velocity_gradient
 
+    def _remembered(self, state, dt):
+        """departure = beta (u_s^n - Gamma u^n (- K grad u^n)), beta = 1 - Fo / (1 + Fo^2)."""
+        self._interpolated(state.u, state.t, self.departure)
+        self.updates.three_term(self.departure, 1.0, state.u_s, -1.0, self.departure, 0.0, self.departure)
+        fo = self.xp.multiply(self.face_diffusion, dt, out=self.face_scratch)
+        self.departure *= 1.0 - fo / (1.0 + fo * fo)
+
     def _solve_pressure(self, u_p, start, t, dt, pressure, departure=None):
-        """q from A q = Ms (w + c) + f(t) - dt b_p, w = Gamma u^p (+ K grad u^p) (+ beta
+        """q from A q = Ms (w + c) + f(t) - dt b_p, w = Gamma u^p (+ K grad u^p) (+
         ``departure``, the face memory) and c the deferred correction (both
         kept for the correction of u_s), starting
         from what ``start`` writes into q's array; returns that array, which
@@ -263,7 +278,7 @@ class FractionalStep:
         m, n = self.matrices, self.cell_scratch.size
         self._interpolated(u_p, t, self.w)
         if departure is not None:
-            self.updates.three_term(self.w, 1.0, self.w, self.face_memory, departure, 0.0, self.w)
+            self.w += departure
         start(get_array(self.q, "w", n))
         restore_array(self.q, "w")
         _, inflow, _ = self.boundary(t)

@@ -160,6 +160,7 @@ class FlowOperators:
         exchange = -xp.bincount(h.row, conductance, n)  # the diagonal of the interior faces' L
         self.L = pattern.matrix(conductance, exchange - xp.bincount(out.row, out.area / out.distance, n))
         self.Gamma, self.Gs = self._face_operators(g, f, out)
+        self.face_diffusion = self._face_diffusion(g, f, out, nu)
         self.held = held = faces_of(tags_of(Wall, Inflow))  # the faces that hold the velocity
         if scheme.gradient == "least-squares":
             self.G, self._outflow_gradient = least_squares_gradient(g, h, pattern, out,
@@ -241,6 +242,15 @@ class FlowOperators:
         Gs = csr(xp.concatenate((inverse, -inverse, -1.0 / out.distance)), xp.concatenate((rows, rows, out_rows)),
                   xp.concatenate((second, first, out.cell)), (f.count, g.num_global_cells))
         return Gamma, Gs
+
+    def _face_diffusion(self, g, f, out, nu):
+        """(faces,) nu / delta^2 on the flux faces this rank owns: dt times it is a face's diffusion number."""
+        xp = self.xp
+        own = xp.asarray((g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces))
+        values = xp.zeros(f.count)
+        values[xp.asarray(f.ids)[own] - f.start] = nu / xp.asarray(g.face_distances)[own] ** 2
+        values[xp.asarray(f.open_ids) - f.start] = nu / out.distance**2
+        return values
 
     def _slip(self, g, slip):
         """nu A / delta n n^T on each slip face's cell, stacked numbering."""

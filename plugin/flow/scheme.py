@@ -44,7 +44,7 @@ class Scheme:
     pressure_correction: bool = False
     skewness_correction: bool = False
     pressure_correctors: int = 0
-    face_memory: float = 0.0
+    face_memory: bool = False
 
     @property
     def velocity_gradients(self):
@@ -63,18 +63,11 @@ OPTION_PARTS = {"gradient": "gradient", "nonorthogonal": "diffusion_correction",
                 "pressure_correctors": "pressure_correctors", "face_memory": "face_memory"}
 
 
-# The consistent scheme's face memory in 3D, where without it the flow on
-# gmsh's tetrahedra blew up (with the skewness correction) or never settled
-# (without it); 0.5 to 0.9 all settled 3D-1Z, 0.9 lost the least kinetic
-# energy of those that do not make it (BENCHMARKS.md).
-FACE_MEMORY_3D = 0.9
-
-
 def defaults(name, dim):
     """The parts of scheme ``name`` by default in ``dim`` dimensions: in 3D the
-    consistent scheme's face velocities keep FACE_MEMORY_3D of their
-    departure from one step to the next."""
-    return replace(PARTS[name], face_memory=FACE_MEMORY_3D) if name == "consistent" and dim == 3 else PARTS[name]
+    consistent scheme's face velocities keep a memory, without which flows
+    on gmsh's tetrahedra blew up or never settled (BENCHMARKS.md)."""
+    return replace(PARTS[name], face_memory=True) if name == "consistent" and dim == 3 else PARTS[name]
 
 
 def part_default(attr, scheme_name, dim):

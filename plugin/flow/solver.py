@@ -93,11 +93,11 @@ OPTIONS = (
            "with -flow_pressure_nonorthogonal, each correcting from the last q", low=0, high=10),
     Option("flow_skewness", "skewness", False, "the face interpolation of the velocity corrected for "
            "skewness: the normal velocity at the face's centroid, exact for linear velocities"),
-    Option("flow_face_memory", "face_memory", 0.0, "beta: the face velocities keep beta of their departure "
+    Option("flow_face_memory", "face_memory", False, "the face velocities keep part of their departure "
            "from the interpolated cell velocities from one step to the next, w = Gamma u^p + beta (u_s^n - "
-           "Gamma u^n) (Choi 1999; OpenFOAM's ddtCorr), so that a step's projection corrects what the step "
-           "changed, and (1 - beta) of what earlier steps left; 0: the projection takes the whole cell "
-           "velocity each step (1 would never correct it: not allowed)", low=0.0, high=0.99),
+           "Gamma u^n), beta = 1 - Fo / (1 + Fo^2) with Fo = nu dt / delta^2 the face's diffusion number "
+           "(Choi 1999; as OpenFOAM's ddtCorr), so that a step's projection corrects what the step changed "
+           "and only 1 - beta of what earlier steps left"),
     Option("flow_assembly", "assembly", "auto", "where the operators are assembled: on the host (NumPy, "
            "scipy), on the GPU (CuPy, cupyx), or auto: on the GPU for GPU matrices where one is usable",
            choices=ASSEMBLY),
