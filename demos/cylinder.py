@@ -155,8 +155,8 @@ def main():
     order = reader.int("cyl_order", 2, "geometry order of the gmsh mesh's cells (2: the cylinder curved)", low=1,
                        high=2)
     cells = reader.choice("cyl_cells", "prisms", CELLS, "3D: prisms extruded from the cross-section's triangles, "
-                          "or tetrahedra (on gmsh's tetrahedra 3D-1Z's c_D drifted 10% high with refinement: "
-                          "BENCHMARKS.md)")
+                          "or tetrahedra (take -flow_scheme consistent on them: with the symmetric scheme 3D-1Z's c_D "
+                          "moves away from the reference with refinement, BENCHMARKS.md)")
     t_end = reader.real("cyl_t_end", case.t_end, "time to run to (steady cases stop earlier at a steady state)",
                         low=0.0, above=0.0)
     mesh_path = reader.string("flow_mesh", "", "run on this mesh (groups inlet, outlet, wall, cylinder) instead")

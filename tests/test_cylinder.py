@@ -159,9 +159,13 @@ def test_3d_prisms_of_second_order_hold_the_channels_volume(tmp_path):
 
 
 @pytest.mark.mpi
-def test_forces_and_pressures_on_several_ranks_are_the_serial_ones(tmp_path):
+@pytest.mark.parametrize("scheme", [{"flow_scheme": "symmetric"},
+                                    {"flow_scheme": "consistent", "flow_face_memory": True}])
+def test_forces_and_pressures_on_several_ranks_are_the_serial_ones(tmp_path, scheme):
     """The first 0.1 time units of 2D-1 on the coarsest mesh: the forces and
-    pressure difference of every step on all ranks equal those of one rank."""
+    pressure difference of every step on all ranks equal those of one rank,
+    with either scheme (the consistent one's least-squares wall and probe
+    pressures, and its face memory)."""
     from plugin.flow.distribution import distribute
 
     comm = MPI.COMM_WORLD
@@ -175,7 +179,8 @@ def test_forces_and_pressures_on_several_ranks_are_the_serial_ones(tmp_path):
         mpi = petsc_comm.tompi4py()
         rows = []
         parts = distribute(path, mpi, "metis")
-        with cylinder.option_defaults("", {**cylinder.STEADY, "flow_t_end": 0.1, "flow_velocity_scale": case.peak}):
+        with cylinder.option_defaults("", {**cylinder.STEADY, "flow_t_end": 0.1, "flow_velocity_scale": case.peak,
+                                           **scheme}):
             solver = cylinder.FlowSolver(parts.geometry, petsc_comm, "aij", cylinder.NU,
                                          {"inlet": cylinder.Inflow(cylinder.inflow(case)),
                                           "outlet": cylinder.Outflow(), "wall": cylinder.Wall(),

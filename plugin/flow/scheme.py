@@ -17,8 +17,8 @@ to the solver's tolerance; the diffusion's face gradients corrected the same
 way; the face interpolation of the velocity corrected for skewness
 (plugin.flow.corrections). Omega G = -M^T no longer holds: the projection
 no longer conserves kinetic energy exactly, and no longer is one: repeated,
-it can amplify a velocity (on tetrahedra by 24% a projection with the
-skewness correction, BENCHMARKS.md). In 3D the consistent scheme therefore
+it can amplify a velocity on tetrahedra (with the skewness correction,
+BENCHMARKS.md). In 3D the consistent scheme therefore
 gives the face velocities a memory (-flow_face_memory, plugin.flow.integrator):
 each step's projection then corrects what that step changed and only a
 fraction of what the earlier ones left, and flows on tetrahedra settle. On a
