@@ -77,8 +77,9 @@ OPTIONS = (
            "on non-orthogonal cells); consistent: least-squares gradients and the corrections below, second order "
            "on triangles and tetrahedra, Omega G = -M^T given up (energy no longer conserved exactly, and the "
            "projection no longer one: repeated, it can amplify a velocity on tetrahedra, so in 3D the face "
-           "velocities keep a memory, -flow_face_memory). Sets the defaults of the options below; on a box "
-           "both are the same operators",
+           "velocities keep a memory, -flow_face_memory, which holds viscous flows but not inviscid ones: "
+           "those keep the symmetric scheme). Sets the defaults of the options below; on a box both are the "
+           "same operators",
            choices=SCHEMES),
     Option("flow_gradient", "gradient", "green-gauss", "cell gradient of the pressure correction and of the "
            "corrections: green-gauss (-Omega^-1 M^T) or least-squares (exact for linear fields on any cell)",
