@@ -250,6 +250,19 @@ def test_blow_up_names_the_step_and_saves_the_last_good_state(tmp_path):
     assert numpy.isfinite(to_host(solver.xp, saved.u)).all()
 
 
+def test_a_collapsing_time_step_is_a_blow_up(tmp_path):
+    """A velocity that doubles every step keeps the CFL number at its target
+    while dt halves: the run stops once dt is below _COLLAPSE of its first,
+    naming the step, instead of running on with ever smaller steps."""
+    _, solver = make_solver((8, 8), (False, False), 0.01,
+                            {"flow_t_end": 100.0, "flow_checkpoint_file": str(tmp_path / "flow.h5")}, walls=LID)
+    rate = solver.stepper.convective_rate
+    solver.stepper.convective_rate = lambda state: rate(state) * 2.0**state.step
+    with pytest.raises(FlowBlowUp, match=r"the time step fell to .* below 1e-06 of this run's first") as failure:
+        solver.run(solver.initial_state())
+    assert 20 <= int(failure.value.args[0].split("step ")[1].split(" ")[0]) <= 40
+
+
 def test_options_show_in_help_and_are_checked(capfd):
     with option_defaults("", {"help": None}):
         make_solver((6, 6), (False, False), 0.01, {}, walls=LID)

@@ -53,6 +53,9 @@ ASSEMBLY = ("auto", "host", "device")
 # momentum matrix) is held until the CFL limit leaves [dt, 1.25 dt).
 _GROWTH = {"explicit": 1.1, "implicit": 1.25}
 _SHRINK = 1.1  # and drops to 1/1.1 of the limit when the limit falls below it
+# A time step below this fraction of the run's first is a blow-up: the
+# velocity growing without bound while the CFL limit keeps its number down.
+_COLLAPSE = 1e-6
 
 OPTIONS = (
     Option("flow_cfl", "cfl", 0.5, "target convective CFL number of the adaptive dt", above=0.0),
@@ -117,8 +120,9 @@ OPTIONS = (
            "atomically: a temporary file, then a rename)"),
     Option("flow_restart", "restart_file", "", "start from this checkpoint; the run continues to the same "
            "result as an uninterrupted one"),
-    Option("flow_cfl_max", "cfl_max", 2.0, "blow-up: a CFL number above this, a NaN or a failed solve stops "
-           "the run, naming the step, with the last good state saved", low=0.0),
+    Option("flow_cfl_max", "cfl_max", 2.0, "blow-up: a CFL number above this, an adaptive time step below "
+           f"{_COLLAPSE:g} of the run's first, a NaN or a failed solve stops the run, naming the step, with the "
+           "last good state saved", low=0.0),
 )
 
 
@@ -156,7 +160,7 @@ def assembly_module(choice, mat_type):
 
 
 class FlowBlowUp(RuntimeError):
-    """The run stopped: NaN, a CFL number above -flow_cfl_max, or a failed solve."""
+    """The run stopped: NaN, a CFL number above -flow_cfl_max, a collapsed time step, or a failed solve."""
 
 
 class FlowSolver:
@@ -335,8 +339,14 @@ class FlowSolver:
         start, steps0 = time.perf_counter(), state.step
         rate = self.stepper.convective_rate(state)
         report = _Progress(self, state)
+        first_dt = None
         while state.step - steps0 < self.max_steps and state.t < self.t_end * (1 - 1e-12):
             dt = self._time_step(state, rate)
+            first_dt = first_dt or dt
+            if dt < _COLLAPSE * first_dt and state.t + dt < self.t_end * (1 - 1e-12):  # not the last, cut short
+                self._blow_up(state, dt, f"the time step fell to {dt:.4g}, below {_COLLAPSE:g} of this run's first "
+                                         f"({first_dt:.4g}): the velocity grows while the CFL limit holds its "
+                                         "number down")
             try:
                 new = self.stepper.advance(state, dt)
             except StepFailure as exc:
