@@ -21,10 +21,12 @@ One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step 
                                                  some velocities on tetrahedra by 1 + epsilon; with the
                                                  memory a step's projection acts on (1 - beta) of what
                                                  earlier steps left, so the growth per step is at most
-                                                 1 + epsilon Fo / (1 + Fo^2), below the damping of
-                                                 the implicit diffusion of a cell-sized mode whatever
-                                                 Fo (Crank-Nicolson's, 1 - 2 / Fo for large Fo, and
-                                                 1 - 2 Fo for small, times the mode's factor)
+                                                 1 + epsilon Fo / (1 + Fo^2), below what the implicit
+                                                 diffusion takes from a cell-sized mode of factor
+                                                 lambda (about 10) whatever Fo: Crank-Nicolson's
+                                                 |1 - a/2| / (1 + a/2), a = lambda Fo, is about
+                                                 1 - a for small a and 1 - 4 / a for large. Without
+                                                 viscosity beta is 1: inviscid flows are not held
   c    = T grad q_0                              the pressure's non-orthogonal correction
                                                  (-flow_pressure_nonorthogonal), deferred: q_0
                                                  = -dt p^n, or the last corrector's q
