@@ -145,6 +145,18 @@ def test_a_consistent_flow_keeps_its_face_velocities_divergence_free(correctors)
     assert numpy.isfinite(state.u).all() and abs(Ms @ u_s).max() < 1e-9 * (abs(Ms) @ abs(u_s)).max()
 
 
+@pytest.mark.parametrize("name", GEOMETRIES)
+def test_the_face_memory_takes_each_flux_faces_diffusion_number(name):
+    """face_diffusion is nu / delta^2 on every flux face, outflow faces too
+    (delta from the centroid to the face): read back from Gs, whose row of a
+    face holds +-1 / delta."""
+    g = GEOMETRIES[name]
+    ops = _operators(g, "consistent", outflow=g.boundary_names["wall"])
+    assert ops.open_faces.size
+    inverse = numpy.asarray(abs(ops.Gs).max(axis=1).todense()).ravel()
+    numpy.testing.assert_allclose(ops.face_diffusion, 0.01 * inverse**2, rtol=1e-13)
+
+
 def test_the_wide_laplacian_needs_the_symmetric_scheme():
     g = GEOMETRIES["triangles"]
     with option_defaults("", {"flow_pressure_laplacian": "wide", "flow_scheme": "consistent"}):

@@ -883,3 +883,4 @@ def _same_operators(host, device):
         expected, got = getattr(host, matrix).toarray(), host_matrix(getattr(device, matrix)).toarray()
         numpy.testing.assert_allclose(got, expected, rtol=0, atol=1e-13 * abs(expected).max(), err_msg=matrix)
     assert device.diffusion_rate() == pytest.approx(host.diffusion_rate(), rel=1e-14)
+    numpy.testing.assert_allclose(device.face_diffusion.get(), host.face_diffusion, rtol=1e-14, atol=0)
