@@ -30,6 +30,8 @@ VARIANTS = {
     "consistent": ["-flow_scheme", "consistent"],
     "consistent without skewness": ["-flow_scheme", "consistent", "-flow_skewness", "0"],
     "consistent without pressure non-orthogonal": ["-flow_scheme", "consistent", "-flow_pressure_nonorthogonal", "0"],
+    "consistent without face memory": ["-flow_scheme", "consistent", "-flow_face_memory", "0"],
+    "consistent with face memory": ["-flow_scheme", "consistent", "-flow_face_memory", "1"],
 }
 
 
