@@ -250,6 +250,14 @@ def test_blow_up_names_the_step_and_saves_the_last_good_state(tmp_path):
     assert numpy.isfinite(to_host(solver.xp, saved.u)).all()
 
 
+def test_a_checkpoint_file_that_is_not_a_regular_file_is_refused(tmp_path):
+    """A checkpoint is written by renaming a new file over the path: a
+    directory or a device there (os.devnull) is refused before the run."""
+    for path in (str(tmp_path), os.devnull):
+        with pytest.raises(ValueError, match="not a regular file"):
+            make_solver((6, 6), (False, False), 0.01, {"flow_checkpoint_file": path}, walls=LID)
+
+
 def test_a_collapsing_time_step_is_a_blow_up(tmp_path):
     """A velocity that doubles every step keeps the CFL number at its target
     while dt halves: the run stops once dt is below _COLLAPSE of its first,

@@ -186,6 +186,10 @@ class FlowSolver:
         if self.checkpoint_every and not os.path.isdir(folder):  # refused now, not at the first write
             raise OptionError(f"-{prefix}flow_checkpoint_file {self.checkpoint_file}: the directory {folder} does "
                               "not exist")
+        if os.path.exists(self.checkpoint_file) and not os.path.isfile(self.checkpoint_file):
+            # a blow-up writes there too, renaming a new file over the path (over /dev/null, say)
+            raise OptionError(f"-{prefix}flow_checkpoint_file {self.checkpoint_file}: not a regular file; a "
+                              "checkpoint replaces it with one")
         self.setup_seconds = {}  # stage -> seconds of this constructor (set_up_stage); from_dmda adds its own
         with self.set_up_stage("operators"):
             self.boundary_conditions = self._conditions(boundary_conditions, prefix)
