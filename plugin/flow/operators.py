@@ -159,8 +159,7 @@ class FlowOperators:
         conductance = h.area / h.distance
         exchange = -xp.bincount(h.row, conductance, n)  # the diagonal of the interior faces' L
         self.L = pattern.matrix(conductance, exchange - xp.bincount(out.row, out.area / out.distance, n))
-        self.Gamma, self.Gs = self._face_operators(g, f, out)
-        self.face_diffusion = self._face_diffusion(g, f, out, nu)
+        self.Gamma, self.Gs, self.face_diffusion = self._face_operators(g, f, out)
         self.held = held = faces_of(tags_of(Wall, Inflow))  # the faces that hold the velocity
         if scheme.gradient == "least-squares":
             self.G, self._outflow_gradient = least_squares_gradient(g, h, pattern, out,
@@ -220,7 +219,8 @@ class FlowOperators:
         return pattern.stacked(blocks)
 
     def _face_operators(self, g, f, out):
-        """Gamma and Gs on the flux faces this rank owns; Gamma's column (d, cell) in the stacked numbering."""
+        """Gamma and Gs on the flux faces this rank owns, Gamma's column (d, cell) in the stacked numbering;
+        and nu / delta^2 on those faces (dt times it is a face's diffusion number, the face memory's)."""
         xp = self.xp
         own = xp.asarray((g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces))
         rows = xp.asarray(f.ids)[own] - f.start
@@ -241,16 +241,10 @@ class FlowOperators:
         inverse = 1.0 / xp.asarray(g.face_distances)[own]
         Gs = csr(xp.concatenate((inverse, -inverse, -1.0 / out.distance)), xp.concatenate((rows, rows, out_rows)),
                   xp.concatenate((second, first, out.cell)), (f.count, g.num_global_cells))
-        return Gamma, Gs
-
-    def _face_diffusion(self, g, f, out, nu):
-        """(faces,) nu / delta^2 on the flux faces this rank owns: dt times it is a face's diffusion number."""
-        xp = self.xp
-        own = xp.asarray((g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces))
-        values = xp.zeros(f.count)
-        values[xp.asarray(f.ids)[own] - f.start] = nu / xp.asarray(g.face_distances)[own] ** 2
-        values[xp.asarray(f.open_ids) - f.start] = nu / out.distance**2
-        return values
+        diffusion = xp.zeros(f.count)
+        diffusion[rows] = self.nu * inverse**2
+        diffusion[out_rows] = self.nu / out.distance**2
+        return Gamma, Gs, diffusion
 
     def _slip(self, g, slip):
         """nu A / delta n n^T on each slip face's cell, stacked numbering."""
