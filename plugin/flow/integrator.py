@@ -13,7 +13,18 @@ One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step 
          guess below: incremental pressure correction (van Kan 1986), so that a
          steady state solves the steady equations whatever dt (without G q*
          it would be off by dt/2 Omega^-1 D G p, largest at walls)
-  w    = Gamma u^p (+ K grad u^p)                the face velocities before projection, with the
+  g    = theta ((Gamma + K) G q* - (Gs + T G) q*)   with Crank-Nicolson (-flow_implicit_rhie_chow): the
+         theta = a / (1 + a), a = dim nu dt / delta^2   guess reaches the face velocities through the face
+                                                 gradient on each face's implicit share theta, so that
+                                                 the steady face velocities are Gamma u + dt / (1 + a)
+                                                 (Gs p - Gamma G p), the Rhie-Chow coefficient of
+                                                 OpenFOAM's rAUf (a the face's Crank-Nicolson diffusion
+                                                 number: dt/2 Omega^-1 D is about dim nu dt / delta^2).
+                                                 Without g, u^p carries -G q* wholly where a is large,
+                                                 Gamma G q* returns to the pressure solve, and where
+                                                 L^-1 Ms Gamma G exceeds 1 (tetrahedra) each step's
+                                                 pressure grows from the last guess's
+  w    = Gamma u^p (+ K grad u^p) (+ g)          the face velocities before projection, with the
          + beta (u_s^n - Gamma u^n (- K grad u^n))  skewness correction (-flow_skewness) and the
                                                  memory of the face velocities (-flow_face_memory):
                                                  beta = 1 - Fo / (1 + Fo^2) on each face, Fo = nu dt /
@@ -144,11 +155,12 @@ class FractionalStep:
     buffers the previous state does not use, so that state stays valid (the
     last good state when a step goes wrong)."""
 
-    def __init__(self, matrices, pressure_ksp, momentum_ksp=None, extrapolate_pressure=True):
+    def __init__(self, matrices, pressure_ksp, momentum_ksp=None, extrapolate_pressure=True, implicit_rhie_chow=True):
         """``extrapolate_pressure``: the pressure solve starts from p^n
         extrapolated linearly in time (from the third step), else from p^n;
         a deferred non-orthogonal correction takes matrices.ops.scheme's
-        pressure_correctors more solves after it."""
+        pressure_correctors more solves after it. ``implicit_rhie_chow``:
+        with a momentum KSP (Crank-Nicolson), the guess's face term g above."""
         m = self.matrices = matrices
         self.extrapolate_pressure = extrapolate_pressure
         ops, xp = m.ops, m.xp
@@ -165,8 +177,9 @@ class FractionalStep:
         self.cell_scratch, self.face_scratch, self.q_guess = xp.empty(n), xp.empty(faces), xp.empty(n)
         self.boundary = BoundarySources(ops, xp)
         self.correctors = ops.scheme.pressure_correctors if m.pressure_correction is not None else 0
-        self.face_diffusion = xp.asarray(ops.face_diffusion) if ops.scheme.face_memory else None
+        self.face_diffusion = xp.asarray(ops.face_diffusion)
         self.departure = xp.empty(faces) if ops.scheme.face_memory else None  # beta (u_s^n - Gamma u^n ...)
+        self.guess_faces = xp.empty(faces) if momentum_ksp is not None and implicit_rhie_chow else None  # g
         self.velocity_gradient = xp.empty((dim * dim, n)) if m.velocity_gradient is not None else None
         self.corrected = xp.zeros(faces) if m.pressure_correction is not None else None  # w + c
         self.volumes = xp.asarray(ops.volumes)
@@ -218,11 +231,11 @@ class FractionalStep:
                              self.u_hat.ravel())
                 self._solve_momentum(u_p)
                 k.three_term(u_p.ravel(), 1.0, u_p.ravel(), -1.0, self.gradient.ravel(), 0.0, u_p.ravel())
+                if self.guess_faces is not None:
+                    self._guess_at_faces(dt)
         with phase("Pressure"):
-            if self.departure is not None:
-                self._remembered(state, dt)
             q = self._solve_pressure(u_p, lambda guess: xp.copyto(guess, self.q_guess), state.t + dt, dt,
-                                     state.p, self.departure)
+                                     state.p, self._face_terms(state, dt))
         with phase("Correct"):
             u_s = self._free(self._faces, state.u_s)
             self._correct(q, u_p, u_s, dt)  # u^p becomes u^{n+1}
@@ -260,6 +273,30 @@ class FractionalStep:
             self.velocity_gradient += gradients
         return self.velocity_gradient
 
+    def _guess_at_faces(self, dt):
+        """guess_faces = theta ((Gamma + K) G q* - (Gs + T G) q*), from G q* in
+        self.gradient (the momentum phase's), theta = a / (1 + a), a = dim nu dt / delta^2."""
+        m, g = self.matrices, self.guess_faces
+        m.Gamma(self.gradient.ravel(), g)
+        if m.skewness_correction is not None:  # G q*'s own gradient, no held values at the boundary
+            m.velocity_gradient(self.gradient.ravel(), self.velocity_gradient.ravel())
+            m.skewness_correction(self.velocity_gradient.ravel(), g, g)
+        g *= -1.0
+        if m.pressure_correction is not None:
+            m.pressure_correction(self.gradient.ravel(), g, g)
+        m.Gs(self.q_guess, g, g)  # (Gs + T G) q* - (Gamma + K) G q*
+        a = self.xp.multiply(self.face_diffusion, dt * self.shape[0], out=self.face_scratch)
+        g *= -(a / (1.0 + a))
+
+    def _face_terms(self, state, dt):
+        """What w adds to the interpolated u^p: the face memory and g, or None."""
+        if self.departure is None:
+            return self.guess_faces
+        self._remembered(state, dt)
+        if self.guess_faces is not None:
+            self.departure += self.guess_faces
+        return self.departure
+
     def _remembered(self, state, dt):
         """departure = beta (u_s^n - Gamma u^n (- K grad u^n)), beta = 1 - Fo / (1 + Fo^2)."""
         self._interpolated(state.u, state.t, self.departure)
@@ -267,9 +304,9 @@ class FractionalStep:
         fo = self.xp.multiply(self.face_diffusion, dt, out=self.face_scratch)
         self.departure *= 1.0 - fo / (1.0 + fo * fo)
 
-    def _solve_pressure(self, u_p, start, t, dt, pressure, departure=None):
+    def _solve_pressure(self, u_p, start, t, dt, pressure, face_terms=None):
         """q from A q = Ms (w + c) + f(t) - dt b_p, w = Gamma u^p (+ K grad u^p) (+
-        ``departure``, the face memory) and c the deferred correction (both
+        ``face_terms``: the face memory, g) and c the deferred correction (both
         kept for the correction of u_s), starting
         from what ``start`` writes into q's array; returns that array, which
         stays taken until the caller restores it. The first c is that of
@@ -279,8 +316,8 @@ class FractionalStep:
         outflow pressures play no part."""
         m, n = self.matrices, self.cell_scratch.size
         self._interpolated(u_p, t, self.w)
-        if departure is not None:
-            self.w += departure
+        if face_terms is not None:
+            self.w += face_terms
         start(get_array(self.q, "w", n))
         restore_array(self.q, "w")
         _, inflow, _ = self.boundary(t)

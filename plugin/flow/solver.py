@@ -66,6 +66,12 @@ OPTIONS = (
            "systems solved by a KSP with prefix momentum_ (GMRES; FGMRES + ainv spai on the project's matrices)", choices=DIFFUSION),
     Option("flow_pressure_guess", "pressure_guess", "extrapolated", "the pressure solve starts from the last "
            "pressure extrapolated linearly in time, or from the last pressure", choices=PRESSURE_GUESS),
+    Option("flow_implicit_rhie_chow", "implicit_rhie_chow", True, "with -flow_diffusion implicit, the "
+           "pressure guess of the momentum predictor reaches the face velocities through the face gradient on "
+           "each face's implicit share a / (1 + a) (a = dim nu dt / delta^2, the face's Crank-Nicolson diffusion "
+           "number), so that the Rhie-Chow term's coefficient is dt / (1 + a), as OpenFOAM's rAUf; without it the "
+           "guess returns through Gamma G, and on tetrahedra, where that can exceed the face gradient, a step "
+           "with large a grows the pressure from the last guess's until the run blows up"),
     Option("flow_pressure_levels", "pressure_levels", "auto", "with -pressure_pc_type gpuamg: geometric, the "
            "box's grids (rediscretized levels, linear interpolation, as -pressure_pc_type mg has them) cycled as "
            "stencils by gpuamg (one rank); algebraic, gpuamg's aggregation; auto: geometric on a DMDA box on "
@@ -215,7 +221,8 @@ class FlowSolver:
             self.pressure_ksp = self.solvers.pressure_ksp()
             self.momentum_ksp = self.solvers.momentum_ksp() if implicit else None
             self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp,
-                                          extrapolate_pressure=self.pressure_guess == "extrapolated")
+                                          extrapolate_pressure=self.pressure_guess == "extrapolated",
+                                          implicit_rhie_chow=self.implicit_rhie_chow)
         self.xp = self.stepper.xp
         self.diffusion_rate = self.mpi.allreduce(self.operators.diffusion_rate(), op=MPI.MAX)
         self.unit_rate = self.stepper.unit_convective_rate()
