@@ -67,7 +67,7 @@ import numpy
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from gpu_mats.backend import sparse_module, timed
+from gpu_mats.backend import array_module, sparse_module, timed, to_host
 from gpu_mats.kernels import family
 from petsc_ext.array_operators import mark_read, mark_written
 from petsc_ext.arrays import get_array, restore_array
@@ -177,9 +177,11 @@ class FractionalStep:
         self.cell_scratch, self.face_scratch, self.q_guess = xp.empty(n), xp.empty(faces), xp.empty(n)
         self.boundary = BoundarySources(ops, xp)
         self.correctors = ops.scheme.pressure_correctors if m.pressure_correction is not None else 0
-        self.face_diffusion = xp.asarray(ops.face_diffusion)
         self.departure = xp.empty(faces) if ops.scheme.face_memory else None  # beta (u_s^n - Gamma u^n ...)
         self.guess_faces = xp.empty(faces) if momentum_ksp is not None and implicit_rhie_chow else None  # g
+        self.face_diffusion = None  # nu / delta^2, in the matrices' module (the operators' may be another)
+        if self.departure is not None or self.guess_faces is not None:
+            self.face_diffusion = xp.asarray(to_host(array_module(ops.face_diffusion), ops.face_diffusion))
         self.velocity_gradient = xp.empty((dim * dim, n)) if m.velocity_gradient is not None else None
         self.corrected = xp.zeros(faces) if m.pressure_correction is not None else None  # w + c
         self.volumes = xp.asarray(ops.volumes)
