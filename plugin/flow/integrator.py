@@ -179,6 +179,7 @@ class FractionalStep:
         self.correctors = ops.scheme.pressure_correctors if m.pressure_correction is not None else 0
         self.departure = xp.empty(faces) if ops.scheme.face_memory else None  # beta (u_s^n - Gamma u^n ...)
         self.guess_faces = xp.empty(faces) if momentum_ksp is not None and implicit_rhie_chow else None  # g
+        self.guess_share, self._share_dt = (xp.empty(faces) if self.guess_faces is not None else None), None  # -theta
         self.face_diffusion = None  # nu / delta^2, in the matrices' module (the operators' may be another)
         if self.departure is not None or self.guess_faces is not None:
             self.face_diffusion = xp.asarray(to_host(array_module(ops.face_diffusion), ops.face_diffusion))
@@ -287,8 +288,11 @@ class FractionalStep:
         if m.pressure_correction is not None:
             m.pressure_correction(self.gradient.ravel(), g, g)
         m.Gs(self.q_guess, g, g)  # (Gs + T G) q* - (Gamma + K) G q*
-        a = self.xp.multiply(self.face_diffusion, dt * self.shape[0], out=self.face_scratch)
-        g *= -(a / (1.0 + a))
+        if dt != self._share_dt:  # dt changes seldom with Crank-Nicolson (its matrix is kept)
+            a = self.xp.multiply(self.face_diffusion, dt * self.shape[0], out=self.guess_share)
+            self.xp.divide(a, -(1.0 + a), out=self.guess_share)
+            self._share_dt = dt
+        g *= self.guess_share
 
     def _face_terms(self, state, dt):
         """What w adds to the interpolated u^p: the face memory and g, or None."""
