@@ -4,7 +4,7 @@ predictor's pressure guess must not feed back into the next pressure.
 
 Without the guess's face term a lid-driven cavity at Re 1 on tetrahedra
 blows up within a few steps of a fixed dt hundreds of times the explicit
-limit, in the symmetric scheme (the default) too: on tetrahedra
+limit in the symmetric scheme (the default, where it is on): on tetrahedra
 L^-1 Ms Gamma G has eigenvalues above 1, and where a face's Crank-Nicolson
 diffusion number a is large u^p carries the guess's -G q* almost whole."""
 

@@ -13,7 +13,8 @@ One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step 
          guess below: incremental pressure correction (van Kan 1986), so that a
          steady state solves the steady equations whatever dt (without G q*
          it would be off by dt/2 Omega^-1 D G p, largest at walls)
-  g    = theta ((Gamma + K) G q* - (Gs + T G) q*)   with Crank-Nicolson (-flow_implicit_rhie_chow): the
+  g    = theta ((Gamma + K) G q* - (Gs + T G) q*)   with Crank-Nicolson (-flow_implicit_rhie_chow, the
+                                                 symmetric scheme's default): the
          theta = a / (1 + a), a = dim nu dt / delta^2   guess reaches the face velocities through the face
                                                  gradient on each face's implicit share theta, so that
                                                  the steady face velocities are Gamma u + dt / (1 + a)
@@ -155,12 +156,13 @@ class FractionalStep:
     buffers the previous state does not use, so that state stays valid (the
     last good state when a step goes wrong)."""
 
-    def __init__(self, matrices, pressure_ksp, momentum_ksp=None, extrapolate_pressure=True, implicit_rhie_chow=True):
+    def __init__(self, matrices, pressure_ksp, momentum_ksp=None, extrapolate_pressure=True):
         """``extrapolate_pressure``: the pressure solve starts from p^n
         extrapolated linearly in time (from the third step), else from p^n;
         a deferred non-orthogonal correction takes matrices.ops.scheme's
-        pressure_correctors more solves after it. ``implicit_rhie_chow``:
-        with a momentum KSP (Crank-Nicolson), the guess's face term g above."""
+        pressure_correctors more solves after it; with a momentum KSP
+        (Crank-Nicolson) and its scheme's implicit_rhie_chow, the guess's face
+        term g above."""
         m = self.matrices = matrices
         self.extrapolate_pressure = extrapolate_pressure
         ops, xp = m.ops, m.xp
@@ -178,7 +180,8 @@ class FractionalStep:
         self.boundary = BoundarySources(ops, xp)
         self.correctors = ops.scheme.pressure_correctors if m.pressure_correction is not None else 0
         self.departure = xp.empty(faces) if ops.scheme.face_memory else None  # beta (u_s^n - Gamma u^n ...)
-        self.guess_faces = xp.empty(faces) if momentum_ksp is not None and implicit_rhie_chow else None  # g
+        coupled = momentum_ksp is not None and ops.scheme.implicit_rhie_chow
+        self.guess_faces = xp.empty(faces) if coupled else None  # g
         self.guess_share, self._share_dt = (xp.empty(faces) if self.guess_faces is not None else None), None  # -theta
         self.face_diffusion = None  # nu / delta^2, in the matrices' module (the operators' may be another)
         if self.departure is not None or self.guess_faces is not None:

@@ -24,6 +24,13 @@ each step's projection then corrects what that step changed and only a
 fraction of what the earlier ones left, and flows on tetrahedra settle. On a
 box every correction is zero and least squares is Green-Gauss: both schemes
 are the same operators.
+
+With Crank-Nicolson diffusion the symmetric scheme's face velocities take
+the pressure guess through the face gradient on each face's implicit share
+(-flow_implicit_rhie_chow, plugin.flow.integrator): without it steps far
+past the explicit limit blow up on tetrahedra. The consistent scheme leaves
+it off: its corrections blow up at such steps either way, and with it its
+lift on the DFG cylinder came out further off (BENCHMARKS.md).
 """
 
 from dataclasses import dataclass, replace
@@ -36,8 +43,9 @@ GRADIENTS = ("green-gauss", "least-squares")
 @dataclass(frozen=True)
 class Scheme:
     """The parts of a discretisation, each an option of its own (-flow_gradient,
-    -flow_nonorthogonal, -flow_pressure_nonorthogonal, -flow_skewness) so that
-    what each buys can be measured."""
+    -flow_nonorthogonal, -flow_pressure_nonorthogonal, -flow_skewness,
+    -flow_face_memory, -flow_implicit_rhie_chow) so that what each buys can
+    be measured."""
 
     gradient: str = "green-gauss"
     diffusion_correction: bool = False
@@ -45,6 +53,7 @@ class Scheme:
     skewness_correction: bool = False
     pressure_correctors: int = 0
     face_memory: bool = False
+    implicit_rhie_chow: bool = True
 
     @property
     def velocity_gradients(self):
@@ -55,12 +64,13 @@ class Scheme:
 PARTS = {
     "symmetric": Scheme(),
     "consistent": Scheme("least-squares", diffusion_correction=True, pressure_correction=True,
-                         skewness_correction=True),
+                         skewness_correction=True, implicit_rhie_chow=False),
 }
 # The scheme part each option sets: option attribute -> Scheme field.
 OPTION_PARTS = {"gradient": "gradient", "nonorthogonal": "diffusion_correction",
                 "pressure_nonorthogonal": "pressure_correction", "skewness": "skewness_correction",
-                "pressure_correctors": "pressure_correctors", "face_memory": "face_memory"}
+                "pressure_correctors": "pressure_correctors", "face_memory": "face_memory",
+                "implicit_rhie_chow": "implicit_rhie_chow"}
 
 
 def defaults(name, dim):

@@ -66,12 +66,6 @@ OPTIONS = (
            "systems solved by a KSP with prefix momentum_ (GMRES; FGMRES + ainv spai on the project's matrices)", choices=DIFFUSION),
     Option("flow_pressure_guess", "pressure_guess", "extrapolated", "the pressure solve starts from the last "
            "pressure extrapolated linearly in time, or from the last pressure", choices=PRESSURE_GUESS),
-    Option("flow_implicit_rhie_chow", "implicit_rhie_chow", True, "with -flow_diffusion implicit, the "
-           "pressure guess of the momentum predictor reaches the face velocities through the face gradient on "
-           "each face's implicit share a / (1 + a) (a = dim nu dt / delta^2, the face's Crank-Nicolson diffusion "
-           "number), so that the Rhie-Chow term's coefficient is dt / (1 + a), as OpenFOAM's rAUf; without it the "
-           "guess returns through Gamma G, and on tetrahedra, where that can exceed the face gradient, a step "
-           "with large a grows the pressure from the last guess's until the run blows up"),
     Option("flow_pressure_levels", "pressure_levels", "auto", "with -pressure_pc_type gpuamg: geometric, the "
            "box's grids (rediscretized levels, linear interpolation, as -pressure_pc_type mg has them) cycled as "
            "stencils by gpuamg (one rank); algebraic, gpuamg's aggregation; auto: geometric on a DMDA box on "
@@ -108,6 +102,13 @@ OPTIONS = (
            "Gamma u^n), beta = 1 - Fo / (1 + Fo^2) with Fo = nu dt / delta^2 the face's diffusion number "
            "(Choi 1999; as OpenFOAM's ddtCorr), so that a step's projection corrects what the step changed "
            "and only 1 - beta of what earlier steps left"),
+    Option("flow_implicit_rhie_chow", "implicit_rhie_chow", True, "with -flow_diffusion implicit, the "
+           "pressure guess of the momentum predictor reaches the face velocities through the face gradient on "
+           "each face's implicit share a / (1 + a) (a = dim nu dt / delta^2, the face's Crank-Nicolson diffusion "
+           "number), so that the Rhie-Chow term's coefficient is dt / (1 + a), as OpenFOAM's rAUf; without it the "
+           "guess returns through Gamma G, and on tetrahedra, where that can exceed the face gradient, a step "
+           "with large a grows the pressure from the last guess's until the run blows up. On in the symmetric "
+           "scheme; off in the consistent one, whose own corrections blow up at such steps with it or without"),
     Option("flow_assembly", "assembly", "auto", "where the operators are assembled: on the host (NumPy, "
            "scipy), on the GPU (CuPy, cupyx), or auto: on the GPU for GPU matrices where one is usable",
            choices=ASSEMBLY),
@@ -185,7 +186,8 @@ class FlowSolver:
             setattr(self, attr, value)
         self.geometry = geometry
         self.scheme_parts = Scheme(**{part: getattr(self, attr) for attr, part in OPTION_PARTS.items()})
-        if self.pressure_laplacian == "wide" and replace(self.scheme_parts, diffusion_correction=False) != Scheme():
+        if self.pressure_laplacian == "wide" and replace(self.scheme_parts, diffusion_correction=False,
+                                                         implicit_rhie_chow=True) != Scheme():
             raise OptionError(f"-{prefix}flow_pressure_laplacian wide is the symmetric scheme's exact projection: "
                               f"it needs -{prefix}flow_scheme symmetric (with at most -flow_nonorthogonal)")
         folder = os.path.dirname(os.path.abspath(self.checkpoint_file))
@@ -221,8 +223,7 @@ class FlowSolver:
             self.pressure_ksp = self.solvers.pressure_ksp()
             self.momentum_ksp = self.solvers.momentum_ksp() if implicit else None
             self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp,
-                                          extrapolate_pressure=self.pressure_guess == "extrapolated",
-                                          implicit_rhie_chow=self.implicit_rhie_chow)
+                                          extrapolate_pressure=self.pressure_guess == "extrapolated")
         self.xp = self.stepper.xp
         self.diffusion_rate = self.mpi.allreduce(self.operators.diffusion_rate(), op=MPI.MAX)
         self.unit_rate = self.stepper.unit_convective_rate()
