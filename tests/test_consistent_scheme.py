@@ -164,6 +164,16 @@ def test_the_wide_laplacian_needs_the_symmetric_scheme():
             FlowSolver(g, SELF, "aij", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
 
 
+def test_the_wide_laplacian_takes_either_rhie_chow_coefficient():
+    """-flow_implicit_rhie_chow is a part of the time step, not of the duality
+    the wide Laplacian needs: off, the symmetric scheme still takes it."""
+    g = GEOMETRIES["triangles"]
+    with option_defaults("", {"flow_pressure_laplacian": "wide", "flow_implicit_rhie_chow": False}):
+        solver = FlowSolver(g, SELF, "aij", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
+    assert not solver.scheme_parts.implicit_rhie_chow
+    assert PARTS["symmetric"].implicit_rhie_chow and not PARTS["consistent"].implicit_rhie_chow
+
+
 def test_an_unknown_scheme_lists_the_choices():
     g = GEOMETRIES["triangles"]
     with option_defaults("", {"flow_scheme": "exact"}):
