@@ -23,7 +23,7 @@ One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step 
                                                  number: dt/2 Omega^-1 D is about dim nu dt / delta^2).
                                                  Without g, u^p carries -G q* wholly where a is large,
                                                  Gamma G q* returns to the pressure solve, and where
-                                                 L^-1 Ms Gamma G exceeds 1 (tetrahedra) each step's
+                                                 L^-1 Ms Gamma G exceeds 1 (gmsh triangles, tetrahedra) each step's
                                                  pressure grows from the last guess's
   w    = Gamma u^p (+ K grad u^p) (+ g)          the face velocities before projection, with the
          + beta (u_s^n - Gamma u^n (- K grad u^n))  skewness correction (-flow_skewness) and the
