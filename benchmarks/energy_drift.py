@@ -8,10 +8,8 @@ kinetic energy, per variant of plugin.flow.scheme and per time step.
 """
 
 import argparse
-import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -19,11 +17,11 @@ import petsc4py
 
 petsc4py.init(sys.argv[:1])
 
-import meshio  # noqa: E402
 import numpy  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
 import harness  # noqa: E402
+from meshes import gmsh_mesh  # noqa: E402  (tests/meshes.py, on the path through harness)
 from petsc_ext.options import option_defaults  # noqa: E402
 from plugin.flow.boundary import Slip  # noqa: E402
 from plugin.flow.mesh import mesh_geometry  # noqa: E402
@@ -67,19 +65,14 @@ def main():
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
-        path = os.path.join(directory, "cube.msh")
-        subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "demos",
-                                                     "meshes.py"), "--kind", "tetrahedra", "--size", str(args.size),
-                        "--out", path], check=True, capture_output=True)
-        geometry = mesh_geometry(meshio.read(path))
+        geometry = mesh_geometry(gmsh_mesh(directory, "tetrahedra", args.size))
         checkpoint = os.path.join(directory, "blow-up.h5")
         results = {"meta": harness.metadata(), "cells": geometry.num_global_cells, "size": args.size, "variants": {}}
         for name, options in VARIANTS.items():
             results["variants"][name] = {str(cfl): energy_change(geometry, options, cfl, checkpoint)
                                          for cfl in args.cfl}
             print(name, results["variants"][name], flush=True)
-            with open(args.json, "w") as stream:
-                json.dump(results, stream, indent=1)
+            harness.write_json(args.json, results, quiet=True)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,7 @@ at which step) or its last max |u^{n+1} - u^n| and max |u|.
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -18,10 +16,10 @@ import petsc4py
 
 petsc4py.init(sys.argv[:1])
 
-import meshio  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
 import harness  # noqa: E402
+from meshes import gmsh_mesh  # noqa: E402  (tests/meshes.py, on the path through harness)
 from petsc_ext.options import option_defaults  # noqa: E402
 from plugin.flow.boundary import Wall  # noqa: E402
 from plugin.flow.mesh import mesh_geometry  # noqa: E402
@@ -59,11 +57,7 @@ def main():
     results = {"meta": harness.metadata(), "steps": args.steps, "meshes": {}}
     with tempfile.TemporaryDirectory() as directory:
         for size in args.size:
-            path = os.path.join(directory, f"cube-{size}.msh")
-            subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "demos",
-                                                         "meshes.py"), "--kind", "tetrahedra", "--size", str(size),
-                            "--out", path], check=True, capture_output=True)
-            geometry = mesh_geometry(meshio.read(path))
+            geometry = mesh_geometry(gmsh_mesh(directory, "tetrahedra", size))
             runs = results["meshes"][f"{geometry.num_global_cells} cells"] = {}
             for scheme in SCHEMES:
                 for coupled in (True, False):
