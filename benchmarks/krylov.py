@@ -1,13 +1,14 @@
-"""Time per CG-equivalent iteration: cacg (s = 4, 8, 12) against PETSc's cg
-and pipecg, with jacobi and ainv, on gpusell with CUDA vectors; cg and pipecg
-also on PETSc's own GPU matrix (--peer-mat, default aijcusparse).
+"""Time per CG-equivalent iteration: cacg (s = 4, 8, 12) and graphcg (its
+adaptive blocks, and blocks of 8) against PETSc's cg and pipecg, with
+jacobi and ainv (gpuamg with --pcs), on gpusell with CUDA vectors; cg and pipecg also on
+PETSc's own GPU matrix (--peer-mat, default aijcusparse).
 
     python benchmarks/krylov.py --sizes 64 128 256 --json krylov.json
     mpiexec -n 2 python benchmarks/krylov.py --sizes 64 --json krylov2.json   # one GPU per rank
 
 Problem: the 7-point Dirichlet Laplacian on an n x n x (n * ranks) grid, so
 each rank holds n^3 rows; b = 1, x = 0, rtol 1e-8 (cg and pipecg in their
-default norm, cacg in the unpreconditioned one). Each solve is timed by the
+default norm, cacg in the unpreconditioned one; graphcg in cg's). Each solve is timed by the
 wall clock between device synchronizes and barriers, after a warm-up solve;
 median of --repeats.
 """
@@ -31,7 +32,9 @@ from petsc_ext.matrices import aij_from_csr  # noqa: E402
 COMM = PETSc.COMM_WORLD
 METHODS = {"cg": {"ksp_type": "cg"}, "pipecg": {"ksp_type": "pipecg"}}
 METHODS.update({f"cacg s={s}": {"ksp_type": "cacg", "ksp_cacg_s": s} for s in (4, 8, 12)})
-PCS = {"jacobi": {"pc_type": "jacobi"}, "ainv": {"pc_type": "ainv"}}
+METHODS.update({"graphcg": {"ksp_type": "graphcg"}, "graphcg block 8": {"ksp_type": "graphcg", "ksp_graphcg_block": 8}})
+OURS = ("cacg", "graphcg")  # the project's KSPs: on gpusell only
+PCS = {"jacobi": {"pc_type": "jacobi"}, "ainv": {"pc_type": "ainv"}, "gpuamg": {"pc_type": "gpuamg"}}
 STAR = [(0, 0, 0), (-1, 0, 0), (1, 0, 0), (0, -1, 0), (0, 1, 0), (0, 0, -1), (0, 0, 1)]
 
 
@@ -67,7 +70,7 @@ def run(A, options, repeats):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="*", default=[64, 128, 256], help="n: n^3 rows per rank")
-    parser.add_argument("--pcs", nargs="*", default=list(PCS))
+    parser.add_argument("--pcs", nargs="*", default=["jacobi", "ainv"])
     parser.add_argument("--methods", nargs="*", default=list(METHODS))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--peer-mat", default="aijcusparse",
@@ -85,7 +88,7 @@ def main():
         csr = stencil_csr(shape, STAR, [6.0] + [-1.0] * 6)
         for mat_type in ["gpusell"] + ([args.peer_mat] if args.peer_mat else []):
             A = aij_from_csr(*csr, (n**3 * ranks,) * 2, comm=COMM, mat_type=mat_type)
-            methods = args.methods if mat_type == "gpusell" else [m for m in args.methods if "cacg" not in m]
+            methods = args.methods if mat_type == "gpusell" else [m for m in args.methods if not m.startswith(OURS)]
             for pc in args.pcs:
                 for method in methods:
                     result = {"problem": f"{n}^3 per rank", "rows": n**3 * ranks, "pc": pc, "mat": mat_type,

@@ -65,7 +65,10 @@ class _Workspace:
         self.n, size, comm = template.getLocalSize(), template.getSize(), template.getComm()
         self.xp, self.blocks = xp, SStepBlocks(xp, s, self.n)
         self.diagonal = distinct_rows(xp, 1, self.n)[0]  # a Jacobi preconditioner's
-        self.graphs = _BasisGraphs() if xp is not numpy else None
+        # the basis build as CUDA graphs, one per buffer arrangement: s SpMVs (with their NCCL halo exchanges),
+        # preconditioner applications and recurrences replayed by one launch, where launching them from Python
+        # costs more host time than the GPU spends on them at 64^3
+        self.graphs = _graphs() if xp is not numpy else None
         self._vecs = {_key(array): vec_over(array, comm, size) for array in (*self.blocks.rows, self.diagonal)}
 
     def vec(self, array):
@@ -76,53 +79,20 @@ class _Workspace:
             vec.destroy()
 
 
+def _graphs():
+    from gpu_mats.kernels.cuda_graphs import KeyedGraphs  # CuPy's: imported where there is a GPU
+
+    return KeyedGraphs()
+
+
 def _key(array):
     return array.ctypes.data if isinstance(array, numpy.ndarray) else array.data.ptr
-
-
-class _BasisGraphs:
-    """The basis build of one workspace as CUDA graphs, one per buffer
-    arrangement: s SpMVs (with their NCCL halo exchanges), preconditioner
-    applications and recurrences replayed by one launch, where launching them
-    from Python costs more host time than the GPU spends on them at 64^3.
-
-    A graph is captured the second time an arrangement is built (the first
-    run compiles kernels and opens NCCL connections, which capture cannot
-    do) and dropped when the operators' arrays or the coefficients change.
-    """
-
-    def __init__(self):
-        self._key, self._graphs, self._warm = None, {}, set()
-
-    def build(self, blocks, multiply, precondition, coefficients):
-        from gpu_mats.kernels import cuda_graphs as cuda
-
-        key = (multiply.graph_key, precondition.graph_key, tuple(coefficients))
-        if not _same(key, self._key):
-            self._key, self._graphs, self._warm = key, {}, set()
-        arrangement = blocks.arrangement
-        graph = self._graphs.get(arrangement)
-        if graph is None and arrangement in self._warm:
-            graph = self._graphs[arrangement] = cuda.capture(
-                lambda: blocks.build_basis(multiply, precondition, coefficients))
-        if graph is None:
-            blocks.build_basis(multiply, precondition, coefficients)
-            self._warm.add(arrangement)
-        else:
-            cuda.replay(graph)
 
 
 def _operator_states(ksp):
     """What the eigenvalue bounds were computed for: the operators and their
     PETSc object states (raised by every change of values)."""
     return tuple((M.handle, M.stateGet()) for M in ksp.getOperators())
-
-
-def _same(a, b):
-    """Keys equal item by item, objects by identity (arrays have no plain ==)."""
-    if isinstance(a, tuple) and isinstance(b, tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return a is b or (isinstance(a, (int, float, str)) and a == b)
 
 
 class CommunicationAvoidingCG(PythonKSP):
@@ -216,7 +186,9 @@ class CommunicationAvoidingCG(PythonKSP):
         self.events["Basis"].begin()
         capturable = multiply.graph_key is not None and precondition.graph_key is not None
         if self.use_graphs and work.graphs is not None and capturable:
-            work.graphs.build(work.blocks, multiply, precondition, self.coefficients)
+            blocks, coefficients = work.blocks, self.coefficients
+            work.graphs.run((multiply.graph_key, precondition.graph_key, tuple(coefficients)), blocks.arrangement,
+                            lambda: blocks.build_basis(multiply, precondition, coefficients))
             self.basis_runs = "CUDA graph replays"
         else:
             work.blocks.build_basis(multiply, precondition, self.coefficients)

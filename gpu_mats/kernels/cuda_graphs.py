@@ -48,3 +48,34 @@ class GraphCache:
             graph = self.graphs[key] = capture(fn)
         replay(graph)
         self.replays += 1
+
+
+class KeyedGraphs:
+    """CUDA graphs of work that reads what a key names (its operators'
+    arrays, its coefficients) and comes in several arrangements (its
+    buffers, its length), one graph per arrangement, all dropped when the
+    key changes. An arrangement's first run goes eagerly (it compiles
+    kernels and opens NCCL connections, which a capture cannot), its second
+    is captured, later ones replay one launch."""
+
+    def __init__(self):
+        self._key, self._graphs, self._warm = None, {}, set()
+
+    def run(self, key, arrangement, fn):
+        if not same_key(key, self._key):
+            self._key, self._graphs, self._warm = key, {}, set()
+        graph = self._graphs.get(arrangement)
+        if graph is None and arrangement in self._warm:
+            graph = self._graphs[arrangement] = capture(fn)
+        if graph is None:
+            fn()
+            self._warm.add(arrangement)
+        else:
+            replay(graph)
+
+
+def same_key(a, b):
+    """Keys equal item by item, objects by identity (arrays have no plain ==)."""
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same_key(x, y) for x, y in zip(a, b))
+    return a is b or (isinstance(a, (int, float, str)) and a == b)

@@ -55,7 +55,7 @@ class LinearSolvers:
         # gpuamg's hierarchy in float32: the same iterations in less time (BENCHMARKS.md)
         with option_defaults(prefix, {"pc_gpuamg_value_type": "float32"}):
             ksp.setFromOptions()
-        if ksp.getType() == PETSc.KSP.Type.CG and not PETSc.Options().hasName(f"{prefix}ksp_norm_type"):
+        if ksp.getType() in (PETSc.KSP.Type.CG, "graphcg") and not PETSc.Options().hasName(f"{prefix}ksp_norm_type"):
             # rtol on ||b - A q|| / ||b||, the discrete divergence left: PETSc's default for a nonzero
             # guess, ||B b|| with B the preconditioner, costs one more cycle per solve
             ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)

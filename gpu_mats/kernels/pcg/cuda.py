@@ -1,0 +1,52 @@
+"""CG's vector and scalar steps on the GPU (``pcg.cu``)."""
+
+import functools
+import pathlib
+
+import cupy
+import numpy
+
+BLOCK, SUM_BLOCK = 256, 1024  # as pcg.cu
+_NULL = numpy.uint64(0)
+
+
+@functools.cache
+def _kernel(name):
+    return cupy.RawModule(code=pathlib.Path(__file__).with_name("pcg.cu").read_text()).get_function(name)
+
+
+def partial_count(n):
+    """One partial sum per block of the grid: enough blocks to fill the GPU, at most one sum block's worth."""
+    return max(1, min(-(-n // BLOCK), SUM_BLOCK))
+
+
+def partial_dots(partials, x0, y0, x1=None, y1=None, x2=None, y2=None):
+    pairs = 1 if x1 is None else 2 if x2 is None else 3
+    _kernel("partial_dots")((partials.shape[1],), (BLOCK,),
+                            (numpy.int64(x0.size), numpy.int32(pairs), x0, y0, _NULL if x1 is None else x1,
+                             _NULL if y1 is None else y1, _NULL if x2 is None else x2, _NULL if y2 is None else y2,
+                             partials))
+
+
+def sum_partials(sums, partials):
+    _kernel("sum_partials")((1,), (SUM_BLOCK,), (numpy.int32(partials.shape[1]), partials, sums))
+
+
+def alpha_step(s, sums):
+    _kernel("alpha_step")((1,), (1,), (s, sums))
+
+
+def beta_step(s, sums, history, row, start):
+    _kernel("beta_step")((1,), (1,), (s, sums, history, numpy.int32(row), numpy.int32(bool(start))))
+
+
+def update_iterate(s, x, r, p, w):
+    n = x.size
+    if n:
+        _kernel("update_iterate")((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), s, x, r, p, w))
+
+
+def update_direction(s, p, z):
+    n = p.size
+    if n:
+        _kernel("update_direction")((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), s, p, z))

@@ -1,0 +1,53 @@
+"""CG's vector and scalar steps on the host: NumPy twins of ``pcg.cu``."""
+
+import numpy
+
+from . import ALPHA, BETA, FLAG, INDEFINITE_OPERATOR, INDEFINITE_PRECONDITIONER, RZ
+
+
+def partial_count(n):
+    """One partial sum per dot product: NumPy's own dot."""
+    return 1
+
+
+def partial_dots(partials, x0, y0, x1=None, y1=None, x2=None, y2=None):
+    partials[...] = 0.0
+    for k, (x, y) in enumerate(((x0, y0), (x1, y1), (x2, y2))):
+        if x is not None:
+            partials[k, 0] = numpy.dot(x, y)
+
+
+def sum_partials(sums, partials):
+    sums[...] = partials.sum(axis=1)
+
+
+def alpha_step(s, sums):
+    pap = sums[0]
+    if s[RZ] == 0.0:
+        s[ALPHA] = 0.0
+    elif not pap > 0.0:
+        s[ALPHA], s[FLAG] = 0.0, INDEFINITE_OPERATOR
+    else:
+        s[ALPHA] = s[RZ] / pap
+
+
+def beta_step(s, sums, history, row, start):
+    rz = sums[0]
+    history[row] = sums
+    s[BETA] = 0.0 if start or s[RZ] == 0.0 else rz / s[RZ]
+    s[RZ] = rz
+    if not rz >= 0.0:
+        s[FLAG] = INDEFINITE_PRECONDITIONER
+
+
+def update_iterate(s, x, r, p, w):
+    x += s[ALPHA] * p
+    r -= s[ALPHA] * w
+
+
+def update_direction(s, p, z):
+    if s[BETA] == 0.0:
+        p[...] = z
+    else:
+        p *= s[BETA]
+        p += z

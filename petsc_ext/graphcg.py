@@ -1,0 +1,206 @@
+"""``-ksp_type graphcg``: preconditioned CG in blocks of iterations that the
+GPU runs without the host, each block replayed as one CUDA graph.
+
+PETSc's cg waits for the GPU at every dot product and launches each vector
+operation from the host: below a few million unknowns that host time sets
+the pace of a solve. graphcg keeps CG's scalars in device memory
+(gpu_mats.device_cg), queues a block of iterations at once and reads their
+residual norms back once, at the block's end; with a gpusell matrix and a
+preconditioner that works on arrays without temporaries (gpuamg, ainv
+fsai/spai, jacobi, none) on one rank, the block is captured as a CUDA graph
+at its second use and replayed by one launch after. The iterations are CG's,
+in the same arithmetic whether replayed or launched.
+
+The host's check at the end of a block sees each iteration's residual norm
+(monitors are called with them, in order) and stops when the last one
+passes the convergence test; a solve may so take up to a block's length
+less one more iterations than cg would. By default (-ksp_graphcg_block 0)
+the first block is as long as the last solve needed (its first iteration
+whose norm passed the test), and the blocks after it one iteration each: a
+run of similar solves (a time step's pressure) then checks once or twice a
+solve and does an extra iteration only where a solve needs fewer than the
+last. Like cacg, it
+leaves the null space to the right-hand side (PETSc projects b where the
+matrix has a transpose null space): CG's iterates stay in the range.
+
+Any Mat and PC work, through PETSc where they are not the project's (then
+without graphs); on several ranks each dot product is summed over them on
+the host, one reduction per dot-product pair, as cg's.
+"""
+
+import numpy
+from mpi4py import MPI
+from petsc4py import PETSc
+
+from gpu_mats.backend import to_host
+from gpu_mats.device_cg import NORMS, DeviceCG
+from gpu_mats.kernels.pcg import INDEFINITE_OPERATOR
+
+from .array_operators import matrix_product, preconditioner
+from .arrays import get_array, restore_array, vec_over
+from .options import Option
+from .python_type import PythonKSP
+
+Reason = PETSc.KSP.ConvergedReason
+_NORM_COLUMNS = {PETSc.KSP.NormType.UNPRECONDITIONED: NORMS.index("unpreconditioned"),
+                 PETSc.KSP.NormType.PRECONDITIONED: NORMS.index("preconditioned")}
+_LONGEST = 1000  # the longest block
+
+
+class _Workspace:
+    """DeviceCG's vectors for one local size and backend, PETSc vectors over
+    them (for a Mat or PC that runs through PETSc), and the block graphs."""
+
+    def __init__(self, xp, template, capacity):
+        self.n, self.xp = template.getLocalSize(), xp
+        self.cg = DeviceCG(xp, self.n, capacity)
+        comm, size = template.getComm(), template.getSize()
+        self.diagonal = xp.zeros(self.n)  # a Jacobi preconditioner's
+        arrays = (self.cg.x, self.cg.r, self.cg.z, self.cg.p, self.cg.w, self.diagonal)
+        self._vecs = {id(array): vec_over(array, comm, size) for array in arrays}
+        self.graphs = None
+        if xp is not numpy:
+            from gpu_mats.kernels.cuda_graphs import KeyedGraphs  # CuPy's: imported where there is a GPU
+
+            self.graphs = KeyedGraphs()
+
+    def vec(self, array):
+        return self._vecs[id(array)]
+
+    def destroy(self):
+        for vec in self._vecs.values():
+            vec.destroy()
+
+
+class GraphCG(PythonKSP):
+    """The context of a KSP of type graphcg (petsc4py's Python KSP protocol)."""
+
+    TYPE, TITLE, EVENTS = "graphcg", "CG in blocks replayed as CUDA graphs (graphcg)", ("Block",)
+    OPTIONS = (
+        Option("ksp_graphcg_block", "block", 0, "iterations the GPU runs between the host's checks of the residual "
+               "norm (0: the first block as long as the last solve needed, then one at a time)", low=0, high=_LONGEST,
+               view="block {}"),
+        Option("ksp_graphcg_graph", "use_graphs", True, "replay each block as one CUDA graph where the matrix and "
+               "preconditioner allow it (gpusell; gpuamg, ainv fsai/spai, jacobi, none; one rank)"),
+    )
+
+    def __init__(self):
+        super().__init__()
+        self._work, self.runs = None, "not run yet"
+        # the last solve's iterations, and the first of them whose norm passed the convergence test
+        self.last_iterations, self.last_needed, self.blocks_run = 0, 0, 0
+
+    def create(self, ksp):
+        ksp.setNormType(PETSc.KSP.NormType.PRECONDITIONED)  # cg's default
+
+    def release(self):
+        if self._work is not None:
+            self._work.destroy()
+        self._work = None
+
+    def _workspace(self, b, capacity):
+        work = self._work
+        if work is None or work.n != b.getLocalSize() or work.xp is not self.xp or work.cg.capacity < capacity:
+            self.release()
+            self._work = _Workspace(self.xp, b, capacity)
+        return self._work
+
+    def _block_length(self, its, max_it):
+        """The next block's length: -ksp_graphcg_block, or what the last solve needed first and then 1."""
+        if self.block:
+            length = self.block
+        else:
+            length = max(self.last_needed, 1) if its == 0 else 1
+        return max(1, min(length, max_it - its))
+
+    def solve(self, ksp, b, x):
+        norm_type = ksp.getNormType()
+        if norm_type not in _NORM_COLUMNS:
+            raise ValueError(f"graphcg measures the unpreconditioned or preconditioned residual norm, not the norm "
+                             f"type {norm_type}")
+        A, _ = ksp.getOperators()
+        max_it = ksp.getTolerances()[3]
+        longest = max(self.block, self.last_needed, 1)
+        work = self._workspace(b, 1 << (longest - 1).bit_length())  # room to grow: a new one drops the graphs
+        cg, n, xp = work.cg, work.n, self.xp
+        multiply = matrix_product(A, xp, work.vec)
+        precondition = preconditioner(ksp.getPC(), xp, work.vec, work.diagonal)
+        comm = ksp.getComm().tompi4py()
+        reduce = None if comm.Get_size() == 1 else _summed_over(comm, xp)
+        capturable = (self.use_graphs and work.graphs is not None and reduce is None
+                      and multiply.graph_key is not None and precondition.graph_key is not None)
+        column = _NORM_COLUMNS[norm_type]
+        nonzero = ksp.getInitialGuessNonzero()
+        if nonzero:
+            xp.copyto(cg.x, get_array(x, "r", n))
+            restore_array(x, "r")
+        barray = get_array(b, "r", n)
+        try:
+            cg.start(barray, nonzero, multiply, precondition, reduce)
+        finally:
+            restore_array(b, "r")
+        its, reason, self.blocks_run, first, needed = 0, Reason.ITERATING, 0, True, None
+        while reason == Reason.ITERATING:
+            length = self._block_length(its, max_it) if its < max_it else 0
+            if length:
+                self._run_block(work, length, multiply, precondition, reduce, capturable)
+            rows, flag = cg.read(length)
+            norms = numpy.sqrt(numpy.maximum(rows[:, column], 0.0))
+            for j in range(0 if first else 1, length + 1):
+                reason = self._record(ksp, its + j, norms[j], rows[j])
+                if reason == Reason.DIVERGED_NANORINF:
+                    break
+                if needed is None and reason > 0:
+                    needed = its + j
+                if j < length:
+                    reason = Reason.ITERATING  # the iterate is the block's end: only its own verdict counts
+            first = False
+            its += length
+            if reason == Reason.ITERATING and flag:
+                reason = (Reason.DIVERGED_INDEFINITE_MAT if flag == INDEFINITE_OPERATOR
+                          else Reason.DIVERGED_INDEFINITE_PC)
+            elif reason == Reason.ITERATING and its >= max_it:
+                reason = Reason.DIVERGED_MAX_IT
+        self.last_iterations, self.last_needed = its, its if needed is None else needed
+        xa = get_array(x, "w", n)
+        xa[...] = cg.x
+        restore_array(x, "w")
+        ksp.setIterationNumber(its)
+        ksp.setConvergedReason(reason)
+        self.runs = "CUDA graph replays" if capturable else "kernel launches" if xp is not numpy else "NumPy"
+
+    def _run_block(self, work, length, multiply, precondition, reduce, capturable):
+        self.events["Block"].begin()
+        cg = work.cg
+        if capturable:
+            work.graphs.run((multiply.graph_key, precondition.graph_key), length,
+                            lambda: cg.iterate(length, multiply, precondition))
+        else:
+            cg.iterate(length, multiply, precondition, reduce)
+        self.blocks_run += 1
+        self.events["Block"].end()
+
+    @staticmethod
+    def _record(ksp, its, rnorm, row):
+        """Monitor iteration ``its`` and return its convergence test's verdict."""
+        if not numpy.isfinite(row).all():
+            return Reason.DIVERGED_NANORINF
+        ksp.setIterationNumber(its)
+        ksp.setResidualNorm(rnorm)
+        ksp.logConvergenceHistory(rnorm)
+        ksp.monitor(its, rnorm)
+        return ksp.callConvergenceTest(its, rnorm)
+
+    def describe(self, ksp):
+        return [f"  last solve: {self.last_iterations} iterations in {self.blocks_run} blocks, run by {self.runs}"]
+
+
+def _summed_over(comm, xp):
+    """sums += the other ranks' (on the host: one reduction per dot-product set)."""
+
+    def reduce(sums):
+        local = to_host(xp, sums)
+        comm.Allreduce(MPI.IN_PLACE, local, op=MPI.SUM)
+        sums[...] = xp.asarray(local)
+
+    return reduce

@@ -1,0 +1,241 @@
+"""-ksp_type graphcg against PETSc's cg: the same iterations, blocks, monitors, bad input.
+
+On a GPU machine the solves run on CUDA vectors through gpusell (and, on one
+rank, as CUDA graph replays); elsewhere with NumPy. Tests marked mpi also
+run under mpiexec -n 2 and -n 3.
+"""
+
+import numpy
+import pytest
+import scipy.sparse
+from petsc4py import PETSc
+
+import plugin  # noqa: F401  (registers graphcg)
+from stencils import laplacian
+from petsc_ext.matrices import aij_from_csr
+
+from conftest import gpu_usable, krylov_solve
+from test_cacg import NegatedIdentity
+from test_gpusell import COMM
+
+Reason = PETSc.KSP.ConvergedReason
+
+
+def solve(csr, n, opts, comm=COMM, **kwargs):
+    return krylov_solve(csr, n, {"ksp_type": "graphcg", **opts}, comm=comm, **kwargs)
+
+
+def values(x):
+    return x.getArray(readonly=True).copy()
+
+
+def history(ksp):
+    return numpy.asarray(ksp.getConvergenceHistory())
+
+
+@pytest.mark.parametrize("norm", ["preconditioned", "unpreconditioned"])
+@pytest.mark.parametrize("pc", ["none", "jacobi", "gpuamg"])
+def test_graphcg_takes_cg_iterations_to_cg_solution(pc, norm):
+    csr, n = laplacian(12), 12**3
+    opts = {"pc_type": pc, "ksp_norm_type": norm}
+    cg, x = krylov_solve(csr, n, {"ksp_type": "cg", **opts})
+    ksp, y = solve(csr, n, opts)
+    assert cg.getConvergedReason() > 0 and ksp.getConvergedReason() > 0
+    assert ksp.getIterationNumber() == cg.getIterationNumber()
+    numpy.testing.assert_allclose(values(y), values(x), rtol=1e-9, atol=1e-9 * abs(values(x)).max())
+    assert ksp.getResidualNorm() == pytest.approx(cg.getResidualNorm(), rel=1e-6)
+
+
+def test_every_iteration_is_monitored_with_cg_norms():
+    csr, n = laplacian(10), 10**3
+    runs = {}
+    for kind, opts in (("cg", {"ksp_type": "cg"}), ("graphcg", {"ksp_type": "graphcg", "ksp_graphcg_block": 4})):
+        A = aij_from_csr(*csr, (n, n), comm=COMM, mat_type="gpusell")
+        ksp = PETSc.KSP().create(comm=COMM)
+        ksp.setOperators(A)
+        ksp.setOptionsPrefix(f"m{kind}_")
+        for key, value in {**opts, "pc_type": "jacobi"}.items():
+            PETSc.Options().setValue(f"m{kind}_{key}", value)
+        ksp.setFromOptions()
+        ksp.setConvergenceHistory()
+        seen = []
+        ksp.setMonitor(lambda _, its, rnorm: seen.append((its, rnorm)))
+        b, x = A.createVecs()
+        b.set(1.0)
+        ksp.solve(b, x)
+        runs[kind] = (ksp.getIterationNumber(), seen, history(ksp))
+    its_cg, seen_cg, _ = runs["cg"]
+    its, seen, hist = runs["graphcg"]
+    assert its_cg <= its <= its_cg + 3  # the last block runs to its end
+    assert [k for k, _ in seen] == list(range(its + 1))
+    numpy.testing.assert_allclose([r for _, r in seen[:its_cg + 1]], [r for _, r in seen_cg], rtol=1e-8)
+    numpy.testing.assert_allclose(hist, [r for _, r in seen], rtol=0)
+
+
+@pytest.mark.parametrize("block", [1, 3, 8])
+def test_fixed_blocks_end_converged_within_a_block_of_cg(block):
+    csr, n = laplacian(12), 12**3
+    cg, _ = krylov_solve(csr, n, {"ksp_type": "cg", "pc_type": "jacobi"})
+    ksp, x = solve(csr, n, {"pc_type": "jacobi", "ksp_graphcg_block": block})
+    its = ksp.getIterationNumber()
+    assert ksp.getConvergedReason() > 0 and its % block == 0
+    assert cg.getIterationNumber() <= its < cg.getIterationNumber() + block
+    assert ksp.getPythonContext().blocks_run == its // block
+
+
+def test_a_second_like_solve_checks_once():
+    """The adaptive default: the first block as long as the last solve took."""
+    A = aij_from_csr(*laplacian(10), (1000, 1000), comm=COMM, mat_type="gpusell")
+    ksp = PETSc.KSP().create(comm=COMM)
+    ksp.setOperators(A)
+    ksp.setType("graphcg")
+    ksp.getPC().setType("jacobi")
+    ksp.setTolerances(rtol=1e-8)
+    b, x = A.createVecs()
+    b.set(1.0)
+    ksp.solve(b, x)
+    first = ksp.getIterationNumber()
+    assert ksp.getPythonContext().blocks_run == first  # one at a time: no solve to learn from yet
+    x.set(0.0)
+    ksp.solve(b, x)
+    assert ksp.getIterationNumber() == first and ksp.getPythonContext().blocks_run == 1
+
+
+def test_a_nonzero_guess_starts_from_its_residual():
+    csr, n = laplacian(10), 1000
+    A = aij_from_csr(*csr, (n, n), comm=COMM, mat_type="gpusell")
+    results = {}
+    for kind in ("cg", "graphcg"):
+        ksp = PETSc.KSP().create(comm=COMM)
+        ksp.setOperators(A)
+        ksp.setType(kind)
+        ksp.getPC().setType("jacobi")
+        ksp.setInitialGuessNonzero(True)
+        ksp.setTolerances(rtol=1e-10)
+        b, x = A.createVecs()
+        b.set(1.0)
+        x.setRandom()
+        x.scale(0.0)
+        x.shift(0.25)
+        ksp.solve(b, x)
+        results[kind] = (ksp.getIterationNumber(), values(x))
+    assert results["graphcg"][0] == results["cg"][0]
+    numpy.testing.assert_allclose(results["graphcg"][1], results["cg"][1], rtol=1e-10)
+
+
+def test_view_names_the_block_and_the_last_solve(capsys):
+    ksp, _ = solve(laplacian(6), 216, {"pc_type": "jacobi", "ksp_graphcg_block": 2})
+    ksp.view()
+    out = capsys.readouterr().out
+    its = ksp.getIterationNumber()
+    assert "type: graphcg" in out and "graphcg: block 2" in out
+    assert f"last solve: {its} iterations in {its // 2} blocks, run by" in out
+
+
+@pytest.mark.mpi
+def test_parallel_solution_matches_serial():
+    csr, n = laplacian(12), 12**3
+    ksp, x = solve(csr, n, {"pc_type": "jacobi"})
+    serial, xs = solve(csr, n, {"pc_type": "jacobi"}, comm=PETSc.COMM_SELF)
+    assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() == serial.getIterationNumber()
+    lo, hi = x.getOwnershipRange()
+    numpy.testing.assert_allclose(values(x), values(xs)[lo:hi], rtol=1e-9, atol=1e-9 * abs(values(xs)).max())
+
+
+# --- bad input ---------------------------------------------------------------
+
+
+def test_indefinite_matrix_is_reported_not_returned_as_converged():
+    indptr, indices, data = laplacian(6)
+    A = (scipy.sparse.csr_matrix((data, indices, indptr)) - 3.0 * scipy.sparse.eye(216)).tocsr()
+    ksp, _ = solve((A.indptr, A.indices, A.data), 216, {"pc_type": "none"})
+    assert ksp.getConvergedReason() == Reason.DIVERGED_INDEFINITE_MAT
+
+
+def test_indefinite_preconditioner_is_reported():
+    A = aij_from_csr(*laplacian(6), (216, 216), comm=PETSc.COMM_SELF, mat_type="gpusell")
+    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+    ksp.setOperators(A)
+    ksp.setType("graphcg")
+    ksp.getPC().setType("python")
+    ksp.getPC().setPythonContext(NegatedIdentity())
+    b, x = A.createVecs()
+    b.set(1.0)
+    ksp.solve(b, x)
+    assert ksp.getConvergedReason() == Reason.DIVERGED_INDEFINITE_PC
+
+
+def test_nan_in_the_right_hand_side_is_diverged_nanorinf():
+    rhs = numpy.ones(64)
+    rhs[3] = numpy.nan
+    ksp, _ = solve(laplacian(4), 64, {"pc_type": "jacobi"}, rhs=rhs, comm=PETSc.COMM_SELF)
+    assert ksp.getConvergedReason() == Reason.DIVERGED_NANORINF
+
+
+def test_max_it_stops_with_diverged_max_it():
+    ksp, _ = solve(laplacian(8), 512, {"pc_type": "jacobi", "ksp_graphcg_block": 4}, max_it=6)
+    assert ksp.getConvergedReason() == Reason.DIVERGED_MAX_IT and ksp.getIterationNumber() == 6
+
+
+def test_norm_none_is_refused_by_petsc():
+    with pytest.raises(PETSc.Error, match="does not support norm type NONE"):
+        solve(laplacian(3), 27, {"ksp_norm_type": "none"})
+
+
+# --- the GPU: kernels against their twins, graphs against launches -----------
+
+
+@pytest.mark.gpu
+def test_cuda_steps_match_their_numpy_twins(rng):
+    if not gpu_usable():
+        pytest.skip("no usable GPU")
+    import cupy
+
+    from gpu_mats.kernels import family
+
+    cuda, host = family("pcg", cupy), family("pcg", numpy)
+    n = 100_003
+    a, b, c = (rng.standard_normal(n) for _ in range(3))
+    sums = {}
+    for kernels, xp in ((cuda, cupy), (host, numpy)):
+        partials = xp.zeros((3, kernels.partial_count(n)))
+        total = xp.zeros(3)
+        kernels.partial_dots(partials, *(xp.asarray(v) for v in (a, b, b, c, c, c)))
+        kernels.sum_partials(total, partials)
+        s, history = xp.asarray([2.0, 0.0, 0.0, 0.0]), xp.zeros((3, 3))
+        kernels.alpha_step(s, xp.asarray([4.0, 0.0, 0.0]))
+        x, r, p = (xp.asarray(v).copy() for v in (a, b, c))
+        kernels.update_iterate(s, x, r, p, xp.asarray(a))
+        kernels.beta_step(s, xp.asarray([1.0, 3.0, 5.0]), history, 2, False)
+        kernels.update_direction(s, p, xp.asarray(b))
+        sums[xp.__name__] = [numpy.asarray(v.get() if xp is cupy else v) for v in (total, s, history, x, r, p)]
+    for got, want in zip(sums["cupy"], sums["numpy"]):
+        numpy.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.gpu
+def test_graph_replays_give_the_bits_of_launches():
+    """The solve captured (second solve) and replayed (third) against the same
+    solve launched kernel by kernel: the same iterate, bit for bit."""
+    if not gpu_usable():
+        pytest.skip("no usable GPU")
+    csr, n = laplacian(16), 16**3
+    A = aij_from_csr(*csr, (n, n), comm=PETSc.COMM_SELF, mat_type="gpusell")
+    results = {}
+    for graphs in (False, True):
+        ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+        ksp.setOperators(A)
+        ksp.setType("graphcg")
+        ksp.getPC().setType("gpuamg")
+        ksp.getPythonContext().use_graphs = graphs
+        b, x = A.createVecs()
+        b.set(1.0)
+        runs = []
+        for _ in range(3):
+            x.set(0.0)
+            ksp.solve(b, x)
+            runs.append(values(x))
+        results[graphs] = (runs, ksp.getPythonContext().runs)
+    assert results[True][1] == "CUDA graph replays" and results[False][1] == "kernel launches"
+    for launched, replayed in zip(results[False][0], results[True][0]):
+        assert numpy.array_equal(launched, replayed)
