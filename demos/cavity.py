@@ -19,7 +19,7 @@ linearly from the cell centres and the walls and compared with Ghia's.
 With -flow_output_dir DIR it writes there centerline_u.csv (y,u along x = 0.5),
 centerline_v.csv (x,v along y = 0.5), the fields as cavity.xdmf (+ .h5) for
 ParaView and centerlines.png against Ghia's tables. The matrices are gpusell
-(-dm_mat_type to change), the pressure solver cg + gpuamg
+(-dm_mat_type to change), the pressure solver graphcg + gpuamg
 (-pressure_ksp_type, -pressure_pc_type, ...); -help lists every option,
 -log_view the phases.
 """

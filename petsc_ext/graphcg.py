@@ -129,21 +129,21 @@ class GraphCG(PythonKSP):
         reduce = None if comm.Get_size() == 1 else _summed_over(comm, xp)
         capturable = (self.use_graphs and work.graphs is not None and reduce is None
                       and multiply.graph_key is not None and precondition.graph_key is not None)
+        graph_key = (multiply.graph_key, precondition.graph_key) if capturable else None
         column = _NORM_COLUMNS[norm_type]
         nonzero = ksp.getInitialGuessNonzero()
-        if nonzero:
-            xp.copyto(cg.x, get_array(x, "r", n))
-            restore_array(x, "r")
+        length = self._block_length(0, max_it) if max_it > 0 else 0
+        guess = get_array(x, "r", n) if nonzero else None  # PETSc's copies happen here, not under a capture
         barray = get_array(b, "r", n)
         try:
-            cg.start(barray, nonzero, multiply, precondition, reduce)
+            self._run(work, graph_key, ("start", length, _address(barray), _address(guess)),
+                      lambda: self._start(cg, barray, guess, length, multiply, precondition, reduce))
         finally:
             restore_array(b, "r")
-        its, reason, self.blocks_run, first, needed = 0, Reason.ITERATING, 0, True, None
-        while reason == Reason.ITERATING:
-            length = self._block_length(its, max_it) if its < max_it else 0
-            if length:
-                self._run_block(work, length, multiply, precondition, reduce, capturable)
+            if nonzero:
+                restore_array(x, "r")
+        its, reason, self.blocks_run, first, needed = 0, Reason.ITERATING, 1, True, None
+        while True:
             rows, flag = cg.read(length)
             norms = numpy.sqrt(numpy.maximum(rows[:, column], 0.0))
             for j in range(0 if first else 1, length + 1):
@@ -161,6 +161,11 @@ class GraphCG(PythonKSP):
                           else Reason.DIVERGED_INDEFINITE_PC)
             elif reason == Reason.ITERATING and its >= max_it:
                 reason = Reason.DIVERGED_MAX_IT
+            if reason != Reason.ITERATING:
+                break
+            length = self._block_length(its, max_it)
+            self._run(work, graph_key, ("block", length), lambda: cg.iterate(length, multiply, precondition, reduce))
+            self.blocks_run += 1
         self.last_iterations, self.last_needed = its, its if needed is None else needed
         xa = get_array(x, "w", n)
         xa[...] = cg.x
@@ -169,15 +174,22 @@ class GraphCG(PythonKSP):
         ksp.setConvergedReason(reason)
         self.runs = "CUDA graph replays" if capturable else "kernel launches" if xp is not numpy else "NumPy"
 
-    def _run_block(self, work, length, multiply, precondition, reduce, capturable):
+    @staticmethod
+    def _start(cg, b, guess, length, multiply, precondition, reduce):
+        """x = the guess (or 0), CG's start from b, and its first ``length`` iterations."""
+        if guess is not None:
+            cg.xp.copyto(cg.x, guess)
+        cg.start(b, guess is not None, multiply, precondition, reduce)
+        cg.iterate(length, multiply, precondition, reduce)
+
+    def _run(self, work, graph_key, arrangement, fn):
+        """fn's work, as a CUDA graph of ``arrangement`` where the operators'
+        ``graph_key`` is not None (the graphs of another key are dropped)."""
         self.events["Block"].begin()
-        cg = work.cg
-        if capturable:
-            work.graphs.run((multiply.graph_key, precondition.graph_key), length,
-                            lambda: cg.iterate(length, multiply, precondition))
+        if graph_key is not None:
+            work.graphs.run(graph_key, arrangement, fn)
         else:
-            cg.iterate(length, multiply, precondition, reduce)
-        self.blocks_run += 1
+            fn()
         self.events["Block"].end()
 
     @staticmethod
@@ -193,6 +205,13 @@ class GraphCG(PythonKSP):
 
     def describe(self, ksp):
         return [f"  last solve: {self.last_iterations} iterations in {self.blocks_run} blocks, run by {self.runs}"]
+
+
+def _address(array):
+    """Where an array's values are (None: no array), for the key of a graph that reads them."""
+    if array is None:
+        return None
+    return array.ctypes.data if isinstance(array, numpy.ndarray) else array.data.ptr
 
 
 def _summed_over(comm, xp):

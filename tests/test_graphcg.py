@@ -215,27 +215,27 @@ def test_cuda_steps_match_their_numpy_twins(rng):
 
 @pytest.mark.gpu
 def test_graph_replays_give_the_bits_of_launches():
-    """The solve captured (second solve) and replayed (third) against the same
-    solve launched kernel by kernel: the same iterate, bit for bit."""
+    """One KSP (one gpuamg hierarchy): the solve launched kernel by kernel,
+    then captured (its second run) and replayed: the same iterate, bit for bit."""
     if not gpu_usable():
         pytest.skip("no usable GPU")
     csr, n = laplacian(16), 16**3
     A = aij_from_csr(*csr, (n, n), comm=PETSc.COMM_SELF, mat_type="gpusell")
-    results = {}
-    for graphs in (False, True):
-        ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
-        ksp.setOperators(A)
-        ksp.setType("graphcg")
-        ksp.getPC().setType("gpuamg")
-        ksp.getPythonContext().use_graphs = graphs
-        b, x = A.createVecs()
-        b.set(1.0)
-        runs = []
-        for _ in range(3):
-            x.set(0.0)
-            ksp.solve(b, x)
-            runs.append(values(x))
-        results[graphs] = (runs, ksp.getPythonContext().runs)
-    assert results[True][1] == "CUDA graph replays" and results[False][1] == "kernel launches"
-    for launched, replayed in zip(results[False][0], results[True][0]):
-        assert numpy.array_equal(launched, replayed)
+    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+    ksp.setOperators(A)
+    ksp.setType("graphcg")
+    ksp.getPC().setType("gpuamg")
+    ksp.setInitialGuessNonzero(True)
+    ctx = ksp.getPythonContext()
+    b, x = A.createVecs()
+    b.set(1.0)
+    runs = []
+    for graphs in (False, False, True, True, True):
+        ctx.use_graphs = graphs
+        x.set(0.5)
+        ksp.solve(b, x)
+        runs.append((values(x), ksp.getIterationNumber(), ctx.runs))
+    assert [run[2] for run in runs] == ["kernel launches"] * 2 + ["CUDA graph replays"] * 3
+    assert ctx.blocks_run == 1  # the second solve on learnt the count: one block, start included
+    for result, its, _ in runs[2:]:
+        assert its == runs[1][1] and numpy.array_equal(result, runs[1][0])

@@ -2,10 +2,12 @@
 Crank-Nicolson diffusion, the momentum KSP, the types each starts from, and
 what a type asks of the geometry (a DMDA box's grids, one rank).
 
-Under cg the pressure takes the fastest preconditioner measured for its
-matrices (BENCHMARKS.md): gamg on host AIJ; on the project's and GPU
+The pressure takes the fastest preconditioner measured for its matrices
+(BENCHMARKS.md), under cg: gamg on host AIJ; on the project's and GPU
 matrices boxfft on a 3D box it inverts, else gpuamg (on a box on one rank
-cycling the box's own grids). The momentum solve is gmres with PETSc's
+cycling the box's own grids) under graphcg, whose blocks of iterations the
+GPU replays without the host (petsc_ext.graphcg; boxfft's transforms run
+through PETSc, which graphcg cannot capture, so it keeps cg). The momentum solve is gmres with PETSc's
 default PC on host AIJ, else fgmres + ainv spai. Options under the prefixes
 ``pressure_`` and ``momentum_`` change any of it.
 """
@@ -39,8 +41,8 @@ class LinearSolvers:
         return self.matrices.poisson.getType() in (PETSc.Mat.Type.SEQAIJ, PETSc.Mat.Type.MPIAIJ)
 
     def pressure_ksp(self, prefix="pressure_"):
-        """The pressure KSP (options ``prefix``): cg to rtol 1e-8 of the true
-        residual, from the last pressure. With ``-pressure_pc_type mg``
+        """The pressure KSP (options ``prefix``): cg (graphcg under gpuamg) to
+        rtol 1e-8 of the true residual, from the last pressure. With ``-pressure_pc_type mg``
         its levels come from the geometry's grids (plugin.flow.pressure_multigrid
         on a box, with the outflow sides' pressure held on every level): by
         default all of them, Jacobi-preconditioned Chebyshev smoothing, SVD on
@@ -48,8 +50,9 @@ class LinearSolvers:
         ksp = PETSc.KSP().create(comm=self.comm)
         ksp.setOptionsPrefix(prefix)
         ksp.setOperators(self.matrices.poisson)
-        ksp.setType("cg")
-        ksp.getPC().setType(self._pressure_pc_default())
+        pc_type = self._pressure_pc_default()
+        ksp.setType("graphcg" if pc_type == "gpuamg" else "cg")
+        ksp.getPC().setType(pc_type)
         ksp.setTolerances(rtol=1e-8)
         ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
         # gpuamg's hierarchy in float32: the same iterations in less time (BENCHMARKS.md)

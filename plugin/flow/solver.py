@@ -135,8 +135,8 @@ OPTIONS = (
 
 # What a program that picks AIJ matrices where no GPU is usable says first.
 CPU_NOTICE = ("no usable GPU: PETSc's own types on the CPU (AIJ matrices, cg + gamg for the pressure, gmres for "
-              "momentum), the fastest measured there (README); -dm_mat_type gpusell runs the project's types (cg + "
-              "gpuamg for the pressure, fgmres + ainv spai for momentum)")
+              "momentum), the fastest measured there (README); -dm_mat_type gpusell runs the project's types "
+              "(graphcg + gpuamg for the pressure, fgmres + ainv spai for momentum)")
 
 
 def program_mat_type(program, comm=None):
