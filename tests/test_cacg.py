@@ -279,13 +279,6 @@ def test_max_it_stops_with_diverged_max_it():
     assert ksp.getIterationNumber() >= 5
 
 
-def test_nan_in_the_right_hand_side_is_diverged_nanorinf():
-    rhs = numpy.ones(64)
-    rhs[3] = numpy.nan
-    ksp, _ = solve(laplacian(4), 64, {"pc_type": "jacobi"}, rhs=rhs, comm=PETSc.COMM_SELF)
-    assert ksp.getConvergedReason() == Reason.DIVERGED_NANORINF
-
-
 def test_a_value_that_is_not_an_integer_names_the_option_and_the_value():
     with pytest.raises(PETSc.Error, match="-t_ksp_cacg_s '8.5' is not an integer"):
         solve(laplacian(3), 27, {"ksp_cacg_s": "8.5"}, comm=PETSc.COMM_SELF)

@@ -165,10 +165,11 @@ def test_indefinite_preconditioner_is_reported():
     assert ksp.getConvergedReason() == Reason.DIVERGED_INDEFINITE_PC
 
 
-def test_nan_in_the_right_hand_side_is_diverged_nanorinf():
+@pytest.mark.parametrize("kind", ["graphcg", "cacg"])
+def test_nan_in_the_right_hand_side_is_diverged_nanorinf(kind):
     rhs = numpy.ones(64)
     rhs[3] = numpy.nan
-    ksp, _ = solve(laplacian(4), 64, {"pc_type": "jacobi"}, rhs=rhs, comm=PETSc.COMM_SELF)
+    ksp, _ = solve(laplacian(4), 64, {"ksp_type": kind, "pc_type": "jacobi"}, rhs=rhs, comm=PETSc.COMM_SELF)
     assert ksp.getConvergedReason() == Reason.DIVERGED_NANORINF
 
 
