@@ -7,6 +7,7 @@ import os
 import meshio
 import numpy
 import pytest
+import scipy.linalg
 import scipy.sparse
 from mpi4py import MPI
 from petsc4py import PETSc
@@ -294,6 +295,28 @@ def test_implicit_diffusion_matches_explicit_on_a_short_run():
     assert explicit.step == implicit.step == 50
     difference = abs(to_host(solver.xp, explicit.u - implicit.u)).max()
     assert 0 < difference < 2e-3  # both second order in time: O(dt^2) apart
+
+
+def test_the_momentum_matrix_is_omega_plus_half_dt_d_symmetric_and_solved_by_graphcg():
+    """Crank-Nicolson's (Omega + dt/2 D) u = Omega u^: symmetric positive
+    definite, so that CG takes it; on the project's matrices graphcg + ainv fsai."""
+    _, solver = make_solver((6, 5), (False, False), 0.05, {"flow_diffusion": "implicit"}, walls=LID)
+    dt, ops = 0.3, solver.operators
+    solver.matrices.set_momentum_dt(dt)
+    scalar = (scipy.sparse.diags(ops.volumes) + 0.5 * dt * host_matrix(ops.D)).toarray()
+    assert abs(scalar - scalar.T).max() == 0 and numpy.linalg.eigvalsh(scalar).min() > 0
+    expected = scipy.linalg.block_diag(scalar, scalar)
+    mat = solver.matrices.momentum
+    columns = []
+    for k in range(expected.shape[0]):  # M's columns by its products (the values written in place, dt's)
+        e, y = mat.createVecs()
+        e.setValue(k, 1.0)
+        e.assemble()
+        mat.mult(e, y)
+        columns.append(to_host(solver.xp, y.getArray(readonly=True)).copy())
+    numpy.testing.assert_allclose(numpy.array(columns).T, expected, atol=1e-14 * abs(scalar).max())
+    ksp = solver.momentum_ksp
+    assert (ksp.getType(), ksp.getPC().getType(), ksp.getPC().getPythonContext().kind) == ("graphcg", "ainv", "fsai")
 
 
 def test_momentum_blocks_follow_the_velocity_layout_of_every_rank():

@@ -9,7 +9,7 @@ One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step 
                                      correction (-flow_nonorthogonal), explicit;
                                      s the boundary's source at t + dt/2
   u^p  = u^, or with Crank-Nicolson the solution of (KSP prefix momentum_)
-         (I + dt/2 Omega^-1 D) (u^p + G q*) = u^ + G q*, q* = -dt p* the pressure
+         (Omega + dt/2 D) (u^p + G q*) = Omega (u^ + G q*), q* = -dt p* the pressure
          guess below: incremental pressure correction (van Kan 1986), so that a
          steady state solves the steady equations whatever dt (without G q*
          it would be off by dt/2 Omega^-1 D G p, largest at walls)
@@ -260,9 +260,12 @@ class FractionalStep:
         state.u_old[...] = state.u
 
     def _solve_momentum(self, u_p):
-        """Every component in one solve (the momentum matrix holds a block per component), from u^."""
+        """Every component in one solve (the momentum matrix holds a block per
+        component), from u^; the right-hand side Omega u^ (the matrix is
+        Omega + dt/2 D), written over u^."""
         ksp = self.momentum_ksp
         u_p[...] = self.u_hat  # initial guess
+        self.u_hat *= self.volumes
         b, x = self.matrices.vecs(self.u_hat.ravel()), self.matrices.vecs(u_p.ravel())
         mark_written(b)
         mark_written(x)

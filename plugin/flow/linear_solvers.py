@@ -7,8 +7,9 @@ The pressure takes the fastest preconditioner measured for its matrices
 matrices boxfft on a 3D box it inverts, else gpuamg (on a box on one rank
 cycling the box's own grids) under graphcg, whose blocks of iterations the
 GPU replays without the host (petsc_ext.graphcg; boxfft's transforms run
-through PETSc, which graphcg cannot capture, so it keeps cg). The momentum solve is gmres with PETSc's
-default PC on host AIJ, else fgmres + ainv spai. Options under the prefixes
+through PETSc, which graphcg cannot capture, so it keeps cg). The momentum
+solve is gmres with PETSc's default PC on host AIJ, else graphcg + ainv fsai.
+Options under the prefixes
 ``pressure_`` and ``momentum_`` change any of it.
 """
 
@@ -80,7 +81,11 @@ class LinearSolvers:
         return ksp
 
     def momentum_ksp(self):
-        """The momentum KSP (options ``momentum_``) on the Crank-Nicolson matrix, to rtol 1e-10."""
+        """The momentum KSP (options ``momentum_``) on the Crank-Nicolson matrix
+        Omega + dt/2 D, symmetric positive definite, to rtol 1e-10 of the true
+        residual: gmres with PETSc's default PC on host AIJ, else graphcg +
+        ainv fsai (the factored approximate inverse of an SPD matrix), whose
+        blocks the GPU replays as CUDA graphs."""
         ksp = PETSc.KSP().create(comm=self.comm)
         ksp.setOptionsPrefix("momentum_")
         ksp.setOperators(self.matrices.momentum)
@@ -90,14 +95,12 @@ class LinearSolvers:
         if self.petsc_defaults:
             ksp.setFromOptions()
             return ksp
-        # FGMRES: right-preconditioned, its norm the true residual's, and a PCApply per iteration only, where
-        # gmres (left) also preconditions the initial residual and, for its stopping test from a nonzero guess,
-        # b (in a new vector)
-        ksp.setType("fgmres")
+        ksp.setType("graphcg")
         ksp.getPC().setType("ainv")
-        # spai: D is symmetric, but Omega^-1 D need not be
-        with option_defaults("momentum_", {"pc_ainv_type": "spai"}):
+        with option_defaults("momentum_", {"pc_ainv_type": "fsai"}):
             ksp.setFromOptions()
+        if ksp.getType() == "graphcg" and not PETSc.Options().hasName("momentum_ksp_norm_type"):
+            ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)  # as the pressure's: the true residual
         return ksp
 
     def _need_box_on_one_rank(self, what, advice=""):

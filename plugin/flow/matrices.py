@@ -188,34 +188,38 @@ class FlowMatrices:
         return {"cells": cells, "faces": faces, "gradient": gradient}
 
     def _momentum(self):
-        """I + (dt / 2) Omega^-1 D for every velocity component at once
-        (options prefix momentum_): one block per component on the diagonal,
-        over the velocity's own layout (each rank's (dim, n) array raveled),
-        so that one solve takes the whole velocity. Assembled once: its
-        values are linear in dt, so a new dt only rewrites them."""
+        """Omega + (dt / 2) D for every velocity component at once (options
+        prefix momentum_): one block per component on the diagonal, over the
+        velocity's own layout (each rank's (dim, n) array raveled), so that
+        one solve takes the whole velocity; its right-hand side is Omega
+        times the velocity's. Symmetric positive definite (D is, and Omega
+        diagonal), so CG takes it, where I + (dt / 2) Omega^-1 D, the same
+        equations, is not symmetric. Assembled once: its values are linear
+        in dt, so a new dt only rewrites them."""
         ops = self.ops
         dim, n = ops.dim, ops.geometry.num_cells
-        rate = (scipy.sparse.diags(0.5 / ops.volumes) @ host_matrix(ops.D)).tocsr()
+        rate = (0.5 * host_matrix(ops.D)).tocsr()
         rate.sort_indices()
         rows = numpy.repeat(numpy.arange(rate.shape[0]), numpy.diff(rate.indptr))
-        identity = (rate.indices == rows + ops.geometry.cell_start).astype(float)  # D has every diagonal entry
+        diagonal = rate.indices == rows + ops.geometry.cell_start  # D has every diagonal entry
+        volume = numpy.where(diagonal, ops.volumes[rows], 0.0)
         rate = component_blocks(rate, dim, self.comm.tompi4py().allgather(n))
-        identity = numpy.tile(identity, dim)
-        matrix = scipy.sparse.csr_matrix((identity + rate.data, rate.indices, rate.indptr), shape=rate.shape)
+        volume = numpy.tile(volume, dim)
+        matrix = scipy.sparse.csr_matrix((volume + rate.data, rate.indices, rate.indptr), shape=rate.shape)
         if ops.xp is not numpy:  # as the other operators: a device matrix type takes it from the GPU
             matrix = sparse_module(ops.xp).csr_matrix(matrix)
-        mat = self._mat(matrix, dim * n, "I + dt/2 Omega^-1 D (momentum, every component)", prefix="momentum_")
+        mat = self._mat(matrix, dim * n, "Omega + dt/2 D (momentum, every component)", prefix="momentum_")
         target = value_target(mat)
         self._momentum_values = [target]
-        for values in (identity, rate.data):
+        for values in (volume, rate.data):
             stored = numpy.zeros(target.buffer.size)
             stored[target.slots] = values
             self._momentum_values.append(self.xp.asarray(stored))
         return mat
 
     def set_momentum_dt(self, dt):
-        target, identity, rate = self._momentum_values
-        self.xp.add(identity, dt * rate, out=target.buffer)
+        target, volume, rate = self._momentum_values
+        self.xp.add(volume, dt * rate, out=target.buffer)
         target.commit()
 
     def destroy(self):

@@ -63,7 +63,8 @@ OPTIONS = (
            above=0.0, high=0.5),
     Option("flow_dt", "fixed_dt", 0.0, "fixed time step (0: adaptive)", low=0.0),
     Option("flow_diffusion", "diffusion", "explicit", "diffusion explicit, or Crank-Nicolson with momentum "
-           "systems solved by a KSP with prefix momentum_ (GMRES; FGMRES + ainv spai on the project's matrices)", choices=DIFFUSION),
+           "systems (Omega + dt/2 D, symmetric positive definite) solved by a KSP with prefix momentum_ (GMRES; "
+           "graphcg + ainv fsai on the project's matrices)", choices=DIFFUSION),
     Option("flow_pressure_guess", "pressure_guess", "extrapolated", "the pressure solve starts from the last "
            "pressure extrapolated linearly in time, or from the last pressure", choices=PRESSURE_GUESS),
     Option("flow_pressure_levels", "pressure_levels", "auto", "with -pressure_pc_type gpuamg: geometric, the "
@@ -136,7 +137,7 @@ OPTIONS = (
 # What a program that picks AIJ matrices where no GPU is usable says first.
 CPU_NOTICE = ("no usable GPU: PETSc's own types on the CPU (AIJ matrices, cg + gamg for the pressure, gmres for "
               "momentum), the fastest measured there (README); -dm_mat_type gpusell runs the project's types "
-              "(graphcg + gpuamg for the pressure, fgmres + ainv spai for momentum)")
+              "(graphcg + gpuamg for the pressure, graphcg + ainv fsai for momentum)")
 
 
 def program_mat_type(program, comm=None):
