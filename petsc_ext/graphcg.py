@@ -90,9 +90,6 @@ class GraphCG(PythonKSP):
         # the last solve's iterations, and the first of them whose norm passed the convergence test
         self.last_iterations, self.last_needed, self.blocks_run = 0, 0, 0
 
-    def create(self, ksp):
-        ksp.setNormType(PETSc.KSP.NormType.PRECONDITIONED)  # cg's default
-
     def release(self):
         if self._work is not None:
             self._work.destroy()

@@ -319,6 +319,16 @@ def test_the_momentum_matrix_is_omega_plus_half_dt_d_symmetric_and_solved_by_gra
     assert (ksp.getType(), ksp.getPC().getType(), ksp.getPC().getPythonContext().kind) == ("graphcg", "ainv", "fsai")
 
 
+def test_other_krylov_types_take_the_place_of_graphcg_in_both_solves():
+    """graphcg leaves the norm type to PETSc, so that a type chosen over it
+    (fgmres: the unpreconditioned norm only) sets up."""
+    _, solver = make_solver((8, 8), (False, False), 0.01, {"flow_diffusion": "implicit", "flow_max_steps": 3,
+                                                           "momentum_ksp_type": "fgmres",
+                                                           "pressure_ksp_type": "fgmres"}, walls=LID)
+    assert solver.run(solver.initial_state()).step == 3
+    assert solver.momentum_ksp.getType() == solver.pressure_ksp.getType() == "fgmres"
+
+
 def test_momentum_blocks_follow_the_velocity_layout_of_every_rank():
     """component_blocks on three ranks' rows (3, 2 and 4 cells) is diag(S, S)
     of the whole scalar matrix S with the unknowns renumbered rank by rank,
