@@ -529,6 +529,27 @@ def test_flow_steps_on_the_gpu_match_numpy_and_stay_on_the_device(diffusion):
         assert abs(on_gpu[name] - value).max() <= 1e-9 * scale, name
 
 
+def test_phase_times_on_the_gpu_come_from_events_without_waiting():
+    """A phase's GPU time is read between CUDA events after the phase, not by
+    waiting for the device at its end; the phases of a run are positive and
+    add up to at most its wall time per step."""
+    import cupy
+
+    from plugin.flow.integrator import PhaseTimer
+
+    timer = PhaseTimer(cupy)
+    with timer("Pressure"):
+        a = cupy.ones(10**6)
+        a *= 2.0
+    assert timer.seconds["Pressure"] == 0.0  # recorded, not read: no wait at the phase's end
+    timer.settle()
+    assert timer.seconds["Pressure"] > 0.0
+    solver, _, _ = _cavity_steps("cupy", "implicit")
+    timing = solver.timing()
+    assert all(seconds > 0 for seconds in timing["phases"].values()), timing["phases"]
+    assert sum(timing["phases"].values()) <= timing["seconds_per_step"]
+
+
 def test_a_float32_cycle_on_the_gpu_gives_the_hosts_flow():
     """-pressure_pc_gpuamg_vector_type float32 on the box's levels (the
     cycle's vectors float32, rounded from and back into cg's float64 ones),

@@ -62,13 +62,14 @@ from what a KSP does inside its solve.
 """
 
 import contextlib
+import time
 from dataclasses import dataclass
 
 import numpy
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from gpu_mats.backend import array_module, sparse_module, timed, to_host
+from gpu_mats.backend import array_module, sparse_module, to_host
 from gpu_mats.kernels import family
 from petsc_ext.array_operators import mark_read, mark_written
 from petsc_ext.arrays import get_array, restore_array
@@ -91,27 +92,54 @@ class FlowState:
 
 
 class PhaseTimer:
-    """A PETSc log event per phase of a step (``-log_view``), and the wall time
-    of each phase summed over steps, taken after a device synchronize so that
-    it counts the GPU work of the phase, not only its launches."""
+    """A PETSc log event per phase of a step (``-log_view``: the host's time
+    in it), and the time of each phase summed over steps: on the GPU between
+    two CUDA events around the phase's work, read back a step later, so that
+    timing a phase never makes the host wait for the device (a synchronize
+    per phase would cost each step five waits); on the host its wall time."""
 
     PHASES = ("Explicit", "Momentum", "Pressure", "Correct", "CFL")
 
     def __init__(self, xp):
         self.events = {name: PETSc.Log.Event(f"Flow{name}") for name in self.PHASES}
         self.xp = xp
+        # per phase its last (start, end) CUDA events, not yet read
+        self._marks = {} if xp is numpy else {name: [xp.cuda.Event(), xp.cuda.Event(), False] for name in self.PHASES}
         self.reset()
 
     def reset(self):
         self.seconds = dict.fromkeys(self.PHASES, 0.0)
+        for mark in self._marks.values():
+            mark[2] = False
+
+    def settle(self):
+        """Add the phases whose events are recorded but not read yet (waiting for them)."""
+        for name, mark in self._marks.items():
+            self._read(name, mark)
+
+    def _read(self, name, mark):
+        start, end, pending = mark
+        if pending:
+            end.synchronize()
+            self.seconds[name] += self.xp.cuda.get_elapsed_time(start, end) / 1e3
+            mark[2] = False
 
     @contextlib.contextmanager
     def __call__(self, name):
         self.events[name].begin()
+        mark = self._marks.get(name)
+        if mark is not None:
+            self._read(name, mark)  # the step before's: done by now (each step ends reading its CFL number)
+            mark[0].record()
+        start = time.perf_counter()
         try:
-            with timed(self.xp, self.seconds, name):
-                yield
+            yield
         finally:
+            if mark is None:
+                self.seconds[name] += time.perf_counter() - start
+            else:
+                mark[1].record()
+                mark[2] = True
             self.events[name].end()
 
 

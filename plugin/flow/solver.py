@@ -409,6 +409,7 @@ class FlowSolver:
         million cell-steps per second over the steps run since the last reset
         (slowest rank)."""
         steps = max(self.steps_run, 1)
+        self.stepper.phases.settle()
         phases = {name: self.mpi.allreduce(seconds, op=MPI.MAX) / steps
                   for name, seconds in self.stepper.phases.seconds.items()}
         per_step = self.mpi.allreduce(self.run_seconds, op=MPI.MAX) / steps
