@@ -57,40 +57,31 @@ class GroupForce:
         if not condition.holds_velocity:
             raise ForceError(f"forces are taken on walls: the group {name!r} is {condition.describe()}")
         faces = numpy.flatnonzero(g.boundary_tags == tag)
-        self.solver, self.rho, self.nu, xp = solver, rho, solver.operators.nu, solver.xp
+        self.solver, self.rho, self.nu = solver, rho, solver.operators.nu
         rows = g.boundary_cells[faces] - g.cell_start
-        area, normal = g.boundary_areas[faces], g.boundary_normals[faces]
-        self.centroids, self.condition, self.dim = g.boundary_centroids[faces], condition, g.dim
-        reach = self.centroids - g.centroids[rows]
+        self.rows = solver.xp.asarray(rows)
+        self.area, self.normal = g.boundary_areas[faces], g.boundary_normals[faces]
+        self.conductance = self.area / g.boundary_distances[faces]
+        self.centroids, self.condition = g.boundary_centroids[faces], condition
+        self.reach = self.centroids - g.centroids[rows]
         ops = solver.operators
         self.extrapolated = ops.scheme.gradient == "least-squares"
         self.corrected = ops.diffusion_correction is not None
-        off_normal = normal - reach / g.boundary_distances[faces][:, None]  # n - r / delta
-        # in the state's memory, so that a force costs one read of dim numbers from the device
-        self.rows, self.area, self.normal = xp.asarray(rows), xp.asarray(area), xp.asarray(normal)
-        self.conductance = xp.asarray(area / g.boundary_distances[faces])
-        self.reach, self.off_normal = xp.asarray(reach.T), xp.asarray(off_normal.T)  # (dim, k)
-        self._wall = None  # the group's velocity (dim, k), where it does not change in time
+        self.off_normal = self.normal - self.reach / g.boundary_distances[faces][:, None]  # n - r / delta
 
     def __call__(self, state):
-        xp, dim, stepper = self.solver.xp, self.dim, self.solver.stepper
-        p = state.p[self.rows]
+        xp, dim, stepper = self.solver.xp, self.normal.shape[1], self.solver.stepper
+        u = to_host(xp, state.u[:, self.rows])  # (dim, k): only the group's cells leave the device
+        p = to_host(xp, state.p[self.rows])
         if self.extrapolated:
-            p = p + (stepper.pressure_gradient(state.p)[:, self.rows] * self.reach).sum(axis=0)
-        viscous = (state.u[:, self.rows] - self._wall_velocity(state.t)) @ self.conductance
+            p = p + (to_host(xp, stepper.pressure_gradient(state.p)[:, self.rows]).T * self.reach).sum(axis=1)
+        wall = self.condition.velocity_at(self.centroids, state.t).T
+        viscous = (u - wall) @ self.conductance
         if self.corrected:
-            gradients = stepper.velocity_gradients(state.u, state.t)[:, self.rows]
-            viscous -= (gradients.reshape(dim, dim, -1) * self.off_normal).sum(axis=1) @ self.area
-        local = self.rho * ((self.area * p) @ self.normal + self.nu * viscous) if len(self.centroids) else 0.0
-        return self.solver.mpi.allreduce(to_host(xp, xp.zeros(dim) + local), op=MPI.SUM)
-
-    def _wall_velocity(self, t):
-        if self._wall is not None:
-            return self._wall
-        wall = self.solver.xp.asarray(numpy.ascontiguousarray(self.condition.velocity_at(self.centroids, t).T))
-        if getattr(self.condition, "steady", True):  # a wall, a steady inflow
-            self._wall = wall
-        return wall
+            gradients = to_host(xp, stepper.velocity_gradients(state.u, state.t)[:, self.rows])
+            viscous -= (gradients.reshape(dim, dim, -1) * self.off_normal.T).sum(axis=1) @ self.area
+        local = self.rho * ((self.area * p) @ self.normal + self.nu * viscous)
+        return self.solver.mpi.allreduce(local, op=MPI.SUM)
 
 
 class PointPressure:
@@ -119,11 +110,9 @@ class PointPressure:
         self.own_positions = numpy.flatnonzero(own)
         self.own_rows = solver.xp.asarray(self.cells[own] - g.cell_start)
         self.least_squares = solver.operators.scheme.gradient == "least-squares"
-        # with it, the points this rank owns: their rows and offsets from the centroids, in the state's memory
-        owned = [k for k, stencil in enumerate(stencils) if stencil is not None]
-        rows = numpy.array([int(stencils[k][0][0]) - g.cell_start for k in owned], dtype=numpy.int64)
-        self.owned, self.nearest_rows = owned, solver.xp.asarray(rows)
-        self.offsets = solver.xp.asarray((self.points[owned] - g.centroids[rows]).T.reshape(g.dim, len(owned)))
+        # with it, per point on its owner: (row, the point's offset from the centroid); else None
+        self.nearest = [(int(stencil[0][0]) - g.cell_start, point - g.centroids[int(stencil[0][0]) - g.cell_start])
+                        if stencil is not None else None for stencil, point in zip(stencils, self.points)]
 
     def _stencil(self, row, point):
         """(global cells, their weights, constant) with p(point) = weights . p[cells] + constant:
@@ -157,9 +146,10 @@ class PointPressure:
 
     def _least_squares(self, state):
         xp, mpi = self.solver.xp, self.solver.mpi
-        gradient = self.solver.stepper.pressure_gradient(state.p)  # on every rank: a product across them
+        gradient = self.solver.stepper.pressure_gradient(state.p)
         values = numpy.zeros(len(self.points))
-        if self.owned:
-            rows = self.nearest_rows
-            values[self.owned] = to_host(xp, state.p[rows] + (gradient[:, rows] * self.offsets).sum(axis=0))
+        for k, nearest in enumerate(self.nearest):
+            if nearest is not None:
+                row, offset = nearest
+                values[k] = float(state.p[row]) + to_host(xp, gradient[:, row]) @ offset
         return mpi.allreduce(values, op=MPI.SUM)
