@@ -7,9 +7,10 @@ the pace of a solve. graphcg keeps CG's scalars in device memory
 (gpu_mats.device_cg), queues a block of iterations at once and reads their
 residual norms back once, at the block's end; with a gpusell matrix and a
 preconditioner that works on arrays without temporaries (gpuamg, ainv
-fsai/spai, jacobi, none) on one rank, the block is captured as a CUDA graph
-at its second use and replayed by one launch after. The iterations are CG's,
-in the same arithmetic whether replayed or launched.
+fsai/spai, jacobi, none) on one rank, the block (the first one with the
+solve's start: r = b - A x, z, p) is captured as a CUDA graph at its second
+use and replayed by one launch after. The iterations are CG's, in the same
+arithmetic whether replayed or launched.
 
 The host's check at the end of a block sees each iteration's residual norm
 (monitors are called with them, in order) and stops when the last one
@@ -19,13 +20,13 @@ the first block is as long as the last solve needed (its first iteration
 whose norm passed the test), and the blocks after it one iteration each: a
 run of similar solves (a time step's pressure) then checks once or twice a
 solve and does an extra iteration only where a solve needs fewer than the
-last. Like cacg, it
-leaves the null space to the right-hand side (PETSc projects b where the
-matrix has a transpose null space): CG's iterates stay in the range.
+last. Like cacg, it leaves the null space to the right-hand side (PETSc
+projects b where the matrix has a transpose null space): CG's iterates
+stay in the range.
 
 Any Mat and PC work, through PETSc where they are not the project's (then
-without graphs); on several ranks each dot product is summed over them on
-the host, one reduction per dot-product pair, as cg's.
+without graphs); on several ranks the dot products are summed over them on
+the host, two reductions an iteration, as cg's.
 """
 
 import numpy
