@@ -171,6 +171,8 @@ class GraphCG(PythonKSP):
         ksp.setIterationNumber(its)
         ksp.setConvergedReason(reason)
         self.runs = "CUDA graph replays" if capturable else "kernel launches" if xp is not numpy else "NumPy"
+        if capturable and work.graphs.refused is not None:
+            self.runs = f"kernel launches: {work.graphs.refused}"
 
     @staticmethod
     def _start(cg, b, guess, length, multiply, precondition, reduce):

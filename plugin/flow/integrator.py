@@ -62,6 +62,7 @@ from what a KSP does inside its solve.
 """
 
 import contextlib
+import functools
 import time
 from dataclasses import dataclass
 
@@ -184,13 +185,14 @@ class FractionalStep:
     buffers the previous state does not use, so that state stays valid (the
     last good state when a step goes wrong)."""
 
-    def __init__(self, matrices, pressure_ksp, momentum_ksp=None, extrapolate_pressure=True):
+    def __init__(self, matrices, pressure_ksp, momentum_ksp=None, extrapolate_pressure=True, cuda_graphs=False):
         """``extrapolate_pressure``: the pressure solve starts from p^n
         extrapolated linearly in time (from the third step), else from p^n;
         a deferred non-orthogonal correction takes matrices.ops.scheme's
         pressure_correctors more solves after it; with a momentum KSP
         (Crank-Nicolson) and its scheme's implicit_rhie_chow, the guess's face
-        term g above."""
+        term g above. ``cuda_graphs``: the explicit part replays as a CUDA
+        graph where it can be captured (explicit_graphs)."""
         m = self.matrices = matrices
         self.extrapolate_pressure = extrapolate_pressure
         ops, xp = m.ops, m.xp
@@ -222,6 +224,22 @@ class FractionalStep:
         self.b, self.q = m.poisson.createVecs()
         self.pressure_iterations = self.momentum_iterations = 0
         self.phases = PhaseTimer(xp)
+        self.explicit_graphs = self._graphs() if cuda_graphs and self._capturable() else None
+
+    def _capturable(self):
+        """Whether the explicit part can be captured: on the GPU, every product
+        on arrays without the host (gpusell on one rank), and the boundary's
+        values the same at every time (else they are worked out on the host)."""
+        m, names = self.matrices, ("E", "C", "K", "slip", "diffusion_correction", "velocity_gradient")
+        products = [getattr(m, name) for name in names if getattr(m, name) is not None]
+        return (self.xp is not numpy and m.ops.boundary_steady
+                and all(product.graph_key is not None for product in products))
+
+    @staticmethod
+    def _graphs():
+        from gpu_mats.kernels.cuda_graphs import KeyedGraphs  # CuPy's: imported where there is a GPU
+
+        return KeyedGraphs()
 
     def initial_state(self, u=None):
         """u (a (dim, n) host or device array, default at rest) with its face velocities Gamma u."""
@@ -243,20 +261,13 @@ class FractionalStep:
         implicit = self.momentum_ksp is not None
         with phase("Explicit"):
             r = dt / (state.dt_old or dt)
-            k.three_term(self.u_star.ravel(), 1 + r / 2, state.u.ravel(), -r / 2, state.u_old.ravel(), 0.0,
-                         state.u.ravel())
-            m.refresh_convection(state.u_s)
-            m.C(self.u_star, self.rate)
-            diffused = state.u if implicit else self.u_star
-            m.K(diffused, self.rate, self.rate)
-            if m.slip is not None:
-                m.slip(diffused.ravel(), self.rate.ravel(), self.rate.ravel())
-            if m.diffusion_correction is not None:  # explicit, on the extrapolated velocity
-                m.diffusion_correction(self.velocity_gradients(self.u_star, state.t + dt / 2).ravel(),
-                                       self.rate.ravel(), self.rate.ravel())
-            xp.multiply(self.inverse_volume, dt, out=self.weight)
-            source, _, _ = self.boundary(state.t + dt / 2)
-            self.flow_kernels.explicit_update(self.u_hat if implicit else u_p, state.u, source, self.rate, self.weight)
+            target = self.u_hat if implicit else u_p
+            explicit = functools.partial(self._explicit, state, dt, r, target, implicit)
+            if self.explicit_graphs is None:
+                explicit()
+            else:  # a graph per arrangement of the buffers, all dropped when dt or r changes
+                arrangement = tuple(a.data.ptr for a in (state.u, state.u_old, state.u_s, target))
+                self.explicit_graphs.run((dt, r), arrangement, explicit)
         self._pressure_guess(state, dt, self.q_guess)
         if implicit:
             with phase("Momentum"):
@@ -277,6 +288,24 @@ class FractionalStep:
             xp.multiply(q, -1.0 / dt, out=p)
             restore_array(self.q, "r")
         return FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
+
+    def _explicit(self, state, dt, r, target, implicit):
+        """target = u^n + dt Omega^-1 (s - C(u_s) u* - K v - S v - N u*): the explicit part of the step."""
+        m, xp, k = self.matrices, self.xp, self.updates
+        k.three_term(self.u_star.ravel(), 1 + r / 2, state.u.ravel(), -r / 2, state.u_old.ravel(), 0.0,
+                     state.u.ravel())
+        m.refresh_convection(state.u_s)
+        m.C(self.u_star, self.rate)
+        diffused = state.u if implicit else self.u_star
+        m.K(diffused, self.rate, self.rate)
+        if m.slip is not None:
+            m.slip(diffused.ravel(), self.rate.ravel(), self.rate.ravel())
+        if m.diffusion_correction is not None:  # explicit, on the extrapolated velocity
+            m.diffusion_correction(self.velocity_gradients(self.u_star, state.t + dt / 2).ravel(),
+                                   self.rate.ravel(), self.rate.ravel())
+        xp.multiply(self.inverse_volume, dt, out=self.weight)
+        source, _, _ = self.boundary(state.t + dt / 2)
+        self.flow_kernels.explicit_update(target, state.u, source, self.rate, self.weight)
 
     def project(self, state):
         """Make a starting velocity discretely divergence-free in place (u, and

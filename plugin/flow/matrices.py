@@ -30,6 +30,7 @@ import scipy.sparse
 from petsc4py import PETSc
 
 from gpu_mats.backend import array_module, sparse_module
+from gpu_mats.kernels import family
 from petsc_ext import gpusell
 from petsc_ext.array_operators import matrix_product
 from petsc_ext.arrays import ArrayVecs, matrix_array_module
@@ -96,7 +97,7 @@ class FlowMatrices:
         self.diffusion_correction, self.pressure_correction, self.skewness_correction = map(
             self._product, ("diffusion_correction", "pressure_correction", "skewness_correction"))
         self.momentum = self._momentum() if implicit_diffusion else None
-        self._outflow = self.xp.asarray(ops.open_faces)
+        self._outflow = self.xp.asarray(ops.open_faces, dtype=numpy.int64)
         self._convected = self.xp.empty(faces) if len(ops.open_faces) else None
         self.outflow_pressure = self._outflow_pressure(pressure_laplacian)
 
@@ -164,8 +165,7 @@ class FlowMatrices:
         """C's values from the face velocities: Val(C) = E_C u_s (eq. 2.10), with
         max(u_s, 0) on outflow faces (backflow brings no momentum in)."""
         if self._convected is not None:
-            self._convected[...] = u_s
-            self._convected[self._outflow] = self.xp.maximum(u_s[self._outflow], 0.0)
+            family("flow", self.xp).upwind_outflow(self._convected, u_s, self._outflow)
             u_s = self._convected
         self.E(u_s, self._values.buffer)
         self._values.commit()

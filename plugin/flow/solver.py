@@ -110,6 +110,9 @@ OPTIONS = (
            "guess returns through Gamma G, and on tetrahedra, where that can exceed the face gradient, a step "
            "with large a grows the pressure from the last guess's until the run blows up. On in the symmetric "
            "scheme; off in the consistent one, whose own corrections blow up at such steps with it or without"),
+    Option("flow_cuda_graphs", "cuda_graphs", True, "replay the explicit part of a step as a CUDA graph while dt "
+           "stays the same (Crank-Nicolson holds it): gpusell on one rank, boundary values steady in time; work "
+           "that cannot be captured runs as launched, with one notice"),
     Option("flow_assembly", "assembly", "auto", "where the operators are assembled: on the host (NumPy, "
            "scipy), on the GPU (CuPy, cupyx), or auto: on the GPU for GPU matrices where one is usable",
            choices=ASSEMBLY),
@@ -224,11 +227,12 @@ class FlowSolver:
             self.pressure_ksp = self.solvers.pressure_ksp()
             self.momentum_ksp = self.solvers.momentum_ksp() if implicit else None
             self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp,
-                                          extrapolate_pressure=self.pressure_guess == "extrapolated")
+                                          extrapolate_pressure=self.pressure_guess == "extrapolated",
+                                          cuda_graphs=self.cuda_graphs)
         self.xp = self.stepper.xp
         self.diffusion_rate = self.mpi.allreduce(self.operators.diffusion_rate(), op=MPI.MAX)
         self.unit_rate = self.stepper.unit_convective_rate()
-        self._momentum_dt = None
+        self._momentum_dt, self._capture_noticed = None, False
         self.steps_run, self.pressure_iterations, self.run_seconds = 0, 0, 0.0
 
     @staticmethod
@@ -364,6 +368,7 @@ class FlowSolver:
                 new = self.stepper.advance(state, dt)
             except StepFailure as exc:
                 self._blow_up(state, dt, str(exc))
+            self._notice_refused_capture()
             rate = self.stepper.convective_rate(new)
             cfl = dt * rate
             if not math.isfinite(cfl) or cfl > self.cfl_max:
@@ -386,6 +391,14 @@ class FlowSolver:
             self.save(state)  # the run's end, to go on from with -flow_restart
         self.run_seconds += time.perf_counter() - start
         return state
+
+    def _notice_refused_capture(self):
+        """Once: the explicit part could not be captured and runs as launched."""
+        graphs = self.stepper.explicit_graphs
+        if graphs is not None and graphs.refused is not None and not self._capture_noticed:
+            PETSc.Sys.Print(f"flow: the explicit part of the step runs without a CUDA graph: {graphs.refused}",
+                            comm=self.comm)
+            self._capture_noticed = True
 
     def _monitor(self, state, cfl):
         s = self.stepper

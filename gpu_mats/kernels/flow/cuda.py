@@ -20,3 +20,13 @@ def explicit_update(out, u, s, r, w):
         block = 256
         _kernel("explicit_update")((-(-total // block),), (block,),
                                   (numpy.int64(w.size), numpy.int64(total), u, s, r, w, out))
+
+
+def upwind_outflow(out, u_s, faces):
+    """out = u_s, max(u_s, 0) on faces (flow.cu; the copy by CuPy, in place)."""
+    if out is not u_s:
+        cupy.copyto(out, u_s)
+    count = faces.size
+    if count:
+        block = 256
+        _kernel("upwind_outflow")((-(-count // block),), (block,), (numpy.int64(count), faces, u_s, out))

@@ -11,3 +11,12 @@ extern "C" __global__ void explicit_update(long long n, long long total, const d
     if (i >= total) return;
     out[i] = fma(w[i % n], s[i] - r[i], u[i]);
 }
+
+// out[f] = max(u_s[f], 0) for the faces f listed (outflow faces); the caller copies the others.
+extern "C" __global__ void upwind_outflow(long long count, const long long* faces, const double* u_s, double* out)
+{
+    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (i >= count) return;
+    const long long f = faces[i];
+    out[f] = fmax(u_s[f], 0.0);
+}

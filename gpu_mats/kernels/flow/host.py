@@ -6,3 +6,10 @@ import numpy
 def explicit_update(out, u, s, r, w):
     """Twin of flow.cu: out = u + w (s - r), w one weight per column of the (dim, n) blocks."""
     numpy.add(u, w * (s - r), out=out)
+
+
+def upwind_outflow(out, u_s, faces):
+    """Twin of flow.cu's upwind_outflow."""
+    if out is not u_s:
+        out[...] = u_s
+    out[faces] = numpy.maximum(u_s[faces], 0.0)
