@@ -232,7 +232,7 @@ class FractionalStep:
         values the same at every time (else they are worked out on the host)."""
         m, names = self.matrices, ("E", "C", "K", "slip", "diffusion_correction", "velocity_gradient")
         products = [getattr(m, name) for name in names if getattr(m, name) is not None]
-        return (self.xp is not numpy and m.ops.boundary_steady
+        return (self.xp is not numpy and m.ops.boundary_steady and self.comm.Get_size() == 1
                 and all(product.graph_key is not None for product in products))
 
     @staticmethod
