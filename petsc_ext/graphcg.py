@@ -140,14 +140,16 @@ class GraphCG(PythonKSP):
             restore_array(b, "r")
             if nonzero:
                 restore_array(x, "r")
-        its, reason, self.blocks_run, first, needed = 0, Reason.ITERATING, 1, True, None
+        its, reason, self.blocks_run, first, needed, rnorm = 0, Reason.ITERATING, 1, True, None, None
         while True:
             rows, flag = cg.read(length)
             norms = numpy.sqrt(numpy.maximum(rows[:, column], 0.0))
+            finite = numpy.isfinite(rows).all(axis=1)
             for j in range(0 if first else 1, length + 1):
-                reason = self._record(ksp, its + j, norms[j], rows[j])
-                if reason == Reason.DIVERGED_NANORINF:
+                if not finite[j]:
+                    reason = Reason.DIVERGED_NANORINF
                     break
+                reason, rnorm = self._record(ksp, its + j, norms[j]), norms[j]
                 if needed is None and reason > 0:
                     needed = its + j
                 if j < length:
@@ -169,6 +171,8 @@ class GraphCG(PythonKSP):
         xa[...] = cg.x
         restore_array(x, "w")
         ksp.setIterationNumber(its)
+        if rnorm is not None:
+            ksp.setResidualNorm(rnorm)
         ksp.setConvergedReason(reason)
         self.runs = "CUDA graph replays" if capturable else "kernel launches" if xp is not numpy else "NumPy"
         if capturable and work.graphs.refused is not None:
@@ -193,12 +197,9 @@ class GraphCG(PythonKSP):
         self.events["Block"].end()
 
     @staticmethod
-    def _record(ksp, its, rnorm, row):
-        """Monitor iteration ``its`` and return its convergence test's verdict."""
-        if not numpy.isfinite(row).all():
-            return Reason.DIVERGED_NANORINF
-        ksp.setIterationNumber(its)
-        ksp.setResidualNorm(rnorm)
+    def _record(ksp, its, rnorm):
+        """Monitor iteration ``its`` and return its convergence test's verdict
+        (the KSP's own iteration number and norm are set once, at the end)."""
         ksp.logConvergenceHistory(rnorm)
         ksp.monitor(its, rnorm)
         return ksp.callConvergenceTest(its, rnorm)
