@@ -581,6 +581,25 @@ def test_a_captured_explicit_part_gives_the_bits_of_a_launched_one(rng):
     assert numpy.array_equal(out.get(), expected)
 
 
+def test_the_functional_kernel_matches_its_twin(rng):
+    """Rows of weighted sums over four arrays (a force, probe pressures), an empty row among them."""
+    import cupy
+
+    from gpu_mats.kernels import family
+
+    sources = [rng.standard_normal(size) for size in (500, 250, 1000, 400)]
+    starts = numpy.array([0, 300, 300, 1000, 1003], dtype=numpy.int64)
+    which = rng.integers(0, 4, 1003).astype(numpy.int32)
+    index = numpy.array([rng.integers(0, sources[a].size) for a in which], dtype=numpy.int64)
+    weight = rng.standard_normal(1003)
+    expected = numpy.empty(4)
+    family("flow", numpy).functional(expected, starts, which, index, weight, *sources)
+    out = cupy.empty(4)
+    family("flow", cupy).functional(out, *(cupy.asarray(a) for a in (starts, which, index, weight, *sources)))
+    numpy.testing.assert_allclose(out.get(), expected, rtol=1e-13, atol=1e-13)
+    assert expected[1] == 0.0
+
+
 def test_a_float32_cycle_on_the_gpu_gives_the_hosts_flow():
     """-pressure_pc_gpuamg_vector_type float32 on the box's levels (the
     cycle's vectors float32, rounded from and back into cg's float64 ones),

@@ -30,3 +30,9 @@ def upwind_outflow(out, u_s, faces):
     if count:
         block = 256
         _kernel("upwind_outflow")((-(-count // block),), (block,), (numpy.int64(count), faces, u_s, out))
+
+
+def functional(out, starts, which, index, weight, s0, s1, s2, s3):
+    """Linear functionals of up to four arrays (flow.cu), one block a row."""
+    if out.size:
+        _kernel("functional")((out.size,), (128,), (starts, which, index, weight, s0, s1, s2, s3, out))

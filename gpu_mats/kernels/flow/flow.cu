@@ -20,3 +20,25 @@ extern "C" __global__ void upwind_outflow(long long count, const long long* face
     const long long f = faces[i];
     out[f] = fmax(u_s[f], 0.0);
 }
+
+// out[r] = sum_k weight[k] * s_{which[k]}[index[k]], k in starts[r] .. starts[r+1]: one block a row,
+// the threads' partial sums added in a fixed order (the same bits every run).
+#define FUNCTIONAL_BLOCK 128
+extern "C" __global__ void functional(const long long* starts, const int* which, const long long* index,
+                                      const double* weight, const double* s0, const double* s1, const double* s2,
+                                      const double* s3, double* out)
+{
+    __shared__ double cache[FUNCTIONAL_BLOCK];
+    const double* sources[4] = {s0, s1, s2, s3};
+    const int t = threadIdx.x;
+    double sum = 0.0;
+    for (long long k = starts[blockIdx.x] + t; k < starts[blockIdx.x + 1]; k += FUNCTIONAL_BLOCK)
+        sum = fma(weight[k], sources[which[k]][index[k]], sum);
+    cache[t] = sum;
+    __syncthreads();
+    for (int half = FUNCTIONAL_BLOCK / 2; half > 0; half >>= 1) {
+        if (t < half) cache[t] += cache[t + half];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = cache[0];
+}

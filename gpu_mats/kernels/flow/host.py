@@ -13,3 +13,12 @@ def upwind_outflow(out, u_s, faces):
     if out is not u_s:
         out[...] = u_s
     out[faces] = numpy.maximum(u_s[faces], 0.0)
+
+
+def functional(out, starts, which, index, weight, s0, s1, s2, s3):
+    """Twin of flow.cu's functional."""
+    terms = numpy.zeros(weight.size)
+    for k, source in enumerate((s0, s1, s2, s3)):
+        taken = which == k
+        terms[taken] = weight[taken] * source[index[taken]]
+    out[...] = [terms[a:b].sum() for a, b in zip(starts[:-1], starts[1:])]
