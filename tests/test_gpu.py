@@ -955,3 +955,25 @@ def _same_operators(host, device):
         numpy.testing.assert_allclose(got, expected, rtol=0, atol=1e-13 * abs(expected).max(), err_msg=matrix)
     assert device.diffusion_rate() == pytest.approx(host.diffusion_rate(), rel=1e-14)
     numpy.testing.assert_allclose(device.face_diffusion.get(), host.face_diffusion, rtol=1e-14, atol=0)
+
+
+def test_the_largest_difference_on_the_gpu_matches_its_twin_and_keeps_nan(rng):
+    """blas's max |x - y| (the CFL and steady-state reductions) against NumPy's, with and without y, on
+    no entries, and with a NaN, which must come out (the blow-up checks read it)."""
+    import cupy
+
+    from gpu_mats.kernels import family
+
+    cuda, host = family("blas", cupy), family("blas", numpy)
+    for n in (0, 1, 1000, 1_000_003):
+        x, y = rng.standard_normal(n), rng.standard_normal(n)
+        for second in (None, y):
+            expected = numpy.zeros(1)
+            host.max_abs(expected, x, second)
+            out, scratch = cupy.full(1, -1.0), cupy.zeros(cuda.reduction_slots(n))
+            cuda.max_abs(out, cupy.asarray(x), None if second is None else cupy.asarray(second), scratch)
+            assert out.get()[0] == expected[0], (n, second is None)
+    x[12345] = numpy.nan
+    out = cupy.zeros(1)
+    cuda.max_abs(out, cupy.asarray(x), None, cupy.zeros(cuda.reduction_slots(x.size)))
+    assert numpy.isnan(out.get()[0])

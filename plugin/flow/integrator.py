@@ -224,6 +224,8 @@ class FractionalStep:
         self.b, self.q = m.poisson.createVecs()
         self.pressure_iterations = self.momentum_iterations = 0
         self.phases = PhaseTimer(xp)
+        self._largest_value = xp.zeros(1)
+        self._largest_scratch = xp.zeros(self.updates.reduction_slots(dim * n))  # dim * n >= n
         self.explicit_graphs = self._graphs() if cuda_graphs and self._capturable() else None
 
     def _capturable(self):
@@ -463,12 +465,17 @@ class FractionalStep:
     def _sum(self, local):
         return self.comm.allreduce(float(local), op=MPI.SUM)
 
+    def _largest(self, x, y=None):
+        """max |x - y| over all ranks (NaN if anywhere NaN): one kernel pair into fixed scratch, one read."""
+        self.updates.max_abs(self._largest_value, x, y, self._largest_scratch)
+        return self._max(to_host(self.xp, self._largest_value)[0])
+
     def convective_rate(self, state):
         """max over cells of sum_f A_f |u_s,f| / (2 Omega_i): the CFL number is dt times this."""
         with self.phases("CFL"):
             self.xp.abs(state.u_s, out=self.face_scratch)
             self.matrices.flux_rate(self.face_scratch, self.cell_scratch)
-            return self._max(self.cell_scratch.max())
+            return self._largest(self.cell_scratch)
 
     def unit_convective_rate(self):
         """The convective rate of a unit speed on every face: sets the first
@@ -488,7 +495,7 @@ class FractionalStep:
 
     def change_rate(self, state):
         """max |u^{n+1} - u^n| / dt, the distance from a steady state."""
-        return self._max(abs(state.u - state.u_old).max()) / state.dt_old
+        return self._largest(state.u.ravel(), state.u_old.ravel()) / state.dt_old
 
 
 def _check(ksp, name):

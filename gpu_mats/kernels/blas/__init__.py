@@ -15,3 +15,13 @@ def ts_gram(X, Y, chunk=1024):
 
 def gemm_accumulate(C, alpha, A, B):
     """C += alpha A B in place, for row-major blocks with contiguous rows."""
+
+
+def reduction_slots(n):
+    """The scratch entries ``max_abs`` needs for vectors of n entries."""
+
+
+def max_abs(out, x, y=None, partials=None):
+    """out[0] = max |x - y| over the entries (|x| without y; 0 for none),
+    NaN where any entry is NaN; ``partials`` (reduction_slots(x.size)) is
+    the scratch the GPU needs, so that no temporary array is made."""

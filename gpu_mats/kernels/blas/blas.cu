@@ -13,3 +13,39 @@ extern "C" __global__ void three_term(long long n, double a, const double* x, do
     w[i] = v;
     if (d != nullptr) scaled[i] = d[i] * v;
 }
+
+// max |x - y| (|x| where y is null) in two passes: a maximum per block of a grid-stride loop, then
+// one block over those. NaN wins every comparison, so that a NaN anywhere is the result.
+#define MAX_BLOCK 256
+#define MAX_SLOTS 1024
+
+__device__ double nan_max(double a, double b) { return (isnan(a) || a > b) ? a : b; }
+
+extern "C" __global__ void partial_max_abs(long long n, const double* x, const double* y, double* partials)
+{
+    __shared__ double cache[MAX_BLOCK];
+    double m = 0.0;
+    const long long stride = static_cast<long long>(gridDim.x) * MAX_BLOCK;
+    for (long long i = blockIdx.x * static_cast<long long>(MAX_BLOCK) + threadIdx.x; i < n; i += stride)
+        m = nan_max(fabs(y == nullptr ? x[i] : x[i] - y[i]), m);
+    cache[threadIdx.x] = m;
+    __syncthreads();
+    for (int half = MAX_BLOCK / 2; half > 0; half >>= 1) {
+        if (threadIdx.x < half) cache[threadIdx.x] = nan_max(cache[threadIdx.x + half], cache[threadIdx.x]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partials[blockIdx.x] = cache[0];
+}
+
+extern "C" __global__ void final_max(int count, const double* partials, double* out)
+{
+    __shared__ double cache[MAX_SLOTS];
+    const int t = threadIdx.x;
+    cache[t] = t < count ? partials[t] : 0.0;
+    __syncthreads();
+    for (int half = MAX_SLOTS / 2; half > 0; half >>= 1) {
+        if (t < half) cache[t] = nan_max(cache[t + half], cache[t]);
+        __syncthreads();
+    }
+    if (t == 0) out[0] = cache[0];
+}

@@ -66,3 +66,19 @@ def gemm_accumulate(C, alpha, A, B):
 def _leading_dimension(M):
     """Row stride in elements; a single row may carry any stride, cuBLAS wants at least its length."""
     return M.strides[0] // 8 if M.shape[0] > 1 else M.shape[1]
+
+
+_MAX_BLOCK, _MAX_SLOTS = 256, 1024  # as blas.cu
+
+
+def reduction_slots(n):
+    """One partial maximum per block of the grid, at most one final block's worth."""
+    return max(1, min(-(-n // _MAX_BLOCK), _MAX_SLOTS))
+
+
+def max_abs(out, x, y=None, partials=None):
+    """out[0] = max |x - y| (blas.cu: two passes into ``partials``, no temporaries)."""
+    slots = reduction_slots(x.size)
+    _module().get_function("partial_max_abs")((slots,), (_MAX_BLOCK,),
+                                              (numpy.int64(x.size), x, _NULL if y is None else y, partials))
+    _module().get_function("final_max")((1,), (_MAX_SLOTS,), (numpy.int32(slots), partials, out))

@@ -34,3 +34,14 @@ def ts_gram(X, Y, chunk=TS_CHUNK):
 def gemm_accumulate(C, alpha, A, B):
     """Twin of the cuBLAS call: C += alpha A B."""
     C += alpha * (A @ B)
+
+
+def reduction_slots(n):
+    """NumPy needs no scratch: one slot."""
+    return 1
+
+
+def max_abs(out, x, y=None, partials=None):
+    """Twin of blas.cu's max |x - y|: 0 for no entries, NaN where one is NaN."""
+    v = numpy.abs(x if y is None else x - y)
+    out[0] = v.max() if v.size else 0.0
