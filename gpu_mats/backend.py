@@ -76,6 +76,12 @@ def to_host(xp, array):
     return array if xp is numpy else xp.asnumpy(array)
 
 
+def address(array):
+    """Where a NumPy or CuPy array's values start in memory: the key of what reads them (a Vec over
+    them, a CUDA graph)."""
+    return array.ctypes.data if isinstance(array, numpy.ndarray) else array.data.ptr
+
+
 def sparse_module(xp):
     """scipy.sparse for NumPy arrays, cupyx.scipy.sparse (the same API) for CuPy ones."""
     if xp is numpy:

@@ -13,6 +13,8 @@ import numpy
 from mpi4py import MPI
 from petsc4py import PETSc
 
+from gpu_mats.backend import address
+
 from . import libpetsc as lp
 
 _GET = {"r": lp.VecGetArrayReadAndMemType, "w": lp.VecGetArrayWriteAndMemType, "rw": lp.VecGetArrayAndMemType}
@@ -120,7 +122,7 @@ class ArrayVecs:
         self._mpi = comm.tompi4py() if comm.getSize() > 1 else None
 
     def __call__(self, array):
-        key = (array.data.ptr if not isinstance(array, numpy.ndarray) else array.ctypes.data, array.size)
+        key = (address(array), array.size)
         vec = self._vecs.get(key)
         if self._mpi is not None and not self._mpi.allreduce(vec is not None, op=MPI.LAND):
             vec = None  # some rank makes a new Vec: all do, together

@@ -39,6 +39,8 @@ import numpy
 from mpi4py import MPI
 from petsc4py import PETSc
 
+from gpu_mats.backend import address
+from gpu_mats.kernels import keyed_graphs
 from gpu_mats.krylov import (BASES, GramBreakdown, SStepBlocks, basis_recurrence, distinct_rows, leading_solutions,
                              leading_solve)
 
@@ -68,25 +70,15 @@ class _Workspace:
         # the basis build as CUDA graphs, one per buffer arrangement: s SpMVs (with their NCCL halo exchanges),
         # preconditioner applications and recurrences replayed by one launch, where launching them from Python
         # costs more host time than the GPU spends on them at 64^3
-        self.graphs = _graphs() if xp is not numpy else None
-        self._vecs = {_key(array): vec_over(array, comm, size) for array in (*self.blocks.rows, self.diagonal)}
+        self.graphs = keyed_graphs() if xp is not numpy else None
+        self._vecs = {address(array): vec_over(array, comm, size) for array in (*self.blocks.rows, self.diagonal)}
 
     def vec(self, array):
-        return self._vecs[_key(array)]
+        return self._vecs[address(array)]
 
     def destroy(self):
         for vec in self._vecs.values():
             vec.destroy()
-
-
-def _graphs():
-    from gpu_mats.kernels.cuda_graphs import KeyedGraphs  # CuPy's: imported where there is a GPU
-
-    return KeyedGraphs()
-
-
-def _key(array):
-    return array.ctypes.data if isinstance(array, numpy.ndarray) else array.data.ptr
 
 
 def _operator_states(ksp):

@@ -33,8 +33,9 @@ import numpy
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from gpu_mats.backend import to_host
+from gpu_mats.backend import address, to_host
 from gpu_mats.device_cg import NORMS, DeviceCG
+from gpu_mats.kernels import keyed_graphs
 from gpu_mats.kernels.pcg import INDEFINITE_OPERATOR
 
 from .array_operators import matrix_product, preconditioner
@@ -59,11 +60,7 @@ class _Workspace:
         self.diagonal = xp.zeros(self.n)  # a Jacobi preconditioner's
         arrays = (self.cg.x, self.cg.r, self.cg.z, self.cg.p, self.cg.w, self.diagonal)
         self._vecs = {id(array): vec_over(array, comm, size) for array in arrays}
-        self.graphs = None
-        if xp is not numpy:
-            from gpu_mats.kernels.cuda_graphs import KeyedGraphs  # CuPy's: imported where there is a GPU
-
-            self.graphs = KeyedGraphs()
+        self.graphs = keyed_graphs() if xp is not numpy else None
 
     def vec(self, array):
         return self._vecs[id(array)]
@@ -112,10 +109,6 @@ class GraphCG(PythonKSP):
         return max(1, min(length, max_it - its))
 
     def solve(self, ksp, b, x):
-        norm_type = ksp.getNormType()
-        if norm_type not in _NORM_COLUMNS:
-            raise ValueError(f"graphcg measures the unpreconditioned or preconditioned residual norm, not the norm "
-                             f"type {norm_type}")
         A, _ = ksp.getOperators()
         max_it = ksp.getTolerances()[3]
         longest = max(self.block, self.last_needed, 1)
@@ -128,13 +121,13 @@ class GraphCG(PythonKSP):
         capturable = (self.use_graphs and work.graphs is not None and reduce is None
                       and multiply.graph_key is not None and precondition.graph_key is not None)
         graph_key = (multiply.graph_key, precondition.graph_key) if capturable else None
-        column = _NORM_COLUMNS[norm_type]
+        column = _NORM_COLUMNS[ksp.getNormType()]  # PETSc refuses the others at set-up (KSPSetUpNorms)
         nonzero = ksp.getInitialGuessNonzero()
         length = self._block_length(0, max_it) if max_it > 0 else 0
         guess = get_array(x, "r", n) if nonzero else None  # PETSc's copies happen here, not under a capture
         barray = get_array(b, "r", n)
         try:
-            self._run(work, graph_key, ("start", length, _address(barray), _address(guess)),
+            self._run(work, graph_key, ("start", length, address(barray), None if guess is None else address(guess)),
                       lambda: self._start(cg, barray, guess, length, multiply, precondition, reduce))
         finally:
             restore_array(b, "r")
@@ -206,13 +199,6 @@ class GraphCG(PythonKSP):
 
     def describe(self, ksp):
         return [f"  last solve: {self.last_iterations} iterations in {self.blocks_run} blocks, run by {self.runs}"]
-
-
-def _address(array):
-    """Where an array's values are (None: no array), for the key of a graph that reads them."""
-    if array is None:
-        return None
-    return array.ctypes.data if isinstance(array, numpy.ndarray) else array.data.ptr
 
 
 def _summed_over(comm, xp):

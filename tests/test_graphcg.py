@@ -25,6 +25,15 @@ def solve(csr, n, opts, comm=COMM, **kwargs):
     return krylov_solve(csr, n, {"ksp_type": "graphcg", **opts}, comm=comm, **kwargs)
 
 
+def ksp_of(A, kind="graphcg", pc="jacobi"):
+    """A KSP of type ``kind`` with PC ``pc`` on A."""
+    ksp = PETSc.KSP().create(comm=A.getComm())
+    ksp.setOperators(A)
+    ksp.setType(kind)
+    ksp.getPC().setType(pc)
+    return ksp
+
+
 def values(x):
     return x.getArray(readonly=True).copy()
 
@@ -86,10 +95,7 @@ def test_fixed_blocks_end_converged_within_a_block_of_cg(block):
 def test_a_second_like_solve_checks_once():
     """The adaptive default: the first block as long as the last solve took."""
     A = aij_from_csr(*laplacian(10), (1000, 1000), comm=COMM, mat_type="gpusell")
-    ksp = PETSc.KSP().create(comm=COMM)
-    ksp.setOperators(A)
-    ksp.setType("graphcg")
-    ksp.getPC().setType("jacobi")
+    ksp = ksp_of(A)
     ksp.setTolerances(rtol=1e-8)
     b, x = A.createVecs()
     b.set(1.0)
@@ -106,10 +112,7 @@ def test_a_nonzero_guess_starts_from_its_residual():
     A = aij_from_csr(*csr, (n, n), comm=COMM, mat_type="gpusell")
     results = {}
     for kind in ("cg", "graphcg"):
-        ksp = PETSc.KSP().create(comm=COMM)
-        ksp.setOperators(A)
-        ksp.setType(kind)
-        ksp.getPC().setType("jacobi")
+        ksp = ksp_of(A, kind)
         ksp.setInitialGuessNonzero(True)
         ksp.setTolerances(rtol=1e-10)
         b, x = A.createVecs()
@@ -154,10 +157,7 @@ def test_indefinite_matrix_is_reported_not_returned_as_converged():
 
 def test_indefinite_preconditioner_is_reported():
     A = aij_from_csr(*laplacian(6), (216, 216), comm=PETSc.COMM_SELF, mat_type="gpusell")
-    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
-    ksp.setOperators(A)
-    ksp.setType("graphcg")
-    ksp.getPC().setType("python")
+    ksp = ksp_of(A, pc="python")
     ksp.getPC().setPythonContext(NegatedIdentity())
     b, x = A.createVecs()
     b.set(1.0)
@@ -222,10 +222,7 @@ def test_graph_replays_give_the_bits_of_launches():
         pytest.skip("no usable GPU")
     csr, n = laplacian(16), 16**3
     A = aij_from_csr(*csr, (n, n), comm=PETSc.COMM_SELF, mat_type="gpusell")
-    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
-    ksp.setOperators(A)
-    ksp.setType("graphcg")
-    ksp.getPC().setType("gpuamg")
+    ksp = ksp_of(A, pc="gpuamg")
     ksp.setInitialGuessNonzero(True)
     ctx = ksp.getPythonContext()
     b, x = A.createVecs()

@@ -25,6 +25,13 @@ def family(name, xp):
     return importlib.import_module(f"{__name__}.{name}.{'host' if xp is numpy else 'cuda'}")
 
 
+def keyed_graphs():
+    """A cuda_graphs.KeyedGraphs (CuPy's, imported here only where it is called: where there is a GPU)."""
+    from .cuda_graphs import KeyedGraphs
+
+    return KeyedGraphs()
+
+
 def wide(v):
     """``v`` in float64: the host twins compute so whatever the vectors' type, as the CUDA kernels do in
     registers, and store in the vectors' type."""

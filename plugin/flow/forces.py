@@ -121,13 +121,14 @@ class PointPressure:
         self.least_squares = solver.operators.scheme.gradient == "least-squares"
         n, terms = g.num_cells, []  # per point, the rank's share of its pressure
         for k, stencil in enumerate(stencils):
-            if self.least_squares:  # on its owner: p_i + (x - x_i) . grad p_i
-                row = None if stencil is None else numpy.array([int(stencil[0][0]) - g.cell_start])
-                offset = None if stencil is None else self.points[k] - g.centroids[row[0]]
-                terms.append([] if stencil is None else [(P, row, numpy.ones(1))]
-                             + [(GRAD_P, e * n + row, offset[e:e + 1]) for e in range(g.dim)])
-            else:  # weights @ p over the stencil's cells this rank owns
+            if not self.least_squares:  # weights @ p over the stencil's cells this rank owns
                 terms.append([(P, self.cells[self.own_positions] - g.cell_start, self.weights[k, self.own_positions])])
+            elif stencil is None:  # another rank's point
+                terms.append([])
+            else:  # on its owner: p_i + (x - x_i) . grad p_i
+                row = numpy.array([int(stencil[0][0]) - g.cell_start])
+                offset = self.points[k] - g.centroids[row[0]]
+                terms.append([(P, row, numpy.ones(1))] + [(GRAD_P, e * n + row, offset[e:e + 1]) for e in range(g.dim)])
         self.functional = Functional(solver.xp, terms)
 
     def _stencil(self, row, point):
@@ -172,14 +173,16 @@ class Functional:
     def __init__(self, xp, terms):
         counts = [sum(len(index) for _, index, _ in row) for row in terms]
         flat = [part for row in terms for part in row]
+
+        def joined(pieces, dtype):  # in the state's memory; no pieces: empty
+            pieces = [numpy.asarray(piece, dtype=dtype) for piece in pieces]
+            return xp.asarray(numpy.concatenate(pieces + [numpy.zeros(0, dtype)]))
+
         self.xp = xp
-        self.starts = xp.asarray(numpy.concatenate([[0], numpy.cumsum(counts)]).astype(numpy.int64))
-        self.which = xp.asarray(numpy.concatenate([numpy.full(len(i), a, dtype=numpy.int32) for a, i, _ in flat]
-                                                  or [numpy.zeros(0, dtype=numpy.int32)]))
-        self.index = xp.asarray(numpy.concatenate([numpy.asarray(i, dtype=numpy.int64) for _, i, _ in flat]
-                                                  or [numpy.zeros(0, dtype=numpy.int64)]))
-        self.weight = xp.asarray(numpy.concatenate([numpy.asarray(w, dtype=float) for _, _, w in flat]
-                                                   or [numpy.zeros(0)]))
+        self.starts = joined([[0], numpy.cumsum(counts)], numpy.int64)
+        self.which = joined([numpy.full(len(index), array) for array, index, _ in flat], numpy.int32)
+        self.index = joined([index for _, index, _ in flat], numpy.int64)
+        self.weight = joined([weight for _, _, weight in flat], float)
         self.out = xp.zeros(len(terms))
 
     def __call__(self, u, p, grad_u, grad_p):

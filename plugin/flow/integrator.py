@@ -70,8 +70,8 @@ import numpy
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from gpu_mats.backend import array_module, sparse_module, to_host
-from gpu_mats.kernels import family
+from gpu_mats.backend import address, array_module, sparse_module, to_host
+from gpu_mats.kernels import family, keyed_graphs
 from petsc_ext.array_operators import mark_read, mark_written
 from petsc_ext.arrays import get_array, restore_array
 
@@ -226,7 +226,7 @@ class FractionalStep:
         self.phases = PhaseTimer(xp)
         self._largest_value = xp.zeros(1)
         self._largest_scratch = xp.zeros(self.updates.reduction_slots(dim * n))  # dim * n >= n
-        self.explicit_graphs = self._graphs() if cuda_graphs and self._capturable() else None
+        self.explicit_graphs = keyed_graphs() if cuda_graphs and self._capturable() else None
 
     def _capturable(self):
         """Whether the explicit part can be captured: on the GPU, every product
@@ -236,12 +236,6 @@ class FractionalStep:
         products = [getattr(m, name) for name in names if getattr(m, name) is not None]
         return (self.xp is not numpy and m.ops.boundary_steady and self.comm.Get_size() == 1
                 and all(product.graph_key is not None for product in products))
-
-    @staticmethod
-    def _graphs():
-        from gpu_mats.kernels.cuda_graphs import KeyedGraphs  # CuPy's: imported where there is a GPU
-
-        return KeyedGraphs()
 
     def initial_state(self, u=None):
         """u (a (dim, n) host or device array, default at rest) with its face velocities Gamma u."""
@@ -268,7 +262,7 @@ class FractionalStep:
             if self.explicit_graphs is None:
                 explicit()
             else:  # a graph per arrangement of the buffers, all dropped when dt or r changes
-                arrangement = tuple(a.data.ptr for a in (state.u, state.u_old, state.u_s, target))
+                arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, target))
                 self.explicit_graphs.run((dt, r), arrangement, explicit)
         self._pressure_guess(state, dt, self.q_guess)
         if implicit:
@@ -482,7 +476,7 @@ class FractionalStep:
         step of a fluid at rest."""
         self.face_scratch[...] = 1.0
         self.matrices.flux_rate(self.face_scratch, self.cell_scratch)
-        return self._max(self.cell_scratch.max())
+        return self._largest(self.cell_scratch)
 
     def kinetic_energy(self, state):
         return 0.5 * self._sum(((state.u * state.u).sum(axis=0) * self.volumes).sum())

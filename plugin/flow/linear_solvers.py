@@ -9,13 +9,18 @@ cycling the box's own grids) under graphcg, whose blocks of iterations the
 GPU replays without the host (petsc_ext.graphcg; boxfft's transforms run
 through PETSc, which graphcg cannot capture, so it keeps cg). The momentum
 solve is gmres with PETSc's default PC on host AIJ, else graphcg + ainv fsai.
-Options under the prefixes
-``pressure_`` and ``momentum_`` change any of it.
+Options under the prefixes ``pressure_`` and ``momentum_`` change any of it.
 """
 
 from petsc4py import PETSc
 
 from petsc_ext.options import OptionError, option_defaults
+
+
+def _true_residual_norm(ksp, prefix, types):
+    """The unpreconditioned norm for a KSP of one of ``types`` whose norm type the user did not choose."""
+    if ksp.getType() in types and not PETSc.Options().hasName(f"{prefix}ksp_norm_type"):
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
 
 
 class LinearSolvers:
@@ -43,8 +48,8 @@ class LinearSolvers:
 
     def pressure_ksp(self, prefix="pressure_"):
         """The pressure KSP (options ``prefix``): cg (graphcg under gpuamg) to
-        rtol 1e-8 of the true residual, from the last pressure. With ``-pressure_pc_type mg``
-        its levels come from the geometry's grids (plugin.flow.pressure_multigrid
+        rtol 1e-8 of the true residual, from the last pressure. With
+        ``-pressure_pc_type mg`` its levels come from the geometry's grids (plugin.flow.pressure_multigrid
         on a box, with the outflow sides' pressure held on every level): by
         default all of them, Jacobi-preconditioned Chebyshev smoothing, SVD on
         the coarsest grid."""
@@ -59,10 +64,9 @@ class LinearSolvers:
         # gpuamg's hierarchy in float32: the same iterations in less time (BENCHMARKS.md)
         with option_defaults(prefix, {"pc_gpuamg_value_type": "float32"}):
             ksp.setFromOptions()
-        if ksp.getType() in (PETSc.KSP.Type.CG, "graphcg") and not PETSc.Options().hasName(f"{prefix}ksp_norm_type"):
-            # rtol on ||b - A q|| / ||b||, the discrete divergence left: PETSc's default for a nonzero
-            # guess, ||B b|| with B the preconditioner, costs one more cycle per solve
-            ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+        # rtol on ||b - A q|| / ||b||, the discrete divergence left: PETSc's default for a nonzero guess,
+        # ||B b|| with B the preconditioner, costs one more cycle per solve
+        _true_residual_norm(ksp, prefix, (PETSc.KSP.Type.CG, "graphcg"))
         pc = ksp.getPC()
         if pc.getType() == PETSc.PC.Type.MG:
             if self.multigrid is None:
@@ -99,8 +103,7 @@ class LinearSolvers:
         ksp.getPC().setType("ainv")
         with option_defaults("momentum_", {"pc_ainv_type": "fsai"}):
             ksp.setFromOptions()
-        if ksp.getType() == "graphcg" and not PETSc.Options().hasName("momentum_ksp_norm_type"):
-            ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)  # as the pressure's: the true residual
+        _true_residual_norm(ksp, "momentum_", ("graphcg",))  # as the pressure's
         return ksp
 
     def _need_box_on_one_rank(self, what, advice=""):
