@@ -7,15 +7,19 @@ work, sets the pace. Here alpha, beta and the residual norms stay in a
 small array in the vectors' memory (kernel family ``pcg``), so that a block
 of iterations is queued at once, and captured as one CUDA graph, replays
 at the cost of one launch; the host reads the block's residual norms once
-at its end. Ranks sum their dot products through ``reduce`` (None on one
-rank), which the caller gives.
+at its end. A loop goes further: a device-side convergence test decides
+after each iteration whether another follows (under a capture, a
+conditional WHILE node), so the host reads once per solve. Ranks sum their
+dot products through ``reduce`` (None on one rank), which the caller gives.
 
 Works the same on NumPy arrays (the family's host twins).
 """
 
+import numpy
+
 from .backend import to_host
 from .kernels import family
-from .kernels.pcg import FLAG, SLOTS
+from .kernels.pcg import AFTER_ITERATION, FLAG, GO, REFERENCE, RESUME, ROW, SLOTS, START
 
 NORMS = ("natural", "unpreconditioned", "preconditioned")  # the columns of ``history``: r.z, r.r, z.z
 
@@ -29,41 +33,85 @@ class DeviceCG:
         self.k = family("pcg", xp)
         self.x, self.r, self.z, self.p, self.w = (xp.zeros(n) for _ in range(5))
         self.sums, self.partials = xp.zeros(3), xp.zeros((3, self.k.partial_count(n)))
-        # the scalars, then the norms squared: row 0 the start's, row j iteration j's of a block; one array,
-        # so that a block's are read back in one copy
+        # the scalars, then the norms squared: row 0 the start's, row j iteration j's of a block or loop;
+        # one array, so that they are read back in one copy
         self._store = xp.zeros(SLOTS + 3 * (capacity + 1))
         self.s, self.history = self._store[:SLOTS], self._store[SLOTS:].reshape(capacity + 1, 3)
 
-    def start(self, b, nonzero_guess, multiply, precondition, reduce=None):
+    def start(self, b, nonzero_guess, multiply, precondition, reduce=None, reference=None):
         """r = b - A x (x as it is; b where ``nonzero_guess`` is false, x then
-        set to 0), z = M^-1 r, p = z; history[0] the start's norms squared."""
+        set to 0), z = M^-1 r, p = z; history[0] the start's norms squared.
+        ``reference``, a column of history: after a nonzero guess, b's own
+        norm squared in that column's norm (b.b, or b.Bb and Bb.Bb with B
+        the preconditioner) goes to REFERENCE, where a loop's test measures
+        from it as PETSc's default test does."""
         xp = self.xp
+        self.s.fill(0.0)
+        if nonzero_guess and reference is not None:
+            if NORMS[reference] == "unpreconditioned":
+                self._dots(reduce, b, b)
+            else:
+                precondition(b, self.z)
+                self._dots(reduce, b if NORMS[reference] == "natural" else self.z, self.z)
+            xp.copyto(self.s[REFERENCE:REFERENCE + 1], self.sums[:1])
         if nonzero_guess:
             multiply(self.x, self.r)
             xp.subtract(b, self.r, out=self.r)
         else:
             self.x.fill(0.0)
             xp.copyto(self.r, b)
-        self.s.fill(0.0)
-        self._new_residual(precondition, reduce, row=0, start=True)
+        self._new_residual(precondition, reduce, start=True)
 
     def iterate(self, count, multiply, precondition, reduce=None):
         """Queue ``count`` iterations (history[j], j = 1 .. count, their norms
         squared); nothing is read back to the host unless ``reduce`` does."""
-        k = self.k
         if count > self.capacity:
             raise ValueError(f"a block of {count} iterations exceeds this workspace's {self.capacity}")
-        for row in range(1, count + 1):
-            multiply(self.p, self.w)
-            self._dots(reduce, self.p, self.w)
-            k.alpha_step(self.s, self.sums)
-            k.update_iterate(self.s, self.x, self.r, self.p, self.w)
-            self._new_residual(precondition, reduce, row)
+        self.s[ROW:ROW + 1].fill(0.0)
+        for _ in range(count):
+            self._iteration(multiply, precondition, reduce)
 
-    def _new_residual(self, precondition, reduce, row, start=False):
+    def loop(self, limit, test, multiply, precondition, reduce=None, start=False):
+        """Queue iterations for as long as the device-side test passes
+        (pcg.loop_test: ``test`` its column, rtol, atol and dtol; at most
+        ``limit`` iterations, history[1 .. limit]); ``start``: right after
+        start(), whose norm the test measures against, else after a loop
+        that stopped at its limit. Under a CUDA-graph capture one
+        conditional WHILE node (cuda_graphs.while_loop), else a host loop
+        that reads the test's verdict after every iteration."""
+        if limit > self.capacity:
+            raise ValueError(f"a loop of up to {limit} iterations exceeds this workspace's {self.capacity}")
+        first = START if start else RESUME
+        self.s[ROW:ROW + 1].fill(0.0)
+
+        def enter(handle=0):
+            self.k.loop_test(self.s, self.history, *test, limit, first, handle)
+
+        def body(handle=0):
+            self._iteration(multiply, precondition, reduce)
+            self.k.loop_test(self.s, self.history, *test, limit, AFTER_ITERATION, handle)
+
+        if self.xp is not numpy and self.xp.cuda.get_current_stream().is_capturing():
+            from .kernels.cuda_graphs import while_loop
+
+            while_loop(enter, body)
+            return
+        enter()
+        while to_host(self.xp, self.s[GO:GO + 1])[0]:
+            body()
+
+    def _iteration(self, multiply, precondition, reduce):
+        k = self.k
+        multiply(self.p, self.w)
+        self._dots(reduce, self.p, self.w)
+        k.alpha_step(self.s, self.sums)
+        k.update_iterate(self.s, self.x, self.r, self.p, self.w)
+        self._new_residual(precondition, reduce)
+
+    def _new_residual(self, precondition, reduce, start=False):
         precondition(self.r, self.z)
         self._dots(reduce, self.r, self.z, self.r, self.r, self.z, self.z)
-        self.k.beta_step(self.s, self.sums, self.history, row, start)
+        self.k.beta_step(self.s, self.sums, self.history, start)
         self.k.update_direction(self.s, self.p, self.z)
 
     def _dots(self, reduce, *pairs):
@@ -72,7 +120,9 @@ class DeviceCG:
         if reduce is not None:
             reduce(self.sums)
 
-    def read(self, count):
-        """(history rows 0 .. count, the flag) on the host: the one wait for the device per block."""
-        values = to_host(self.xp, self._store[:SLOTS + 3 * (count + 1)])
-        return values[SLOTS:].reshape(count + 1, 3), float(values[FLAG])
+    def read(self):
+        """(history rows 0 .. ROW, the flag) on the host, ROW the iterations of
+        the last block or loop: the one wait for the device per block."""
+        values = to_host(self.xp, self._store)
+        count = int(values[ROW])
+        return values[SLOTS:SLOTS + 3 * (count + 1)].reshape(count + 1, 3), float(values[FLAG])

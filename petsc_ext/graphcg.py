@@ -35,7 +35,7 @@ from petsc4py import PETSc
 
 from gpu_mats.backend import address, to_host
 from gpu_mats.device_cg import NORMS, DeviceCG
-from gpu_mats.kernels import keyed_graphs
+from gpu_mats.kernels import conditional_loops, keyed_graphs
 from gpu_mats.kernels.pcg import INDEFINITE_OPERATOR
 
 from .array_operators import matrix_product, preconditioner
@@ -47,6 +47,7 @@ Reason = PETSc.KSP.ConvergedReason
 _NORM_COLUMNS = {PETSc.KSP.NormType.UNPRECONDITIONED: NORMS.index("unpreconditioned"),
                  PETSc.KSP.NormType.PRECONDITIONED: NORMS.index("preconditioned")}
 _LONGEST = 1000  # the longest block
+_LOOP_ROWS = 128  # the most iterations of one loop: the host reads after each
 
 
 class _Workspace:
@@ -80,6 +81,9 @@ class GraphCG(PythonKSP):
                view="block {}"),
         Option("ksp_graphcg_graph", "use_graphs", True, "replay each block as one CUDA graph where the matrix and "
                "preconditioner allow it (gpusell; gpuamg, ainv fsai/spai, jacobi, none; one rank)"),
+        Option("ksp_graphcg_loop", "loop", True, "in those graphs, iterate in a loop that the device ends by PETSc's "
+               "default convergence test (a conditional WHILE node: CUDA 12.4 and NVIDIA's cuda-bindings) in place "
+               "of blocks the host checks; the host still judges every norm"),
     )
 
     def __init__(self):
@@ -110,8 +114,8 @@ class GraphCG(PythonKSP):
 
     def solve(self, ksp, b, x):
         A, _ = ksp.getOperators()
-        max_it = ksp.getTolerances()[3]
-        longest = max(self.block, self.last_needed, 1)
+        rtol, atol, dtol, max_it = ksp.getTolerances()
+        longest = max(self.block, self.last_needed, _LOOP_ROWS if self.loop else 1)
         work = self._workspace(b, 1 << (longest - 1).bit_length())  # room to grow: a new one drops the graphs
         cg, n, xp = work.cg, work.n, self.xp
         multiply = matrix_product(A, xp, work.vec)
@@ -121,34 +125,39 @@ class GraphCG(PythonKSP):
         capturable = (self.use_graphs and work.graphs is not None and reduce is None
                       and multiply.graph_key is not None and precondition.graph_key is not None)
         graph_key = (multiply.graph_key, precondition.graph_key) if capturable else None
-        column = _NORM_COLUMNS[ksp.getNormType()]  # PETSc refuses the others at set-up (KSPSetUpNorms)
+        looping = capturable and self.loop and not self.block and conditional_loops() is None
+        # the device's convergence test: PETSc's norm column (the others PETSc refuses at set-up), tolerances
+        test = (_NORM_COLUMNS[ksp.getNormType()], rtol, atol, dtol) if looping else None
+        column = _NORM_COLUMNS[ksp.getNormType()]
         nonzero = ksp.getInitialGuessNonzero()
-        length = self._block_length(0, max_it) if max_it > 0 else 0
+        length = self._next_length(0, max_it, looping)
         guess = get_array(x, "r", n) if nonzero else None  # PETSc's copies happen here, not under a capture
         barray = get_array(b, "r", n)
         try:
-            self._run(work, graph_key, ("start", length, address(barray), None if guess is None else address(guess)),
-                      lambda: self._start(cg, barray, guess, length, multiply, precondition, reduce))
+            self._run(work, graph_key, ("start", looping, length, address(barray),
+                                        None if guess is None else address(guess)),
+                      lambda: self._start(cg, barray, guess, length, multiply, precondition, reduce, test))
         finally:
             restore_array(b, "r")
             if nonzero:
                 restore_array(x, "r")
         its, reason, self.blocks_run, first, needed, rnorm = 0, Reason.ITERATING, 1, True, None, None
         while True:
-            rows, flag = cg.read(length)
+            rows, flag = cg.read()
+            count = len(rows) - 1
             norms = numpy.sqrt(numpy.maximum(rows[:, column], 0.0))
             finite = numpy.isfinite(rows).all(axis=1)
-            for j in range(0 if first else 1, length + 1):
+            for j in range(0 if first else 1, count + 1):
                 if not finite[j]:
                     reason = Reason.DIVERGED_NANORINF
                     break
                 reason, rnorm = self._record(ksp, its + j, norms[j]), norms[j]
                 if needed is None and reason > 0:
                     needed = its + j
-                if j < length:
+                if j < count:
                     reason = Reason.ITERATING  # the iterate is the block's end: only its own verdict counts
             first = False
-            its += length
+            its += count
             if reason == Reason.ITERATING and flag:
                 reason = (Reason.DIVERGED_INDEFINITE_MAT if flag == INDEFINITE_OPERATOR
                           else Reason.DIVERGED_INDEFINITE_PC)
@@ -156,8 +165,14 @@ class GraphCG(PythonKSP):
                 reason = Reason.DIVERGED_MAX_IT
             if reason != Reason.ITERATING:
                 break
-            length = self._block_length(its, max_it)
-            self._run(work, graph_key, ("block", length), lambda: cg.iterate(length, multiply, precondition, reduce))
+            looping = looping and count == length  # the device's test passed where the host's did not: blocks
+            length = self._next_length(its, max_it, looping)
+            if looping:
+                self._run(work, graph_key, ("loop", length),
+                          lambda: cg.loop(length, test, multiply, precondition, reduce))
+            else:
+                self._run(work, graph_key, ("block", length),
+                          lambda: cg.iterate(length, multiply, precondition, reduce))
             self.blocks_run += 1
         self.last_iterations, self.last_needed = its, its if needed is None else needed
         xa = get_array(x, "w", n)
@@ -170,14 +185,26 @@ class GraphCG(PythonKSP):
         self.runs = "CUDA graph replays" if capturable else "kernel launches" if xp is not numpy else "NumPy"
         if capturable and work.graphs.refused is not None:
             self.runs = f"kernel launches: {work.graphs.refused}"
+        elif test is not None:
+            self.runs += " of loops the device ends"
+
+    def _next_length(self, its, max_it, looping):
+        """The next loop's limit, or the next block's length (0 at max_it)."""
+        if its >= max_it:
+            return 0
+        return min(_LOOP_ROWS, max_it - its) if looping else self._block_length(its, max_it)
 
     @staticmethod
-    def _start(cg, b, guess, length, multiply, precondition, reduce):
-        """x = the guess (or 0), CG's start from b, and its first ``length`` iterations."""
+    def _start(cg, b, guess, length, multiply, precondition, reduce, test):
+        """x = the guess (or 0), CG's start from b, and its first ``length``
+        iterations (a loop of at most ``length`` under the device's ``test``)."""
         if guess is not None:
             cg.xp.copyto(cg.x, guess)
-        cg.start(b, guess is not None, multiply, precondition, reduce)
-        cg.iterate(length, multiply, precondition, reduce)
+        cg.start(b, guess is not None, multiply, precondition, reduce, reference=None if test is None else test[0])
+        if test is None:
+            cg.iterate(length, multiply, precondition, reduce)
+        else:
+            cg.loop(length, test, multiply, precondition, reduce, start=True)
 
     def _run(self, work, graph_key, arrangement, fn):
         """fn's work, as a CUDA graph of ``arrangement`` where the operators'

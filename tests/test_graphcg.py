@@ -93,9 +93,10 @@ def test_fixed_blocks_end_converged_within_a_block_of_cg(block):
 
 
 def test_a_second_like_solve_checks_once():
-    """The adaptive default: the first block as long as the last solve took."""
+    """The adaptive default of blocks: the first block as long as the last solve took."""
     A = aij_from_csr(*laplacian(10), (1000, 1000), comm=COMM, mat_type="gpusell")
     ksp = ksp_of(A)
+    ksp.getPythonContext().loop = False  # on a GPU the loops the device ends would take the blocks' place
     ksp.setTolerances(rtol=1e-8)
     b, x = A.createVecs()
     b.set(1.0)
@@ -143,6 +144,78 @@ def test_parallel_solution_matches_serial():
     assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() == serial.getIterationNumber()
     lo, hi = x.getOwnershipRange()
     numpy.testing.assert_allclose(values(x), values(xs)[lo:hi], rtol=1e-9, atol=1e-9 * abs(values(xs)).max())
+
+
+# --- the loop the device ends (here on NumPy: the host loop; on a GPU a WHILE node) ---
+
+
+def device_loop(csr, n, limits, test=(1, 1e-8, 0.0, 1e5), guess=None):
+    """DeviceCG from x = ``guess`` (None: 0), b = 1 with Jacobi, then loops of at most each of
+    ``limits`` iterations (the first from the start): the iterations of each, and x."""
+    from gpu_mats.device_cg import DeviceCG
+
+    A = scipy.sparse.csr_matrix((csr[2], csr[1], csr[0]), shape=(n, n))
+    inverse_diagonal = 1.0 / A.diagonal()
+    cg = DeviceCG(numpy, n, max(limits))
+
+    def multiply(v, out):
+        out[...] = A @ v
+
+    def precondition(r, out):
+        numpy.multiply(inverse_diagonal, r, out=out)
+
+    if guess is not None:
+        cg.x[...] = guess
+    cg.start(numpy.ones(n), guess is not None, multiply, precondition, reference=test[0])
+    counts = []
+    for k, limit in enumerate(limits):
+        cg.loop(limit, test, multiply, precondition, start=k == 0)
+        counts.append(len(cg.read()[0]) - 1)
+    return counts, cg.x.copy()
+
+
+def test_device_loop_stops_where_petsc_default_test_does():
+    csr, n = laplacian(10), 1000
+    cg, x = krylov_solve(csr, n, {"ksp_type": "cg", "pc_type": "jacobi", "ksp_norm_type": "unpreconditioned"},
+                         comm=PETSc.COMM_SELF)
+    counts, y = device_loop(csr, n, [200])
+    assert cg.getConvergedReason() > 0 and counts == [cg.getIterationNumber()]
+    numpy.testing.assert_allclose(y, values(x), rtol=1e-10)
+
+
+@pytest.mark.parametrize("norm", ["natural", "unpreconditioned", "preconditioned"])
+def test_device_loop_after_a_guess_stops_where_petsc_default_test_does(norm):
+    """PETSc's test measures from ||b|| (in the KSP's norm) after a nonzero guess, not from the start's residual."""
+    from gpu_mats.device_cg import NORMS
+
+    csr, n = laplacian(10), 1000
+    ksp = ksp_of(aij_from_csr(*csr, (n, n), comm=PETSc.COMM_SELF, mat_type="aij"), kind="cg")
+    ksp.setNormType(getattr(PETSc.KSP.NormType, norm.upper()))
+    ksp.setInitialGuessNonzero(True)
+    ksp.setTolerances(rtol=1e-6)
+    b, x = ksp.getOperators()[0].createVecs()
+    b.set(1.0)
+    x.set(0.1)
+    ksp.solve(b, x)
+    counts, y = device_loop(csr, n, [200], test=(NORMS.index(norm), 1e-6, 0.0, 1e5), guess=numpy.full(n, 0.1))
+    assert ksp.getConvergedReason() > 0 and counts == [ksp.getIterationNumber()]
+    numpy.testing.assert_allclose(y, values(x), rtol=1e-8)
+
+
+def test_device_loop_stopped_at_its_limit_resumes_to_the_same_bits():
+    csr, n = laplacian(10), 1000
+    (whole,), x = device_loop(csr, n, [200])
+    counts, y = device_loop(csr, n, [5, 200])
+    assert counts == [5, whole - 5] and numpy.array_equal(x, y)
+
+
+def test_device_loop_stops_on_divergence_and_flags():
+    indptr, indices, data = laplacian(6)
+    indefinite = (scipy.sparse.csr_matrix((data, indices, indptr)) - 3.0 * scipy.sparse.eye(216)).tocsr()
+    counts, _ = device_loop((indefinite.indptr, indefinite.indices, indefinite.data), 216, [100])
+    assert counts[0] < 100  # the FLAG stopped it
+    counts, _ = device_loop(laplacian(6), 216, [100], test=(1, 1e-12, 0.0, 0.5))
+    assert counts == [0]  # the start's norm is above dtol times itself: no iteration
 
 
 # --- bad input ---------------------------------------------------------------
@@ -203,28 +276,42 @@ def test_cuda_steps_match_their_numpy_twins(rng):
         total = xp.zeros(3)
         kernels.partial_dots(partials, *(xp.asarray(v) for v in (a, b, b, c, c, c)))
         kernels.sum_partials(total, partials)
-        s, history = xp.asarray([2.0, 0.0, 0.0, 0.0]), xp.zeros((3, 3))
+        s, history = xp.asarray([2.0] + [0.0] * 7), xp.zeros((3, 3))
         kernels.alpha_step(s, xp.asarray([4.0, 0.0, 0.0]))
         x, r, p = (xp.asarray(v).copy() for v in (a, b, c))
         kernels.update_iterate(s, x, r, p, xp.asarray(a))
-        kernels.beta_step(s, xp.asarray([1.0, 3.0, 5.0]), history, 2, False)
+        s[4] = 1.0  # ROW: the step writes row 2
+        kernels.beta_step(s, xp.asarray([1.0, 3.0, 5.0]), history, False)
         kernels.update_direction(s, p, xp.asarray(b))
+        verdicts = []
+        for mode, row in ((0, 0), (1, 2), (1, 1), (2, 1)):  # START, AFTER_ITERATION, RESUME
+            s[4] = row
+            kernels.loop_test(s, history, 1, 0.5, 0.0, 1e5, 2, mode, 0)
+            verdicts.append(float(s[5]))
         sums[xp.__name__] = [numpy.asarray(v.get() if xp is cupy else v) for v in (total, s, history, x, r, p)]
+        sums[xp.__name__].append(numpy.asarray(verdicts))
     for got, want in zip(sums["cupy"], sums["numpy"]):
         numpy.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.gpu
-def test_graph_replays_give_the_bits_of_launches():
+@pytest.mark.parametrize("loop", [True, False])
+def test_graph_replays_give_the_bits_of_launches(loop):
     """One KSP (one gpuamg hierarchy): the solve launched kernel by kernel,
-    then captured (its second run) and replayed: the same iterate, bit for bit."""
+    then captured (its second run) and replayed, in blocks or in a loop the
+    device ends: the same iterate, bit for bit."""
     if not gpu_usable():
         pytest.skip("no usable GPU")
+    from gpu_mats.kernels import conditional_loops
+
+    if loop and conditional_loops() is not None:
+        pytest.skip(conditional_loops())
     csr, n = laplacian(16), 16**3
     A = aij_from_csr(*csr, (n, n), comm=PETSc.COMM_SELF, mat_type="gpusell")
     ksp = ksp_of(A, pc="gpuamg")
     ksp.setInitialGuessNonzero(True)
     ctx = ksp.getPythonContext()
+    ctx.loop = loop
     b, x = A.createVecs()
     b.set(1.0)
     runs = []
@@ -233,7 +320,8 @@ def test_graph_replays_give_the_bits_of_launches():
         x.set(0.5)
         ksp.solve(b, x)
         runs.append((values(x), ksp.getIterationNumber(), ctx.runs))
-    assert [run[2] for run in runs] == ["kernel launches"] * 2 + ["CUDA graph replays"] * 3
+    replayed = "CUDA graph replays of loops the device ends" if loop else "CUDA graph replays"
+    assert [run[2] for run in runs] == ["kernel launches"] * 2 + [replayed] * 3
     assert ctx.blocks_run == 1  # the second solve on learnt the count: one block, start included
     for result, its, _ in runs[2:]:
         assert its == runs[1][1] and numpy.array_equal(result, runs[1][0])

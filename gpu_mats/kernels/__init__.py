@@ -32,6 +32,14 @@ def keyed_graphs():
     return KeyedGraphs()
 
 
+def conditional_loops():
+    """Why CUDA graphs here cannot hold loops the device ends (None: they
+    can; cuda_graphs.conditional_loops, imported only where it is called)."""
+    from .cuda_graphs import conditional_loops as why_not
+
+    return why_not()
+
+
 def wide(v):
     """``v`` in float64: the host twins compute so whatever the vectors' type, as the CUDA kernels do in
     registers, and store in the vectors' type."""

@@ -1,6 +1,10 @@
 """CUDA graphs: the work queued by Python code captured once and replayed by
-one launch (cacg's basis build, wbilu's per-level sweeps, graphcg's blocks,
-the flow step's explicit part)."""
+one launch (cacg's basis build, wbilu's per-level sweeps, graphcg's blocks
+and loops, the flow step's explicit part), and loops whose condition the
+device decides (conditional WHILE nodes, CUDA 12.4 and later, through
+NVIDIA's cuda-bindings, where CuPy has no call for them)."""
+
+import functools
 
 import cupy
 
@@ -27,6 +31,93 @@ def capture(fn):
         finally:
             graph = stream.end_capture()
     return graph
+
+
+@functools.cache
+def conditional_loops():
+    """Why a captured graph cannot hold a device-decided loop here (None: it can)."""
+    try:
+        from cuda.bindings import __version__ as bindings, driver
+    except ImportError:
+        return "NVIDIA's cuda-bindings are not installed"
+    if int(bindings.split(".")[0]) < 13:
+        return f"cuda-bindings {bindings} is older than 13"
+    version = _checked("cuDriverGetVersion", driver.cuDriverGetVersion())
+    if version < 12040:
+        return f"the CUDA driver ({version}) is older than 12.4"
+    return None
+
+
+def while_loop(enter, body):
+    """Queue ``enter(handle)``, then ``body(handle)`` again and again for as
+    long as the handle's value is nonzero: one conditional WHILE node of
+    the graph that the current stream is capturing, so that a replay loops
+    on the device without the host. ``enter`` and ``body`` each end with a
+    kernel that sets the conditional handle they are given
+    (cudaGraphSetConditional). A CaptureError where conditional_loops()
+    says why not."""
+    why = conditional_loops()
+    if why is not None:
+        raise CaptureError(f"a loop on the device needs conditional graph nodes: {why}")
+    from cuda.bindings import driver
+
+    outer = driver.CUstream(cupy.cuda.get_current_stream().ptr)
+    graph = _checked("cuStreamGetCaptureInfo", driver.cuStreamGetCaptureInfo(outer))[2]
+    context = _checked("cuCtxGetCurrent", driver.cuCtxGetCurrent())
+    handle = int(_checked("cuGraphConditionalHandleCreate",
+                          driver.cuGraphConditionalHandleCreate(graph, context, 0, 0)))
+    enter(handle)
+    _, _, graph, dependencies, edges, count = _checked("cuStreamGetCaptureInfo", driver.cuStreamGetCaptureInfo(outer))
+    params = driver.CUgraphNodeParams()
+    params.type = driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
+    params.conditional.handle = handle
+    params.conditional.type = driver.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_WHILE
+    params.conditional.size = 1
+    params.conditional.ctx = context
+    node = _checked("cuGraphAddNode", driver.cuGraphAddNode(graph, dependencies, edges, count, params))
+    _checked("cuStreamUpdateCaptureDependencies", driver.cuStreamUpdateCaptureDependencies(
+        outer, [node], None, 1, driver.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES))
+    inner = cupy.cuda.Stream(non_blocking=True)  # captures the loop's body into the node's graph
+    _checked("cuStreamBeginCaptureToGraph", driver.cuStreamBeginCaptureToGraph(
+        driver.CUstream(inner.ptr), params.conditional.phGraph_out[0], None, None, 0,
+        driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED))
+    try:
+        with inner:
+            body(handle)
+    finally:
+        _checked("cuStreamEndCapture", driver.cuStreamEndCapture(driver.CUstream(inner.ptr)))
+
+
+def kernel_nodes(graph):
+    """The kernel nodes of a captured cupy.cuda.Graph, those inside its
+    conditional nodes' bodies counted once (what one pass launches)."""
+    from cuda.bindings import driver
+
+    def count(handle):
+        nodes = _checked("cuGraphGetNodes", driver.cuGraphGetNodes(handle))[0]
+        total = 0
+        for node in nodes:
+            kind = _checked("cuGraphNodeGetType", driver.cuGraphNodeGetType(node))
+            if kind == driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL:
+                total += 1
+            elif kind == driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_GRAPH:
+                total += count(_checked("cuGraphChildGraphNodeGetGraph", driver.cuGraphChildGraphNodeGetGraph(node)))
+            elif kind == driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL:
+                params = _checked("cuGraphNodeGetParams", driver.cuGraphNodeGetParams(node))
+                total += sum(count(params.conditional.phGraph_out[i]) for i in range(params.conditional.size))
+        return total
+
+    return count(driver.CUgraph(graph.graph))
+
+
+def _checked(name, result):
+    """A cuda-bindings call's values, or a CaptureError naming the call where it failed."""
+    from cuda.bindings import driver
+
+    error, *values = result
+    if error != driver.CUresult.CUDA_SUCCESS:
+        raise CaptureError(f"{name} failed: {error.name}")
+    return values[0] if len(values) == 1 else tuple(values)
 
 
 def replay(graph):

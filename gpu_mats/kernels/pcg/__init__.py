@@ -5,14 +5,16 @@ the next kernels read, so that a block of iterations is queued without a
 host round trip and a CUDA graph can replay it (gpu_mats.device_cg).
 
 The scalar array ``s`` holds rz (r . z of the current residual), alpha,
-beta and a flag (slots below); each dot product is summed in two fixed
-passes (per block of the grid, then over the blocks), so that a replay
-gives the same bits as the first run.
+beta, a flag, the row of ``history`` the last residual went to, and what
+the device-side convergence test of a loop keeps (slots below); each dot
+product is summed in two fixed passes (per block of the grid, then over the
+blocks), so that a replay gives the same bits as the first run.
 """
 
-RZ, ALPHA, BETA, FLAG = range(4)  # slots of the scalar array
-SLOTS = 4
+RZ, ALPHA, BETA, FLAG, ROW, GO, TARGET, DIVERGENCE, REFERENCE = range(9)  # slots of the scalar array
+SLOTS = 9
 INDEFINITE_OPERATOR, INDEFINITE_PRECONDITIONER = 1.0, 2.0  # FLAG values; 0 while CG can go on
+START, AFTER_ITERATION, RESUME = range(3)  # loop_test's modes
 
 
 def partial_count(n):
@@ -34,10 +36,26 @@ def alpha_step(s, sums):
     positive."""
 
 
-def beta_step(s, sums, history, row, start):
-    """From sums = (r . z, r . r, z . z) of the new residual: history[row] =
-    sums; beta = (r . z) / rz (0 at the start, or where rz is 0) and rz = r . z;
-    FLAG INDEFINITE_PRECONDITIONER where r . z is negative or not a number."""
+def beta_step(s, sums, history, start):
+    """From sums = (r . z, r . r, z . z) of the new residual: ROW = 0 at the
+    start, else ROW + 1, and history[ROW] = sums; beta = (r . z) / rz (0 at
+    the start, or where rz is 0) and rz = r . z; FLAG
+    INDEFINITE_PRECONDITIONER where r . z is negative or not a number."""
+
+
+def loop_test(s, history, column, rtol, atol, dtol, limit, mode, handle):
+    """Whether a loop of iterations goes on, into GO (1 or 0) and, where
+    ``handle`` is not 0 (a CUDA graph's conditional handle; the host twin
+    takes 0 only), into the handle. Mode START: TARGET = max(rtol ref,
+    atol) and DIVERGENCE = dtol ref first, ref the square root of REFERENCE
+    where it is positive (the right-hand side's norm, which PETSc's test
+    takes for a nonzero guess), else history[0]'s norm (a norm the square
+    root of its ``column``); START and AFTER_ITERATION: go
+    on while FLAG is 0, history[ROW] is finite, its norm is above TARGET and
+    below DIVERGENCE, and ROW is below ``limit``; RESUME (a loop after one
+    that stopped at its limit): go on while FLAG is 0. PETSc's default test
+    (KSPConvergedDefault) in device memory: the host still judges each
+    norm the loop leaves."""
 
 
 def update_iterate(s, x, r, p, w):

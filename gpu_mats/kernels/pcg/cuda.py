@@ -36,8 +36,19 @@ def alpha_step(s, sums):
     _kernel("alpha_step")((1,), (1,), (s, sums))
 
 
-def beta_step(s, sums, history, row, start):
-    _kernel("beta_step")((1,), (1,), (s, sums, history, numpy.int32(row), numpy.int32(bool(start))))
+def beta_step(s, sums, history, start):
+    _kernel("beta_step")((1,), (1,), (s, sums, history, numpy.int32(bool(start))))
+
+
+@functools.cache
+def _loop_kernel():
+    """loop.cu on its own: it calls the device runtime's cudaGraphSetConditional, which the other kernels do not."""
+    return cupy.RawModule(code=pathlib.Path(__file__).with_name("loop.cu").read_text()).get_function("loop_test")
+
+
+def loop_test(s, history, column, rtol, atol, dtol, limit, mode, handle):
+    _loop_kernel()((1,), (1,), (s, history, numpy.int32(column), numpy.float64(rtol), numpy.float64(atol),
+                                numpy.float64(dtol), numpy.int32(limit), numpy.int32(mode), numpy.uint64(handle)))
 
 
 def update_iterate(s, x, r, p, w):

@@ -2,7 +2,8 @@
 
 import numpy
 
-from . import ALPHA, BETA, FLAG, INDEFINITE_OPERATOR, INDEFINITE_PRECONDITIONER, RZ
+from . import (ALPHA, BETA, DIVERGENCE, FLAG, GO, INDEFINITE_OPERATOR, INDEFINITE_PRECONDITIONER, REFERENCE,
+               RESUME, ROW, RZ, START, TARGET)
 
 
 def partial_count(n):
@@ -31,9 +32,10 @@ def alpha_step(s, sums):
         s[ALPHA] = s[RZ] / pap
 
 
-def beta_step(s, sums, history, row, start):
+def beta_step(s, sums, history, start):
     rz = sums[0]
-    history[row] = sums
+    s[ROW] = 0.0 if start else s[ROW] + 1.0
+    history[int(s[ROW])] = sums
     s[BETA] = 0.0 if start or s[RZ] == 0.0 else rz / s[RZ]
     s[RZ] = rz
     if not rz >= 0.0:
@@ -51,3 +53,20 @@ def update_direction(s, p, z):
     else:
         p *= s[BETA]
         p += z
+
+
+def loop_test(s, history, column, rtol, atol, dtol, limit, mode, handle):
+    if handle:
+        raise ValueError("the host twin sets no CUDA graph conditional handle: pass 0")
+    if mode == RESUME:
+        s[GO] = 1.0 if s[FLAG] == 0.0 else 0.0
+        return
+    row = int(s[ROW])
+    norm = numpy.sqrt(max(history[row, column], 0.0))
+    if mode == START:
+        reference = numpy.sqrt(s[REFERENCE]) if s[REFERENCE] > 0.0 else norm
+        s[TARGET] = max(rtol * reference, atol)
+        s[DIVERGENCE] = dtol * reference
+    go = (s[FLAG] == 0.0 and numpy.isfinite(history[row]).all() and s[TARGET] < norm < s[DIVERGENCE]
+          and row < limit)
+    s[GO] = 1.0 if go else 0.0

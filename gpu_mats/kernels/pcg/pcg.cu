@@ -1,5 +1,5 @@
 // Preconditioned CG with its scalars in device memory (see __init__.py).
-// s = {rz, alpha, beta, flag}. Dot products: partial_dots leaves one sum per
+// s = {rz, alpha, beta, flag, row, go, target, divergence, reference}. Dot products: partial_dots leaves one sum per
 // block of a grid-stride loop, sum_partials adds them in one block; both in a
 // fixed order, so that every run gives the same bits.
 
@@ -70,9 +70,11 @@ extern "C" __global__ void alpha_step(double* s, const double* sums)
     }
 }
 
-extern "C" __global__ void beta_step(double* s, const double* sums, double* history, int row, int start)
+extern "C" __global__ void beta_step(double* s, const double* sums, double* history, int start)
 {
     const double rz = sums[0];
+    s[4] = start ? 0.0 : s[4] + 1.0;
+    const int row = static_cast<int>(s[4]);
     history[3 * row] = rz;
     history[3 * row + 1] = sums[1];
     history[3 * row + 2] = sums[2];
