@@ -63,7 +63,11 @@ def main():
     FractionalStep.advance = counted
     sys.argv = demo
     sys.path.insert(0, os.path.dirname(os.path.abspath(demo[0])))
-    runpy.run_path(demo[0], run_name="__main__")
+    try:
+        runpy.run_path(demo[0], run_name="__main__")
+    except SystemExit as exc:  # a demo's sys.exit(main())
+        if exc.code:
+            raise
     if "seconds" not in window:
         sys.exit(f"the demo ran {window['count']} steps: fewer than --warmup + --steps + 1")
 

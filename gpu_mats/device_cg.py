@@ -32,19 +32,22 @@ class DeviceCG:
         self.xp, self.n, self.capacity = xp, n, capacity
         self.k = family("pcg", xp)
         self.x, self.r, self.z, self.p, self.w = (xp.zeros(n) for _ in range(5))
+        self.ones = xp.ones(n)
         self.sums, self.partials = xp.zeros(3), xp.zeros((3, self.k.partial_count(n)))
         # the scalars, then the norms squared: row 0 the start's, row j iteration j's of a block or loop;
         # one array, so that they are read back in one copy
-        self._store = xp.zeros(SLOTS + 3 * (capacity + 1))
-        self.s, self.history = self._store[:SLOTS], self._store[SLOTS:].reshape(capacity + 1, 3)
+        self.store = xp.zeros(SLOTS + 3 * (capacity + 1))
+        self.s, self.history = self.store[:SLOTS], self.store[SLOTS:].reshape(capacity + 1, 3)
 
-    def start(self, b, nonzero_guess, multiply, precondition, reduce=None, reference=None):
+    def start(self, b, nonzero_guess, multiply, precondition, reduce=None, reference=None, mean_free=False):
         """r = b - A x (x as it is; b where ``nonzero_guess`` is false, x then
         set to 0), z = M^-1 r, p = z; history[0] the start's norms squared.
         ``reference``, a column of history: after a nonzero guess, b's own
         norm squared in that column's norm (b.b, or b.Bb and Bb.Bb with B
         the preconditioner) goes to REFERENCE, where a loop's test measures
-        from it as PETSc's default test does."""
+        from it as PETSc's default test does. ``mean_free`` (one rank): r
+        projected onto zero mean, as KSPSolve projects b where the matrix's
+        null space is the constants."""
         xp = self.xp
         self.s.fill(0.0)
         if nonzero_guess and reference is not None:
@@ -60,6 +63,11 @@ class DeviceCG:
         else:
             self.x.fill(0.0)
             xp.copyto(self.r, b)
+        if mean_free:
+            if reduce is not None:
+                raise ValueError("the mean's removal here is one rank's")
+            self._dots(None, self.r, self.ones)
+            self.k.remove_mean(self.r, self.sums)
         self._new_residual(precondition, reduce, start=True)
 
     def iterate(self, count, multiply, precondition, reduce=None):
@@ -123,6 +131,11 @@ class DeviceCG:
     def read(self):
         """(history rows 0 .. ROW, the flag) on the host, ROW the iterations of
         the last block or loop: the one wait for the device per block."""
-        values = to_host(self.xp, self._store)
-        count = int(values[ROW])
-        return values[SLOTS:SLOTS + 3 * (count + 1)].reshape(count + 1, 3), float(values[FLAG])
+        rows, s = self.unpack(to_host(self.xp, self.store))
+        return rows, float(s[FLAG])
+
+    @staticmethod
+    def unpack(store):
+        """(history rows 0 .. ROW, the scalars) of a host copy of ``store``."""
+        count = int(store[ROW])
+        return store[SLOTS:SLOTS + 3 * (count + 1)].reshape(count + 1, 3), store[:SLOTS]

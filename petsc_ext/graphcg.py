@@ -36,7 +36,7 @@ from petsc4py import PETSc
 from gpu_mats.backend import address, to_host
 from gpu_mats.device_cg import NORMS, DeviceCG
 from gpu_mats.kernels import conditional_loops, keyed_graphs
-from gpu_mats.kernels.pcg import INDEFINITE_OPERATOR
+from gpu_mats.kernels.pcg import DIVERGENCE, FLAG, INDEFINITE_OPERATOR, TARGET
 
 from .array_operators import matrix_product, preconditioner
 from .arrays import get_array, restore_array, vec_over
@@ -48,16 +48,18 @@ _NORM_COLUMNS = {PETSc.KSP.NormType.UNPRECONDITIONED: NORMS.index("unpreconditio
                  PETSc.KSP.NormType.PRECONDITIONED: NORMS.index("preconditioned")}
 _LONGEST = 1000  # the longest block
 _LOOP_ROWS = 128  # the most iterations of one loop: the host reads after each
+_RECORDS = 8  # the most solves queued between two settles
 
 
 class _Workspace:
     """DeviceCG's vectors for one local size and backend, PETSc vectors over
     them (for a Mat or PC that runs through PETSc), and the block graphs."""
 
-    def __init__(self, xp, template, capacity):
-        self.n, self.xp = template.getLocalSize(), xp
+    def __init__(self, xp, A, capacity):
+        self.n, self.xp = A.getLocalSize()[0], xp
         self.cg = DeviceCG(xp, self.n, capacity)
-        comm, size = template.getComm(), template.getSize()
+        comm, size = A.getComm(), A.getSize()[0]
+        self.records = xp.zeros((_RECORDS, self.cg.store.size))  # the stores of the solves queued in a step
         self.diagonal = xp.zeros(self.n)  # a Jacobi preconditioner's
         arrays = (self.cg.x, self.cg.r, self.cg.z, self.cg.p, self.cg.w, self.diagonal)
         self._vecs = {id(array): vec_over(array, comm, size) for array in arrays}
@@ -97,11 +99,11 @@ class GraphCG(PythonKSP):
             self._work.destroy()
         self._work = None
 
-    def _workspace(self, b, capacity):
+    def _workspace(self, A, capacity):
         work = self._work
-        if work is None or work.n != b.getLocalSize() or work.xp is not self.xp or work.cg.capacity < capacity:
+        if work is None or work.n != A.getLocalSize()[0] or work.xp is not self.xp or work.cg.capacity < capacity:
             self.release()
-            self._work = _Workspace(self.xp, b, capacity)
+            self._work = _Workspace(self.xp, A, capacity)
         return self._work
 
     def _block_length(self, its, max_it):
@@ -116,7 +118,7 @@ class GraphCG(PythonKSP):
         A, _ = ksp.getOperators()
         rtol, atol, dtol, max_it = ksp.getTolerances()
         longest = max(self.block, self.last_needed, _LOOP_ROWS if self.loop else 1)
-        work = self._workspace(b, 1 << (longest - 1).bit_length())  # room to grow: a new one drops the graphs
+        work = self._workspace(A, 1 << (longest - 1).bit_length())  # room to grow: a new one drops the graphs
         cg, n, xp = work.cg, work.n, self.xp
         multiply = matrix_product(A, xp, work.vec)
         precondition = preconditioner(ksp.getPC(), xp, work.vec, work.diagonal)
@@ -188,6 +190,75 @@ class GraphCG(PythonKSP):
         elif test is not None:
             self.runs += " of loops the device ends"
 
+    # --- solves queued into a CUDA graph that holds more than the solve (the flow's step) ---
+
+    def queue_refusal(self, ksp):
+        """Why this KSP's solves cannot be queued into a captured graph (None: they can)."""
+        A, _ = ksp.getOperators()
+        nullspace = A.getTransposeNullSpace()
+        if ksp.getComm().getSize() > 1:
+            return "graphcg queues solves on one rank only"
+        if ksp.getConvergenceTest() is not None:
+            return "a convergence test of the user's: only PETSc's default runs on the device"
+        if nullspace and (nullspace.getVecs() or not nullspace.hasConstant()):  # a NULL one is false
+            return "a null space other than the constants"
+        if self.xp is numpy:
+            return None  # queued solves run at once (tests hold them to solve())
+        work = self._workspace(A, _LOOP_ROWS)
+        multiply = matrix_product(A, self.xp, work.vec)
+        precondition = preconditioner(ksp.getPC(), self.xp, work.vec, work.diagonal)
+        if multiply.graph_key is None or precondition.graph_key is None:
+            return f"{A.getType()} with {ksp.getPC().getType()} works through PETSc, which a graph cannot hold"
+        return conditional_loops()
+
+    def queue(self, ksp, b, x, slot):
+        """Queue a solve of A x = b on the arrays b and x (x the guess where
+        the KSP takes a nonzero one): CG's start and a loop that the device
+        ends by PETSc's default test, then x = the iterate, and the solve's
+        norms into record ``slot`` for settle(). Nothing is read back, so a
+        CUDA graph being captured can hold it (queue_refusal says where
+        not); outside a capture it runs at once."""
+        A, _ = ksp.getOperators()
+        rtol, atol, dtol, max_it = ksp.getTolerances()
+        ksp.setUp()  # the PC of changed operators (a new dt's momentum matrix) is set up before a capture
+        work, xp = self._workspace(A, _LOOP_ROWS), self.xp
+        cg = work.cg
+        multiply = matrix_product(A, xp, work.vec)
+        precondition = preconditioner(ksp.getPC(), xp, work.vec, work.diagonal)
+        column = _NORM_COLUMNS[ksp.getNormType()]
+        nonzero = ksp.getInitialGuessNonzero()
+        if nonzero:
+            xp.copyto(cg.x, x)
+        cg.start(b, nonzero, multiply, precondition, reference=column,
+                 mean_free=bool(A.getTransposeNullSpace()))
+        cg.loop(min(max_it, _LOOP_ROWS), (column, rtol, atol, dtol), multiply, precondition, start=True)
+        xp.copyto(x, cg.x)
+        xp.copyto(work.records[slot], cg.store)
+
+    def settle(self, ksp, count):
+        """Judge the ``count`` solves last queued (records 0 .. count - 1; one
+        read): the monitors see each norm, the KSP's iteration number, norm
+        and reason become the last solve's. Returns each solve's (iterations,
+        reason); ITERATING where a loop stopped at its limit short of
+        max_it (the solve is unfinished: its caller must solve again)."""
+        _, _, _, max_it = ksp.getTolerances()
+        column = _NORM_COLUMNS[ksp.getNormType()]
+        results = []
+        for record in to_host(self.xp, self._work.records[:count]):
+            rows, s = DeviceCG.unpack(record)
+            norms = numpy.sqrt(numpy.maximum(rows[:, column], 0.0))
+            for its, rnorm in enumerate(norms):
+                ksp.logConvergenceHistory(rnorm)
+                ksp.monitor(its, rnorm)
+            its = len(rows) - 1
+            reason = _verdict(rows[-1], norms[-1], s, ksp.getTolerances()[1], its >= max_it)
+            results.append((its, reason))
+            ksp.setIterationNumber(its)
+            ksp.setResidualNorm(norms[-1])
+            ksp.setConvergedReason(reason)
+        self.last_iterations, self.blocks_run, self.runs = results[-1][0], 1, "a CUDA graph of the caller's"
+        return results
+
     def _next_length(self, its, max_it, looping):
         """The next loop's limit, or the next block's length (0 at max_it)."""
         if its >= max_it:
@@ -226,6 +297,20 @@ class GraphCG(PythonKSP):
 
     def describe(self, ksp):
         return [f"  last solve: {self.last_iterations} iterations in {self.blocks_run} blocks, run by {self.runs}"]
+
+
+def _verdict(row, rnorm, s, atol, at_max_it):
+    """PETSc's reason for a loop's last norm, from the device's own test
+    (its TARGET and DIVERGENCE, which KSPConvergedDefault would compute)."""
+    if not numpy.isfinite(row).all():
+        return Reason.DIVERGED_NANORINF
+    if s[FLAG]:
+        return Reason.DIVERGED_INDEFINITE_MAT if s[FLAG] == INDEFINITE_OPERATOR else Reason.DIVERGED_INDEFINITE_PC
+    if rnorm <= s[TARGET]:
+        return Reason.CONVERGED_ATOL if rnorm < atol else Reason.CONVERGED_RTOL
+    if rnorm >= s[DIVERGENCE]:
+        return Reason.DIVERGED_DTOL
+    return Reason.DIVERGED_MAX_IT if at_max_it else Reason.ITERATING
 
 
 def _summed_over(comm, xp):

@@ -319,6 +319,41 @@ def test_the_momentum_matrix_is_omega_plus_half_dt_d_symmetric_and_solved_by_gra
     assert (ksp.getType(), ksp.getPC().getType(), ksp.getPC().getPythonContext().kind) == ("graphcg", "ainv", "fsai")
 
 
+class _EagerGraphs:
+    """KeyedGraphs' stand-in on the host: the work runs as it is."""
+
+    refused = None
+
+    def run(self, key, arrangement, fn):
+        fn()
+
+
+def test_a_step_with_its_solves_queued_is_the_launched_step():
+    """The work of a whole step's CUDA graph (both solves queued by graphcg in
+    loops the device ends, judged after by settle, the convective rate with
+    them), run at once on the host from one state: the launched step's
+    fields and iterations (its blocks of one stop where the loops do; the
+    closed cavity's pressure made mean-free on the device, as KSPSolve
+    projects b)."""
+    options = {"flow_diffusion": "implicit", "flow_max_steps": 5, "pressure_ksp_type": "graphcg",
+               "pressure_pc_type": "jacobi", "pressure_ksp_graphcg_block": 1, "momentum_ksp_graphcg_block": 1}
+    _, solver = make_solver((12, 10), (False, False), 0.01, options, walls=LID)
+    stepper = solver.stepper
+    state = solver.run(solver.initial_state())
+    assert stepper._step_refusal() is None
+    launched = stepper.advance(state, state.dt_old)
+    expected = {name: getattr(launched, name).copy() for name in ("u", "u_s", "p")}
+    iterations = (stepper.momentum_iterations, stepper.pressure_iterations)
+    stepper.step_graphs = _EagerGraphs()
+    queued = stepper.advance(state, state.dt_old)
+    assert (stepper.momentum_iterations, stepper.pressure_iterations) == iterations and min(iterations) > 1
+    for name, value in expected.items():
+        numpy.testing.assert_allclose(getattr(queued, name), value, rtol=0, atol=1e-11 * abs(value).max(),
+                                      err_msg=name)
+    from_graph = stepper.convective_rate(queued)  # the rate the step left, read
+    assert from_graph == stepper.convective_rate(queued) > 0  # computed again
+
+
 def test_other_krylov_types_take_the_place_of_graphcg_in_both_solves():
     """graphcg leaves the norm type to PETSc, so that a type chosen over it
     (fgmres: the unpreconditioned norm only) sets up."""

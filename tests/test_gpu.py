@@ -544,10 +544,12 @@ def test_phase_times_on_the_gpu_come_from_events_without_waiting():
     assert timer.seconds["Pressure"] == 0.0  # recorded, not read: no wait at the phase's end
     timer.settle()
     assert timer.seconds["Pressure"] > 0.0
-    solver, _, _ = _cavity_steps("cupy", "implicit")
-    timing = solver.timing()
-    assert all(seconds > 0 for seconds in timing["phases"].values()), timing["phases"]
-    assert sum(timing["phases"].values()) <= timing["seconds_per_step"]
+    for graphs in (False, True):  # the whole step as one graph: its time, and the CFL number's read
+        solver, _, _ = _cavity_steps("cupy", "implicit", flow_cuda_graphs=graphs)
+        timing = solver.timing()
+        timed = {"Step", "CFL"} if graphs else set(PhaseTimer.PHASES) - {"Step"}
+        assert {name for name, seconds in timing["phases"].items() if seconds > 0} == timed, timing["phases"]
+        assert sum(timing["phases"].values()) <= timing["seconds_per_step"]
 
 
 def test_a_captured_explicit_part_gives_the_bits_of_a_launched_one(rng):
@@ -564,7 +566,7 @@ def test_a_captured_explicit_part_gives_the_bits_of_a_launched_one(rng):
                                      momentum_ksp_graphcg_block=1)
     stepper = solver.stepper
     assert stepper.explicit_graphs is not None
-    stepper.explicit_graphs = None
+    stepper.explicit_graphs = stepper.step_graphs = None  # the step's parts as launched, its explicit part alone
     launched = stepper.advance(state, state.dt_old)
     reference = {name: getattr(launched, name).copy() for name in ("u", "u_s", "p")}
     stepper.explicit_graphs = KeyedGraphs()
@@ -579,6 +581,33 @@ def test_a_captured_explicit_part_gives_the_bits_of_a_launched_one(rng):
     expected = u_s.copy()
     family("flow", numpy).upwind_outflow(expected, expected, faces)
     assert numpy.array_equal(out.get(), expected)
+
+
+def test_a_captured_step_gives_the_bits_of_its_queued_launch():
+    """One step from one state, its solves queued (graphcg's loops the device
+    ends) and launched kernel by kernel, then as the whole step's CUDA graph
+    (its warm-up, its capture, replays): the same fields and iterations, bit
+    for bit; the run before it replayed its steps' graphs."""
+    import cupy
+
+    from gpu_mats.kernels.cuda_graphs import KeyedGraphs
+    from test_flow_solver import _EagerGraphs
+
+    solver, state, _ = _cavity_steps("cupy", "implicit")
+    stepper = solver.stepper
+    assert stepper.step_graphs is not None, stepper.step_refusal
+    assert stepper.step_graphs.replays > 0 and stepper.step_graphs.refused is None
+    stepper.step_graphs = _EagerGraphs()
+    launched = stepper.advance(state, state.dt_old)
+    reference = {name: getattr(launched, name).copy() for name in ("u", "u_s", "p")}
+    iterations = (stepper.momentum_iterations, stepper.pressure_iterations)
+    stepper.step_graphs = KeyedGraphs()
+    for _ in range(4):
+        new = stepper.advance(state, state.dt_old)
+        assert (stepper.momentum_iterations, stepper.pressure_iterations) == iterations
+        for name, value in reference.items():
+            assert cupy.array_equal(getattr(new, name), value), name
+    assert stepper.step_graphs.replays == 3 and stepper.step_graphs.refused is None
 
 
 def test_the_functional_kernel_matches_its_twin(rng):

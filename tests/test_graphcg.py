@@ -276,7 +276,7 @@ def test_cuda_steps_match_their_numpy_twins(rng):
         total = xp.zeros(3)
         kernels.partial_dots(partials, *(xp.asarray(v) for v in (a, b, b, c, c, c)))
         kernels.sum_partials(total, partials)
-        s, history = xp.asarray([2.0] + [0.0] * 7), xp.zeros((3, 3))
+        s, history = xp.asarray([2.0] + [0.0] * 8), xp.zeros((3, 3))
         kernels.alpha_step(s, xp.asarray([4.0, 0.0, 0.0]))
         x, r, p = (xp.asarray(v).copy() for v in (a, b, c))
         kernels.update_iterate(s, x, r, p, xp.asarray(a))

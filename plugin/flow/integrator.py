@@ -99,7 +99,7 @@ class PhaseTimer:
     timing a phase never makes the host wait for the device (a synchronize
     per phase would cost each step five waits); on the host its wall time."""
 
-    PHASES = ("Explicit", "Momentum", "Pressure", "Correct", "CFL")
+    PHASES = ("Explicit", "Momentum", "Pressure", "Correct", "CFL", "Step")  # Step: a whole step's graph
 
     def __init__(self, xp):
         self.events = {name: PETSc.Log.Event(f"Flow{name}") for name in self.PHASES}
@@ -227,6 +227,10 @@ class FractionalStep:
         self._largest_value = xp.zeros(1)
         self._largest_scratch = xp.zeros(self.updates.reduction_slots(dim * n))  # dim * n >= n
         self.explicit_graphs = keyed_graphs() if cuda_graphs and self._capturable() else None
+        # the whole step as CUDA graphs, where its solves can be queued into them (graphcg); else why not
+        self.step_refusal = self._step_refusal() if self.explicit_graphs is not None else None
+        self.step_graphs = keyed_graphs() if self.explicit_graphs is not None and self.step_refusal is None else None
+        self._rate_queued_for = None  # the face velocities whose convective rate a step's graph left
 
     def _capturable(self):
         """Whether the explicit part can be captured: on the GPU, every product
@@ -236,6 +240,19 @@ class FractionalStep:
         products = [getattr(m, name) for name in names if getattr(m, name) is not None]
         return (self.xp is not numpy and m.ops.boundary_steady and self.comm.Get_size() == 1
                 and all(product.graph_key is not None for product in products))
+
+    def _step_refusal(self):
+        """Why the whole step cannot be one CUDA graph (None: it can): each of its
+        KSPs must be graphcg with solves it can queue into a graph."""
+        for ksp in (self.pressure_ksp, self.momentum_ksp):
+            if ksp is None:
+                continue
+            if ksp.getType() != "graphcg":
+                return f"the {ksp.getOptionsPrefix()}KSP is {ksp.getType()}, not graphcg"
+            why = ksp.getPythonContext().queue_refusal(ksp)
+            if why is not None:
+                return f"the {ksp.getOptionsPrefix()}KSP: {why}"
+        return None
 
     def initial_state(self, u=None):
         """u (a (dim, n) host or device array, default at rest) with its face velocities Gamma u."""
@@ -252,14 +269,54 @@ class FractionalStep:
 
     def advance(self, state, dt):
         """The state one step of size dt later (new arrays; ``state`` stays valid)."""
-        m, xp, k, phase = self.matrices, self.xp, self.updates, self.phases
-        u_p = self._free(self._velocity, state.u, state.u_old)
+        if self.step_graphs is not None and self.step_graphs.refused is None:
+            new = self._advance_as_graph(state, dt)
+            if new is not None:
+                return new
+        return self._advance(state, dt)
+
+    def _targets(self, state):
+        """The buffers a step from ``state`` writes: u^{n+1}, u_s^{n+1}, p^{n+1}."""
+        return (self._free(self._velocity, state.u, state.u_old), self._free(self._faces, state.u_s),
+                self._free(self._pressure, state.p, state.p_old))
+
+    def _advance_as_graph(self, state, dt):
+        """advance() as one CUDA graph per arrangement of the buffers (all
+        dropped when dt or r changes), its solves queued into it (graphcg's
+        loops the device ends) and judged after it from their records, and
+        the new state's convective rate computed in it. None where a solve
+        ran out of its loop short of max_it: the step is then taken again
+        as launched."""
+        r = dt / (state.dt_old or dt)
+        arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, state.p, state.p_old))
+        with self.phases("Step"):
+            self.step_graphs.run((dt, r), (*arrangement, state.step >= 2),
+                                 lambda: self._advance(state, dt, queued=True))
+        solves = [("momentum", self.momentum_ksp, 1)] if self.momentum_ksp is not None else []
+        solves.append(("pressure", self.pressure_ksp, 1 + self.correctors))
+        results = {name: ksp.getPythonContext().settle(ksp, count) for name, ksp, count in solves}
+        if any(reason == PETSc.KSP.ConvergedReason.ITERATING for runs in results.values() for _, reason in runs):
+            return None
+        for name, ksp, _ in solves:
+            _check(ksp, name)
+        self.momentum_iterations = sum(its for its, _ in results.get("momentum", ()))
+        self.pressure_iterations = sum(its for its, _ in results["pressure"])
+        u_p, u_s, p = self._targets(state)
+        self._rate_queued_for = u_s
+        return FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
+
+    def _advance(self, state, dt, queued=False):
+        """The step; ``queued``: its solves queued (graphcg.queue) for a CUDA
+        graph that holds the whole step, and the new convective rate with them."""
+        m, xp, k = self.matrices, self.xp, self.updates
+        phase = _untimed if queued else self.phases  # no CUDA events inside a graph: the step's are around it
+        u_p, u_s, p = self._targets(state)
         implicit = self.momentum_ksp is not None
         with phase("Explicit"):
             r = dt / (state.dt_old or dt)
             target = self.u_hat if implicit else u_p
             explicit = functools.partial(self._explicit, state, dt, r, target, implicit)
-            if self.explicit_graphs is None:
+            if self.explicit_graphs is None or queued:
                 explicit()
             else:  # a graph per arrangement of the buffers, all dropped when dt or r changes
                 arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, target))
@@ -270,19 +327,19 @@ class FractionalStep:
                 m.G(self.q_guess, self.gradient.ravel())
                 k.three_term(self.u_hat.ravel(), 1.0, self.u_hat.ravel(), 1.0, self.gradient.ravel(), 0.0,
                              self.u_hat.ravel())
-                self._solve_momentum(u_p)
+                self._solve_momentum(u_p, queued)
                 k.three_term(u_p.ravel(), 1.0, u_p.ravel(), -1.0, self.gradient.ravel(), 0.0, u_p.ravel())
                 if self.guess_faces is not None:
                     self._guess_at_faces(dt)
         with phase("Pressure"):
             q = self._solve_pressure(u_p, lambda guess: xp.copyto(guess, self.q_guess), state.t + dt, dt,
-                                     state.p, self._face_terms(state, dt))
+                                     state.p, self._face_terms(state, dt), queued)
         with phase("Correct"):
-            u_s = self._free(self._faces, state.u_s)
             self._correct(q, u_p, u_s, dt)  # u^p becomes u^{n+1}
-            p = self._free(self._pressure, state.p, state.p_old)
             xp.multiply(q, -1.0 / dt, out=p)
             restore_array(self.q, "r")
+        if queued:
+            self._queue_rate(u_s)
         return FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
 
     def _explicit(self, state, dt, r, target, implicit):
@@ -312,13 +369,16 @@ class FractionalStep:
         restore_array(self.q, "r")
         state.u_old[...] = state.u
 
-    def _solve_momentum(self, u_p):
+    def _solve_momentum(self, u_p, queued=False):
         """Every component in one solve (the momentum matrix holds a block per
         component), from u^; the right-hand side Omega u^ (the matrix is
-        Omega + dt/2 D), written over u^."""
+        Omega + dt/2 D), written over u^. ``queued``: into a step's graph."""
         ksp = self.momentum_ksp
         u_p[...] = self.u_hat  # initial guess
         self.u_hat *= self.volumes
+        if queued:
+            ksp.getPythonContext().queue(ksp, self.u_hat.ravel(), u_p.ravel(), 0)
+            return
         b, x = self.matrices.vecs(self.u_hat.ravel()), self.matrices.vecs(u_p.ravel())
         mark_written(b)
         mark_written(x)
@@ -369,7 +429,7 @@ class FractionalStep:
         fo = self.xp.multiply(self.face_diffusion, dt, out=self.face_scratch)
         self.departure *= 1.0 - fo / (1.0 + fo * fo)
 
-    def _solve_pressure(self, u_p, start, t, dt, pressure, face_terms=None):
+    def _solve_pressure(self, u_p, start, t, dt, pressure, face_terms=None, queued=False):
         """q from A q = Ms (w + c) + f(t) - dt b_p, w = Gamma u^p (+ K grad u^p) (+
         ``face_terms``: the face memory, g) and c the deferred correction (both
         kept for the correction of u_s), starting
@@ -378,7 +438,8 @@ class FractionalStep:
         -dt ``pressure`` (p^n; None: of the start), not of the extrapolated
         guess: extrapolation amplified the lagged correction's error on
         tetrahedra until the flow blew up. dt = 0: a projection, the
-        outflow pressures play no part."""
+        outflow pressures play no part. ``queued``: the solves queued into a
+        step's graph (graphcg.queue; record k the k-th corrector's)."""
         m, n = self.matrices, self.cell_scratch.size
         self._interpolated(u_p, t, self.w)
         if face_terms is not None:
@@ -402,6 +463,11 @@ class FractionalStep:
             if outflow is not None and dt:
                 self.updates.three_term(b, 1.0, b, -dt, outflow["cells"], 0.0, b)
             restore_array(self.b, "w")
+            if queued:  # the arrays stay where PETSc keeps them: b's is the one just written
+                self.pressure_ksp.getPythonContext().queue(self.pressure_ksp, b, get_array(self.q, "w", n),
+                                                           corrector)
+                restore_array(self.q, "w")
+                continue
             self.pressure_ksp.solve(self.b, self.q)
             _check(self.pressure_ksp, "pressure")
             self.pressure_iterations += self.pressure_ksp.getIterationNumber()
@@ -465,11 +531,19 @@ class FractionalStep:
         return self._max(to_host(self.xp, self._largest_value)[0])
 
     def convective_rate(self, state):
-        """max over cells of sum_f A_f |u_s,f| / (2 Omega_i): the CFL number is dt times this."""
+        """max over cells of sum_f A_f |u_s,f| / (2 Omega_i): the CFL number is
+        dt times this (computed by the step's graph where one made ``state``)."""
         with self.phases("CFL"):
-            self.xp.abs(state.u_s, out=self.face_scratch)
-            self.matrices.flux_rate(self.face_scratch, self.cell_scratch)
-            return self._largest(self.cell_scratch)
+            if state.u_s is not self._rate_queued_for:
+                self._queue_rate(state.u_s)
+            self._rate_queued_for = None
+            return self._max(to_host(self.xp, self._largest_value)[0])
+
+    def _queue_rate(self, u_s):
+        """The convective rate of u_s into _largest_value, not read."""
+        self.xp.abs(u_s, out=self.face_scratch)
+        self.matrices.flux_rate(self.face_scratch, self.cell_scratch)
+        self.updates.max_abs(self._largest_value, self.cell_scratch, None, self._largest_scratch)
 
     def unit_convective_rate(self):
         """The convective rate of a unit speed on every face: sets the first
@@ -490,6 +564,10 @@ class FractionalStep:
     def change_rate(self, state):
         """max |u^{n+1} - u^n| / dt, the distance from a steady state."""
         return self._largest(state.u.ravel(), state.u_old.ravel()) / state.dt_old
+
+
+def _untimed(name):
+    return contextlib.nullcontext()
 
 
 def _check(ksp, name):

@@ -110,9 +110,10 @@ OPTIONS = (
            "guess returns through Gamma G, and on tetrahedra, where that can exceed the face gradient, a step "
            "with large a grows the pressure from the last guess's until the run blows up. On in the symmetric "
            "scheme; off in the consistent one, whose own corrections blow up at such steps with it or without"),
-    Option("flow_cuda_graphs", "cuda_graphs", True, "replay the explicit part of a step as a CUDA graph while dt "
-           "stays the same (Crank-Nicolson holds it): gpusell on one rank, boundary values steady in time; work "
-           "that cannot be captured runs as launched, with one notice"),
+    Option("flow_cuda_graphs", "cuda_graphs", True, "replay each step as one CUDA graph while dt stays the same "
+           "(Crank-Nicolson holds it), its solves in loops the device ends (graphcg), read back once: gpusell on one "
+           "rank, boundary values steady in time; where a KSP is not graphcg, only the explicit part; work that "
+           "cannot be captured runs as launched, with one notice"),
     Option("flow_assembly", "assembly", "auto", "where the operators are assembled: on the host (NumPy, "
            "scipy), on the GPU (CuPy, cupyx), or auto: on the GPU for GPU matrices where one is usable",
            choices=ASSEMBLY),
@@ -393,11 +394,18 @@ class FlowSolver:
         return state
 
     def _notice_refused_capture(self):
-        """Once: the explicit part could not be captured and runs as launched."""
-        graphs = self.stepper.explicit_graphs
-        if graphs is not None and graphs.refused is not None and not self._capture_noticed:
-            PETSc.Sys.Print(f"flow: the explicit part of the step runs without a CUDA graph: {graphs.refused}",
-                            comm=self.comm)
+        """Once: what of the step cannot be captured and runs as launched."""
+        if self._capture_noticed:
+            return
+        stepper, notice = self.stepper, None
+        if stepper.step_graphs is not None and stepper.step_graphs.refused is not None:
+            notice = f"the step runs without a CUDA graph of its own: {stepper.step_graphs.refused}"
+        elif stepper.step_refusal is not None:
+            notice = f"only the explicit part of the step replays as a CUDA graph: {stepper.step_refusal}"
+        if stepper.explicit_graphs is not None and stepper.explicit_graphs.refused is not None:
+            notice = f"the explicit part of the step runs without a CUDA graph: {stepper.explicit_graphs.refused}"
+        if notice is not None:
+            PETSc.Sys.Print(f"flow: {notice}", comm=self.comm)
             self._capture_noticed = True
 
     def _monitor(self, state, cfl):

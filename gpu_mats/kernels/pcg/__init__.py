@@ -43,6 +43,12 @@ def beta_step(s, sums, history, start):
     INDEFINITE_PRECONDITIONER where r . z is negative or not a number."""
 
 
+def remove_mean(v, sums):
+    """v -= sums[0] / len(v): with sums[0] the sum of v, the projection of v
+    onto the vectors of zero mean (the range of a Laplacian whose null
+    space is the constants)."""
+
+
 def loop_test(s, history, column, rtol, atol, dtol, limit, mode, handle):
     """Whether a loop of iterations goes on, into GO (1 or 0) and, where
     ``handle`` is not 0 (a CUDA graph's conditional handle; the host twin

@@ -40,6 +40,12 @@ def beta_step(s, sums, history, start):
     _kernel("beta_step")((1,), (1,), (s, sums, history, numpy.int32(bool(start))))
 
 
+def remove_mean(v, sums):
+    n = v.size
+    if n:
+        _kernel("remove_mean")((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), sums, v))
+
+
 @functools.cache
 def _loop_kernel():
     """loop.cu on its own: it calls the device runtime's cudaGraphSetConditional, which the other kernels do not."""

@@ -100,3 +100,10 @@ extern "C" __global__ void update_direction(long long n, const double* s, double
     const double beta = s[2];
     p[i] = beta == 0.0 ? z[i] : fma(beta, p[i], z[i]);
 }
+
+extern "C" __global__ void remove_mean(long long n, const double* sums, double* v)
+{
+    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (i >= n) return;
+    v[i] -= sums[0] / static_cast<double>(n);
+}
