@@ -39,7 +39,7 @@ from gpu_mats.kernels import conditional_loops, keyed_graphs
 from gpu_mats.kernels.pcg import DIVERGENCE, FLAG, INDEFINITE_OPERATOR, TARGET
 
 from .array_operators import matrix_product, preconditioner
-from .arrays import get_array, restore_array, vec_over
+from .arrays import get_array, module_for_vec_type, restore_array, vec_over
 from .options import Option
 from .python_type import PythonKSP
 
@@ -202,14 +202,9 @@ class GraphCG(PythonKSP):
             return "a convergence test of the user's: only PETSc's default runs on the device"
         if nullspace and (nullspace.getVecs() or not nullspace.hasConstant()):  # a NULL one is false
             return "a null space other than the constants"
-        if self.xp is numpy:
+        if module_for_vec_type(A.getVecType()) is numpy:
             return None  # queued solves run at once (tests hold them to solve())
-        work = self._workspace(A, _LOOP_ROWS)
-        multiply = matrix_product(A, self.xp, work.vec)
-        precondition = preconditioner(ksp.getPC(), self.xp, work.vec, work.diagonal)
-        if multiply.graph_key is None or precondition.graph_key is None:
-            return f"{A.getType()} with {ksp.getPC().getType()} works through PETSc, which a graph cannot hold"
-        return conditional_loops()
+        return conditional_loops()  # the operators' part: queue() refuses a capture of work through PETSc
 
     def queue(self, ksp, b, x, slot):
         """Queue a solve of A x = b on the arrays b and x (x the guess where
@@ -225,6 +220,12 @@ class GraphCG(PythonKSP):
         cg = work.cg
         multiply = matrix_product(A, xp, work.vec)
         precondition = preconditioner(ksp.getPC(), xp, work.vec, work.diagonal)
+        if xp is not numpy and xp.cuda.get_current_stream().is_capturing() and (
+                multiply.graph_key is None or precondition.graph_key is None):
+            from gpu_mats.kernels.cuda_graphs import CaptureError
+
+            raise CaptureError(f"{A.getType()} with {ksp.getPC().getType()} works through PETSc, whose kernels "
+                               "a graph captured on another stream cannot hold")
         column = _NORM_COLUMNS[ksp.getNormType()]
         nonzero = ksp.getInitialGuessNonzero()
         if nonzero:

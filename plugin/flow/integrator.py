@@ -334,9 +334,11 @@ class FractionalStep:
         with phase("Pressure"):
             q = self._solve_pressure(u_p, lambda guess: xp.copyto(guess, self.q_guess), state.t + dt, dt,
                                      state.p, self._face_terms(state, dt), queued)
-        with phase("Correct"):
-            self._correct(q, u_p, u_s, dt)  # u^p becomes u^{n+1}
-            xp.multiply(q, -1.0 / dt, out=p)
+        try:
+            with phase("Correct"):
+                self._correct(q, u_p, u_s, dt)  # u^p becomes u^{n+1}
+                xp.multiply(q, -1.0 / dt, out=p)
+        finally:  # also where a capture refused the work (PETSc's array must go back)
             restore_array(self.q, "r")
         if queued:
             self._queue_rate(u_s)
@@ -464,9 +466,11 @@ class FractionalStep:
                 self.updates.three_term(b, 1.0, b, -dt, outflow["cells"], 0.0, b)
             restore_array(self.b, "w")
             if queued:  # the arrays stay where PETSc keeps them: b's is the one just written
-                self.pressure_ksp.getPythonContext().queue(self.pressure_ksp, b, get_array(self.q, "w", n),
-                                                           corrector)
-                restore_array(self.q, "w")
+                try:
+                    self.pressure_ksp.getPythonContext().queue(self.pressure_ksp, b, get_array(self.q, "w", n),
+                                                               corrector)
+                finally:
+                    restore_array(self.q, "w")
                 continue
             self.pressure_ksp.solve(self.b, self.q)
             _check(self.pressure_ksp, "pressure")
