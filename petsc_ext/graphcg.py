@@ -20,7 +20,15 @@ the first block is as long as the last solve needed (its first iteration
 whose norm passed the test), and the blocks after it one iteration each: a
 run of similar solves (a time step's pressure) then checks once or twice a
 solve and does an extra iteration only where a solve needs fewer than the
-last. Like cacg, it leaves the null space to the right-hand side (PETSc
+last. Where the driver and NVIDIA's cuda-bindings allow conditional graph
+nodes (CUDA 12.4), the graphs can hold a loop in place of a block
+(-ksp_graphcg_loop): after each iteration a kernel applies PETSc's default
+test (rtol, atol, dtol, in the KSP's norm) and the WHILE node goes on or
+stops, so a solve is one replay and one read; the host then judges every
+norm as with blocks, and goes on in blocks of one where its test (a
+monitor's, a custom one) has not passed. queue() and settle() put such a
+solve into a graph that holds more (the flow's whole step), judged after
+it from the device's own test. Like cacg, it leaves the null space to the right-hand side (PETSc
 projects b where the matrix has a transpose null space): CG's iterates
 stay in the range.
 
@@ -83,9 +91,10 @@ class GraphCG(PythonKSP):
                view="block {}"),
         Option("ksp_graphcg_graph", "use_graphs", True, "replay each block as one CUDA graph where the matrix and "
                "preconditioner allow it (gpusell; gpuamg, ainv fsai/spai, jacobi, none; one rank)"),
-        Option("ksp_graphcg_loop", "loop", True, "in those graphs, iterate in a loop that the device ends by PETSc's "
-               "default convergence test (a conditional WHILE node: CUDA 12.4 and NVIDIA's cuda-bindings) in place "
-               "of blocks the host checks; the host still judges every norm"),
+        Option("ksp_graphcg_loop", "loop", False, "in those graphs, iterate in a loop that the device ends by "
+               "PETSc's default convergence test (a conditional WHILE node: CUDA 12.4 and NVIDIA's cuda-bindings) in "
+               "place of blocks the host checks; the host still judges every norm (blocks replay faster where a run "
+               "of solves takes steady counts; a step's graph always loops)"),
     )
 
     def __init__(self):
