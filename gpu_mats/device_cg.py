@@ -111,22 +111,31 @@ class DeviceCG:
     def _iteration(self, multiply, precondition, reduce):
         k = self.k
         multiply(self.p, self.w)
-        self._dots(reduce, self.p, self.w)
-        k.alpha_step(self.s, self.sums)
+        k.alpha_step(self.s, self.sums, self._partials(reduce, self.p, self.w))
         k.update_iterate(self.s, self.x, self.r, self.p, self.w)
         self._new_residual(precondition, reduce)
 
     def _new_residual(self, precondition, reduce, start=False):
         precondition(self.r, self.z)
-        self._dots(reduce, self.r, self.z, self.r, self.r, self.z, self.z)
-        self.k.beta_step(self.s, self.sums, self.history, start)
+        partials = self._partials(reduce, self.r, self.z, self.r, self.r, self.z, self.z)
+        self.k.beta_step(self.s, self.sums, self.history, start, partials)
         self.k.update_direction(self.s, self.p, self.z)
 
     def _dots(self, reduce, *pairs):
+        """sums = the pairs' dot products (over the ranks with ``reduce``)."""
         self.k.partial_dots(self.partials, *pairs)
         self.k.sum_partials(self.sums, self.partials)
         if reduce is not None:
             reduce(self.sums)
+
+    def _partials(self, reduce, *pairs):
+        """For a step that sums the pairs' dot products in its own launch: on
+        one rank their partials; else None, with sums reduced over the ranks."""
+        if reduce is None:
+            self.k.partial_dots(self.partials, *pairs)
+            return self.partials
+        self._dots(reduce, *pairs)
+        return None
 
     def read(self):
         """(history rows 0 .. ROW, the flag) on the host, ROW the iterations of

@@ -295,6 +295,32 @@ def test_cuda_steps_match_their_numpy_twins(rng):
 
 
 @pytest.mark.gpu
+def test_summed_steps_give_the_bits_of_a_sum_then_a_step(rng):
+    """alpha_step and beta_step given the partials sum them in their own launch: the same bits as sum_partials then
+    the step, on the GPU and on the host."""
+    if not gpu_usable():
+        pytest.skip("no usable GPU")
+    import cupy
+
+    from gpu_mats.kernels import family
+
+    partials = rng.standard_normal((3, 37))
+    partials[:, 0] = abs(partials[:, 0]) + 40.0  # positive sums: no flag
+    for xp in (cupy, numpy):
+        k = family("pcg", xp)
+        runs = []
+        for fused in (False, True):
+            s, sums, history = xp.asarray([2.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]), xp.zeros(3), xp.zeros((4, 3))
+            if not fused:
+                k.sum_partials(sums, xp.asarray(partials))
+            k.alpha_step(s, sums, xp.asarray(partials) if fused else None)
+            k.beta_step(s, sums, history, False, xp.asarray(partials) if fused else None)
+            runs.append([numpy.asarray(a.get() if xp is cupy else a) for a in (s, sums, history)])
+        for separate, fused in zip(*runs):
+            assert numpy.array_equal(separate, fused)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("loop", [True, False])
 def test_graph_replays_give_the_bits_of_launches(loop):
     """One KSP (one gpuamg hierarchy): the solve launched kernel by kernel,

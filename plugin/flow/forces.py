@@ -85,12 +85,20 @@ class GroupForce:
             terms.append(parts)
         self.functional = Functional(solver.xp, terms)
 
-    def __call__(self, state):
+        solver.stepper.watch(self._queue)
+
+    def _queue(self, state):
+        """The functional's kernel on ``state``, not read (also inside a step's CUDA graph)."""
         stepper = self.solver.stepper
         grad_p = stepper.pressure_gradient(state.p) if self.extrapolated else None  # products: on every rank
         grad_u = stepper.velocity_gradients(state.u, state.t) if self.corrected else None
+        self.functional.queue(state.u, state.p, grad_u, grad_p)
+
+    def __call__(self, state):
+        if not self.solver.stepper.watched(state):
+            self._queue(state)
         wall = self.condition.velocity_at(self.centroids, state.t)
-        local = self.functional(state.u, state.p, grad_u, grad_p) - self.rho * self.nu * (self.conductance @ wall)
+        local = self.functional.read() - self.rho * self.nu * (self.conductance @ wall)
         return self.solver.mpi.allreduce(local, op=MPI.SUM)
 
 
@@ -130,6 +138,12 @@ class PointPressure:
                 offset = self.points[k] - g.centroids[row[0]]
                 terms.append([(P, row, numpy.ones(1))] + [(GRAD_P, e * n + row, offset[e:e + 1]) for e in range(g.dim)])
         self.functional = Functional(solver.xp, terms)
+        solver.stepper.watch(self._queue)
+
+    def _queue(self, state):
+        """The functional's kernel on ``state``, not read (also inside a step's CUDA graph)."""
+        grad_p = self.solver.stepper.pressure_gradient(state.p) if self.least_squares else None  # on every rank
+        self.functional.queue(None, state.p, None, grad_p)
 
     def _stencil(self, row, point):
         """(global cells, their weights, constant) with p(point) = weights . p[cells] + constant:
@@ -155,8 +169,9 @@ class PointPressure:
         return numpy.array(cells, dtype=numpy.int64), numpy.array(weights), constant
 
     def __call__(self, state):
-        grad_p = self.solver.stepper.pressure_gradient(state.p) if self.least_squares else None  # on every rank
-        local = self.functional(None, state.p, None, grad_p)
+        if not self.solver.stepper.watched(state):
+            self._queue(state)
+        local = self.functional.read()
         return self.solver.mpi.allreduce(local, op=MPI.SUM) + (0.0 if self.least_squares else self.constants)
 
 
@@ -187,6 +202,14 @@ class Functional:
 
     def __call__(self, u, p, grad_u, grad_p):
         """The rows' values on this rank (host), from arrays in the state's memory (None: not read)."""
+        self.queue(u, p, grad_u, grad_p)
+        return self.read()
+
+    def queue(self, u, p, grad_u, grad_p):
+        """The rows' values into ``out`` in the state's memory, not read."""
         sources = [p if a is None else a.ravel() for a in (u, p, grad_u, grad_p)]
         family("flow", self.xp).functional(self.out, self.starts, self.which, self.index, self.weight, *sources)
+
+    def read(self):
+        """The values the last queue() left, on the host."""
         return to_host(self.xp, self.out).copy()

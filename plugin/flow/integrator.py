@@ -231,6 +231,7 @@ class FractionalStep:
         self.step_refusal = self._step_refusal() if self.explicit_graphs is not None else None
         self.step_graphs = keyed_graphs() if self.explicit_graphs is not None and self.step_refusal is None else None
         self._rate_queued_for = None  # the face velocities whose convective rate a step's graph left
+        self.watchers, self._watched_for = [], None  # see watch()
 
     def _capturable(self):
         """Whether the explicit part can be captured: on the GPU, every product
@@ -254,6 +255,17 @@ class FractionalStep:
                 return f"the {ksp.getOptionsPrefix()}KSP: {why}"
         return None
 
+    def watch(self, queue):
+        """``queue(state)`` queues kernels that evaluate something of a new
+        state (a force, a probe) into device memory without reading it: a
+        step's CUDA graph runs them after the step, so that the caller reads
+        the values (watched(state)) with no launch of its own."""
+        self.watchers.append(queue)
+
+    def watched(self, state):
+        """Whether the watchers' values in device memory are those of ``state`` (the last step's graph made it)."""
+        return state.u_s is self._watched_for
+
     def initial_state(self, u=None):
         """u (a (dim, n) host or device array, default at rest) with its face velocities Gamma u."""
         state = FlowState(self._velocity[0], self._velocity[1], self._faces[0], self._pressure[0], self._pressure[1],
@@ -269,6 +281,7 @@ class FractionalStep:
 
     def advance(self, state, dt):
         """The state one step of size dt later (new arrays; ``state`` stays valid)."""
+        self._watched_for = self._rate_queued_for = None
         if self.step_graphs is not None and self.step_graphs.refused is None:
             new = self._advance_as_graph(state, dt)
             if new is not None:
@@ -290,7 +303,7 @@ class FractionalStep:
         r = dt / (state.dt_old or dt)
         arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, state.p, state.p_old))
         with self.phases("Step"):
-            self.step_graphs.run((dt, r), (*arrangement, state.step >= 2),
+            self.step_graphs.run((dt, r), (*arrangement, state.step >= 2, len(self.watchers)),
                                  lambda: self._advance(state, dt, queued=True))
         solves = [("momentum", self.momentum_ksp, 1)] if self.momentum_ksp is not None else []
         solves.append(("pressure", self.pressure_ksp, 1 + self.correctors))
@@ -302,12 +315,13 @@ class FractionalStep:
         self.momentum_iterations = sum(its for its, _ in results.get("momentum", ()))
         self.pressure_iterations = sum(its for its, _ in results["pressure"])
         u_p, u_s, p = self._targets(state)
-        self._rate_queued_for = u_s
+        self._rate_queued_for = self._watched_for = u_s
         return FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
 
     def _advance(self, state, dt, queued=False):
         """The step; ``queued``: its solves queued (graphcg.queue) for a CUDA
-        graph that holds the whole step, and the new convective rate with them."""
+        graph that holds the whole step, and the new convective rate and the
+        watchers' values with them."""
         m, xp, k = self.matrices, self.xp, self.updates
         phase = _untimed if queued else self.phases  # no CUDA events inside a graph: the step's are around it
         u_p, u_s, p = self._targets(state)
@@ -340,9 +354,12 @@ class FractionalStep:
                 xp.multiply(q, -1.0 / dt, out=p)
         finally:  # also where a capture refused the work (PETSc's array must go back)
             restore_array(self.q, "r")
+        new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
         if queued:
             self._queue_rate(u_s)
-        return FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
+            for queue in self.watchers:
+                queue(new)
+        return new
 
     def _explicit(self, state, dt, r, target, implicit):
         """target = u^n + dt Omega^-1 (s - C(u_s) u* - K v - S v - N u*): the explicit part of the step."""

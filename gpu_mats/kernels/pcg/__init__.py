@@ -30,17 +30,19 @@ def sum_partials(sums, partials):
     """sums (3,) = each row of partials summed, in a fixed order."""
 
 
-def alpha_step(s, sums):
+def alpha_step(s, sums, partials=None):
     """alpha = rz / (p . A p), p . A p in sums[0]; alpha = 0 where rz is 0
     (converged), and 0 with FLAG INDEFINITE_OPERATOR where p . A p is not
-    positive."""
+    positive. ``partials``: sums = sum_partials(partials) first, in the
+    same launch (one rank, where no reduction comes between)."""
 
 
-def beta_step(s, sums, history, start):
+def beta_step(s, sums, history, start, partials=None):
     """From sums = (r . z, r . r, z . z) of the new residual: ROW = 0 at the
     start, else ROW + 1, and history[ROW] = sums; beta = (r . z) / rz (0 at
     the start, or where rz is 0) and rz = r . z; FLAG
-    INDEFINITE_PRECONDITIONER where r . z is negative or not a number."""
+    INDEFINITE_PRECONDITIONER where r . z is negative or not a number.
+    ``partials``: as alpha_step's."""
 
 
 def remove_mean(v, sums):

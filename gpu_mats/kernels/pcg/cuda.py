@@ -32,12 +32,19 @@ def sum_partials(sums, partials):
     _kernel("sum_partials")((1,), (SUM_BLOCK,), (numpy.int32(partials.shape[1]), partials, sums))
 
 
-def alpha_step(s, sums):
-    _kernel("alpha_step")((1,), (1,), (s, sums))
+def alpha_step(s, sums, partials=None):
+    if partials is None:
+        _kernel("alpha_step")((1,), (1,), (s, sums))
+    else:
+        _kernel("summed_alpha_step")((1,), (SUM_BLOCK,), (numpy.int32(partials.shape[1]), partials, sums, s))
 
 
-def beta_step(s, sums, history, start):
-    _kernel("beta_step")((1,), (1,), (s, sums, history, numpy.int32(bool(start))))
+def beta_step(s, sums, history, start, partials=None):
+    if partials is None:
+        _kernel("beta_step")((1,), (1,), (s, sums, history, numpy.int32(bool(start))))
+    else:
+        _kernel("summed_beta_step")((1,), (SUM_BLOCK,), (numpy.int32(partials.shape[1]), partials, sums, s, history,
+                                                        numpy.int32(bool(start))))
 
 
 def remove_mean(v, sums):

@@ -22,7 +22,9 @@ def sum_partials(sums, partials):
     sums[...] = partials.sum(axis=1)
 
 
-def alpha_step(s, sums):
+def alpha_step(s, sums, partials=None):
+    if partials is not None:
+        sum_partials(sums, partials)
     pap = sums[0]
     if s[RZ] == 0.0:
         s[ALPHA] = 0.0
@@ -32,7 +34,9 @@ def alpha_step(s, sums):
         s[ALPHA] = s[RZ] / pap
 
 
-def beta_step(s, sums, history, start):
+def beta_step(s, sums, history, start, partials=None):
+    if partials is not None:
+        sum_partials(sums, partials)
     rz = sums[0]
     s[ROW] = 0.0 if start else s[ROW] + 1.0
     history[int(s[ROW])] = sums

@@ -43,7 +43,8 @@ extern "C" __global__ void partial_dots(long long n, int pairs, const double* x0
     }
 }
 
-extern "C" __global__ void sum_partials(int count, const double* partials, double* sums)
+// sums = each row of partials summed, by one block of SUM_BLOCK threads in a fixed order
+__device__ void sum_rows(int count, const double* partials, double* sums)
 {
     __shared__ double cache[3][SUM_BLOCK];
     const int t = threadIdx.x;
@@ -55,9 +56,10 @@ extern "C" __global__ void sum_partials(int count, const double* partials, doubl
         __syncthreads();
     }
     if (t < 3) sums[t] = cache[t][0];
+    __syncthreads();
 }
 
-extern "C" __global__ void alpha_step(double* s, const double* sums)
+__device__ void alpha(double* s, const double* sums)
 {
     const double pap = sums[0];
     if (s[0] == 0.0) {
@@ -70,7 +72,7 @@ extern "C" __global__ void alpha_step(double* s, const double* sums)
     }
 }
 
-extern "C" __global__ void beta_step(double* s, const double* sums, double* history, int start)
+__device__ void beta(double* s, const double* sums, double* history, int start)
 {
     const double rz = sums[0];
     s[4] = start ? 0.0 : s[4] + 1.0;
@@ -81,6 +83,35 @@ extern "C" __global__ void beta_step(double* s, const double* sums, double* hist
     s[2] = (start || s[0] == 0.0) ? 0.0 : rz / s[0];
     s[0] = rz;
     if (!(rz >= 0.0)) s[3] = 2.0;
+}
+
+extern "C" __global__ void sum_partials(int count, const double* partials, double* sums)
+{
+    sum_rows(count, partials, sums);
+}
+
+extern "C" __global__ void alpha_step(double* s, const double* sums)
+{
+    alpha(s, sums);
+}
+
+extern "C" __global__ void beta_step(double* s, const double* sums, double* history, int start)
+{
+    beta(s, sums, history, start);
+}
+
+// The sums of the partials and the step from them in one launch (one rank: no reduction between them).
+extern "C" __global__ void summed_alpha_step(int count, const double* partials, double* sums, double* s)
+{
+    sum_rows(count, partials, sums);
+    if (threadIdx.x == 0) alpha(s, sums);
+}
+
+extern "C" __global__ void summed_beta_step(int count, const double* partials, double* sums, double* s,
+                                            double* history, int start)
+{
+    sum_rows(count, partials, sums);
+    if (threadIdx.x == 0) beta(s, sums, history, start);
 }
 
 extern "C" __global__ void update_iterate(long long n, const double* s, double* x, double* r, const double* p,
