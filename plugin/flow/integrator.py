@@ -210,6 +210,7 @@ class FractionalStep:
         self.boundary = BoundarySources(ops, xp)
         self.correctors = ops.scheme.pressure_correctors if m.pressure_correction is not None else 0
         self.departure = xp.empty(faces) if ops.scheme.face_memory else None  # beta (u_s^n - Gamma u^n ...)
+        self.memory_share, self._memory_dt = (xp.empty(faces) if self.departure is not None else None), None  # beta
         coupled = momentum_ksp is not None and ops.scheme.implicit_rhie_chow
         self.guess_faces = xp.empty(faces) if coupled else None  # g
         self.guess_share, self._share_dt = (xp.empty(faces) if self.guess_faces is not None else None), None  # -theta
@@ -445,8 +446,15 @@ class FractionalStep:
         """departure = beta (u_s^n - Gamma u^n (- K grad u^n)), beta = 1 - Fo / (1 + Fo^2)."""
         self._interpolated(state.u, state.t, self.departure)
         self.updates.three_term(self.departure, 1.0, state.u_s, -1.0, self.departure, 0.0, self.departure)
-        fo = self.xp.multiply(self.face_diffusion, dt, out=self.face_scratch)
-        self.departure *= 1.0 - fo / (1.0 + fo * fo)
+        if dt != self._memory_dt:  # in place: a step's CUDA graph holds no temporaries
+            xp, beta = self.xp, self.memory_share
+            fo = xp.multiply(self.face_diffusion, dt, out=self.face_scratch)
+            xp.multiply(fo, fo, out=beta)
+            beta += 1.0
+            xp.divide(fo, beta, out=beta)
+            xp.subtract(1.0, beta, out=beta)
+            self._memory_dt = dt
+        self.departure *= self.memory_share
 
     def _solve_pressure(self, u_p, start, t, dt, pressure, face_terms=None, queued=False):
         """q from A q = Ms (w + c) + f(t) - dt b_p, w = Gamma u^p (+ K grad u^p) (+
