@@ -102,6 +102,7 @@ class GraphCG(PythonKSP):
         self._work, self.runs = None, "not run yet"
         # the last solve's iterations, and the first of them whose norm passed the convergence test
         self.last_iterations, self.last_needed, self.blocks_run = 0, 0, 0
+        self.generation = 0  # of the workspace: a graph of queued solves is keyed by it
 
     def release(self):
         if self._work is not None:
@@ -113,6 +114,7 @@ class GraphCG(PythonKSP):
         if work is None or work.n != A.getLocalSize()[0] or work.xp is not self.xp or work.cg.capacity < capacity:
             self.release()
             self._work = _Workspace(self.xp, A, capacity)
+            self.generation += 1  # graphs that hold the old one's addresses (a caller's) must go
         return self._work
 
     def _block_length(self, its, max_it):
@@ -245,16 +247,21 @@ class GraphCG(PythonKSP):
         xp.copyto(x, cg.x)
         xp.copyto(work.records[slot], cg.store)
 
-    def settle(self, ksp, count):
+    def records(self, count):
+        """The records of the first ``count`` solves queued (device memory), for a caller that copies them itself."""
+        return self._work.records[:count]
+
+    def settle(self, ksp, count, copied=None):
         """Judge the ``count`` solves last queued (records 0 .. count - 1; one
-        read): the monitors see each norm, the KSP's iteration number, norm
-        and reason become the last solve's. Returns each solve's (iterations,
-        reason); ITERATING where a loop stopped at its limit short of
-        max_it (the solve is unfinished: its caller must solve again)."""
+        read, or ``copied``, the caller's host copy of records(count)): the
+        monitors see each norm, the KSP's iteration number, norm and reason
+        become the last solve's. Returns each solve's (iterations, reason);
+        ITERATING where a loop stopped at its limit short of max_it (the
+        solve is unfinished: its caller must solve again)."""
         _, _, _, max_it = ksp.getTolerances()
         column = _NORM_COLUMNS[ksp.getNormType()]
         results = []
-        for record in to_host(self.xp, self._work.records[:count]):
+        for record in to_host(self.xp, self.records(count)) if copied is None else copied:
             rows, s = DeviceCG.unpack(record)
             norms = numpy.sqrt(numpy.maximum(rows[:, column], 0.0))
             for its, rnorm in enumerate(norms):

@@ -2,6 +2,7 @@
 energy, checkpoints, blow-up, options; the MPI tests compare 1, 2 and 3
 ranks."""
 
+import dataclasses
 import os
 
 import meshio
@@ -20,6 +21,7 @@ from plugin.flow import checkpoint
 from plugin.flow.boundary import Inflow, Outflow, Slip, Wall
 from plugin.flow.box import SIDE_NAMES, dmda_partition
 from plugin.flow.distribution import distribute
+from plugin.flow.forces import GroupForce
 from plugin.flow.matrices import component_blocks
 from plugin.flow.mesh import mesh_geometry, rank_geometry
 from plugin.flow.partition import coordinate_bisection, graph_partition, locality_order
@@ -339,6 +341,7 @@ def test_a_step_with_its_solves_queued_is_the_launched_step():
                "pressure_pc_type": "jacobi", "pressure_ksp_graphcg_block": 1, "momentum_ksp_graphcg_block": 1}
     _, solver = make_solver((12, 10), (False, False), 0.01, options, walls=LID)
     stepper = solver.stepper
+    lid = GroupForce(solver, "ymax")  # watched: the step's graph evaluates it
     state = solver.run(solver.initial_state())
     assert stepper._step_refusal() is None
     launched = stepper.advance(state, state.dt_old)
@@ -353,6 +356,11 @@ def test_a_step_with_its_solves_queued_is_the_launched_step():
                                       atol=1e-11 * abs(value).max(), err_msg=name)
     from_graph = stepper.convective_rate(queued)  # the rate the step left, read
     assert from_graph == stepper.convective_rate(queued) > 0  # computed again
+    change = abs(to_host(solver.xp, queued.u - queued.u_old)).max() / queued.dt_old
+    assert stepper.change_rate(queued) == pytest.approx(change, rel=1e-14) and change > 0
+    elsewhere = dataclasses.replace(queued, u_s=queued.u_s.copy())  # not the graph's state: evaluated now
+    numpy.testing.assert_allclose(lid(queued), lid(elsewhere), rtol=1e-14)
+    assert abs(lid(queued)).max() > 0
 
 
 def test_other_krylov_types_take_the_place_of_graphcg_in_both_solves():

@@ -50,7 +50,19 @@ class ForceError(ValueError):
     """A group the forces cannot be taken on."""
 
 
-class GroupForce:
+class _Watched:
+    """A Functional of each new state that a step's CUDA graph evaluates (FractionalStep.watch)."""
+
+    def _values(self, state):
+        """The rank's values on ``state``: the step's graph's copy, else evaluated now."""
+        values = self.solver.stepper.watched(self.functional.out, state)
+        if values is None:
+            self._queue(state)
+            values = self.functional.read()
+        return values
+
+
+class GroupForce(_Watched):
     """``force(state)``: the force (dim,) of the flow on the boundary group
     ``name`` of ``solver``'s geometry, density ``rho``, summed over ranks."""
 
@@ -85,7 +97,7 @@ class GroupForce:
             terms.append(parts)
         self.functional = Functional(solver.xp, terms)
 
-        solver.stepper.watch(self._queue)
+        solver.stepper.watch(self._queue, self.functional.out)
 
     def _queue(self, state):
         """The functional's kernel on ``state``, not read (also inside a step's CUDA graph)."""
@@ -95,14 +107,12 @@ class GroupForce:
         self.functional.queue(state.u, state.p, grad_u, grad_p)
 
     def __call__(self, state):
-        if not self.solver.stepper.watched(state):
-            self._queue(state)
         wall = self.condition.velocity_at(self.centroids, state.t)
-        local = self.functional.read() - self.rho * self.nu * (self.conductance @ wall)
+        local = self._values(state) - self.rho * self.nu * (self.conductance @ wall)
         return self.solver.mpi.allreduce(local, op=MPI.SUM)
 
 
-class PointPressure:
+class PointPressure(_Watched):
     """``pressure(state)``: the pressure at each of ``points`` (k, dim) on every rank."""
 
     def __init__(self, solver, points):
@@ -138,7 +148,7 @@ class PointPressure:
                 offset = self.points[k] - g.centroids[row[0]]
                 terms.append([(P, row, numpy.ones(1))] + [(GRAD_P, e * n + row, offset[e:e + 1]) for e in range(g.dim)])
         self.functional = Functional(solver.xp, terms)
-        solver.stepper.watch(self._queue)
+        solver.stepper.watch(self._queue, self.functional.out)
 
     def _queue(self, state):
         """The functional's kernel on ``state``, not read (also inside a step's CUDA graph)."""
@@ -169,9 +179,7 @@ class PointPressure:
         return numpy.array(cells, dtype=numpy.int64), numpy.array(weights), constant
 
     def __call__(self, state):
-        if not self.solver.stepper.watched(state):
-            self._queue(state)
-        local = self.functional.read()
+        local = self._values(state)
         return self.solver.mpi.allreduce(local, op=MPI.SUM) + (0.0 if self.least_squares else self.constants)
 
 

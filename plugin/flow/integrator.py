@@ -176,6 +176,38 @@ class BoundarySources:
         return sources
 
 
+class StepReadback:
+    """Device arrays that a step's CUDA graph copies into pinned host memory
+    at its end (the solves' records, the convective rate, the change from
+    the last state, the watchers' values): the host waits for the device
+    once a step and reads them all from there."""
+
+    def __init__(self, xp, sources):
+        self.xp, self.sources = xp, sources
+        if xp is numpy:  # NumPy's arrays: copies, so that both backends read a step's values as they were
+            self.host = [numpy.empty_like(a) for a in sources]
+        else:
+            import cupyx
+
+            self.host = [cupyx.empty_pinned(a.shape, a.dtype) for a in sources]
+
+    def matches(self, sources):
+        return len(sources) == len(self.sources) and all(address(a) == address(b) and a.shape == b.shape
+                                                         for a, b in zip(sources, self.sources))
+
+    def queue(self):
+        for array, host in zip(self.sources, self.host):
+            if self.xp is numpy:
+                numpy.copyto(host, array)
+            else:
+                array.get(out=host, blocking=False)
+
+    def wait(self):
+        """The copies done (the step's graph with them)."""
+        if self.xp is not numpy:
+            self.xp.cuda.get_current_stream().synchronize()
+
+
 class StepFailure(RuntimeError):
     """A linear solve of a step failed; the step's state is not valid."""
 
@@ -233,6 +265,8 @@ class FractionalStep:
         self.step_graphs = keyed_graphs() if self.explicit_graphs is not None and self.step_refusal is None else None
         self._rate_queued_for = None  # the face velocities whose convective rate a step's graph left
         self.watchers, self._watched_for = [], None  # see watch()
+        self._change_value = xp.zeros(1)  # max |u^{n+1} - u^n| of a step's graph
+        self.readback = None  # a StepReadback, made by the first step queued for a graph
 
     def _capturable(self):
         """Whether the explicit part can be captured: on the GPU, every product
@@ -256,16 +290,22 @@ class FractionalStep:
                 return f"the {ksp.getOptionsPrefix()}KSP: {why}"
         return None
 
-    def watch(self, queue):
+    def watch(self, queue, out):
         """``queue(state)`` queues kernels that evaluate something of a new
-        state (a force, a probe) into device memory without reading it: a
-        step's CUDA graph runs them after the step, so that the caller reads
-        the values (watched(state)) with no launch of its own."""
-        self.watchers.append(queue)
+        state (a force, a probe) into the device array ``out`` without
+        reading it: a step's CUDA graph runs them after the step and copies
+        ``out`` to the host with the step's other values, so that the caller
+        reads them (watched(out, state)) with no launch or wait of its own."""
+        self.watchers.append((queue, out))
 
-    def watched(self, state):
-        """Whether the watchers' values in device memory are those of ``state`` (the last step's graph made it)."""
-        return state.u_s is self._watched_for
+    def watched(self, out, state):
+        """The host copy of a watcher's ``out`` where the step's graph that made ``state`` left it, else None."""
+        if state.u_s is not self._watched_for:
+            return None
+        return self._copied(out)
+
+    def _copied(self, array):
+        return self.readback.host[next(k for k, a in enumerate(self.readback.sources) if a is array)]
 
     def initial_state(self, u=None):
         """u (a (dim, n) host or device array, default at rest) with its face velocities Gamma u."""
@@ -302,13 +342,17 @@ class FractionalStep:
         ran out of its loop short of max_it: the step is then taken again
         as launched."""
         r = dt / (state.dt_old or dt)
-        arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, state.p, state.p_old))
-        with self.phases("Step"):
-            self.step_graphs.run((dt, r), (*arrangement, state.step >= 2, len(self.watchers)),
-                                 lambda: self._advance(state, dt, queued=True))
         solves = [("momentum", self.momentum_ksp, 1)] if self.momentum_ksp is not None else []
         solves.append(("pressure", self.pressure_ksp, 1 + self.correctors))
-        results = {name: ksp.getPythonContext().settle(ksp, count) for name, ksp, count in solves}
+        # the KSPs' workspaces too: a solve taken again as launched may have made new ones
+        key = (dt, r, *(ksp.getPythonContext().generation for _, ksp, _ in solves))
+        arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, state.p, state.p_old))
+        with self.phases("Step"):
+            self.step_graphs.run(key, (*arrangement, state.step >= 2, len(self.watchers)),
+                                 lambda: self._advance(state, dt, queued=True))
+        self.readback.wait()
+        results = {name: ksp.getPythonContext().settle(ksp, count, self._copied(records))
+                   for (name, ksp, count), records in zip(solves, self._records)}
         if any(reason == PETSc.KSP.ConvergedReason.ITERATING for runs in results.values() for _, reason in runs):
             return None
         for name, ksp, _ in solves:
@@ -358,9 +402,21 @@ class FractionalStep:
         new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
         if queued:
             self._queue_rate(u_s)
-            for queue in self.watchers:
+            k.max_abs(self._change_value, u_p.ravel(), state.u.ravel(), self._largest_scratch)
+            for queue, _ in self.watchers:
                 queue(new)
+            self._queue_readback()
         return new
+
+    def _queue_readback(self):
+        """The copies of the step's values to the host, into its graph (a new
+        StepReadback where the arrays are new: only on a run before a capture)."""
+        self._records = [ksp.getPythonContext().records(1 + (self.correctors if ksp is self.pressure_ksp else 0))
+                         for ksp in (self.momentum_ksp, self.pressure_ksp) if ksp is not None]
+        sources = [*self._records, self._largest_value, self._change_value, *(out for _, out in self.watchers)]
+        if self.readback is None or not self.readback.matches(sources):
+            self.readback = StepReadback(self.xp, sources)
+        self.readback.queue()
 
     def _explicit(self, state, dt, r, target, implicit):
         """target = u^n + dt Omega^-1 (s - C(u_s) u* - K v - S v - N u*): the explicit part of the step."""
@@ -563,9 +619,10 @@ class FractionalStep:
         """max over cells of sum_f A_f |u_s,f| / (2 Omega_i): the CFL number is
         dt times this (computed by the step's graph where one made ``state``)."""
         with self.phases("CFL"):
-            if state.u_s is not self._rate_queued_for:
-                self._queue_rate(state.u_s)
-            self._rate_queued_for = None
+            if state.u_s is self._rate_queued_for:  # the step's graph computed and copied it
+                self._rate_queued_for = None
+                return self._max(self._copied(self._largest_value)[0])
+            self._queue_rate(state.u_s)
             return self._max(to_host(self.xp, self._largest_value)[0])
 
     def _queue_rate(self, u_s):
@@ -591,7 +648,9 @@ class FractionalStep:
         return numpy.sqrt(self._sum((self.cell_scratch * self.cell_scratch).sum()))
 
     def change_rate(self, state):
-        """max |u^{n+1} - u^n| / dt, the distance from a steady state."""
+        """max |u^{n+1} - u^n| / dt, the distance from a steady state (the step's graph's where one made ``state``)."""
+        if state.u_s is self._watched_for:
+            return self._max(self._copied(self._change_value)[0]) / state.dt_old
         return self._largest(state.u.ravel(), state.u_old.ravel()) / state.dt_old
 
 
