@@ -305,7 +305,10 @@ class FractionalStep:
         return self._copied(out)
 
     def _copied(self, array):
-        return self.readback.host[next(k for k, a in enumerate(self.readback.sources) if a is array)]
+        """The host copy of one of the readback's arrays (the same memory: a view made again is found too)."""
+        where = address(array)
+        return self.readback.host[next(k for k, a in enumerate(self.readback.sources)
+                                       if address(a) == where and a.shape == array.shape)]
 
     def initial_state(self, u=None):
         """u (a (dim, n) host or device array, default at rest) with its face velocities Gamma u."""
