@@ -109,6 +109,7 @@ def measure(n, re, warmup, steps, breakdown=False):
            "ns_per_cell_step": 1e9 * timing["seconds_per_step"] / timing["cells"],
            "mcell_steps_per_s": timing["million_cell_steps_per_second"],
            "pressure_its": timing["pressure_iterations_per_step"],
+           "host_ms": None if timing["host_seconds_per_step"] is None else 1e3 * timing["host_seconds_per_step"],
            **{f"{name.lower()}_ms": 1e3 * seconds for name, seconds in timing["phases"].items()}}
     if breakdown:
         row["cycle_breakdown"] = cycle_breakdown(solver)

@@ -550,6 +550,8 @@ def test_phase_times_on_the_gpu_come_from_events_without_waiting():
         timed = {"Step", "CFL"} if graphs else set(PhaseTimer.PHASES) - {"Step"}
         assert {name for name, seconds in timing["phases"].items() if seconds > 0} == timed, timing["phases"]
         assert sum(timing["phases"].values()) <= timing["seconds_per_step"]
+        host = timing["host_seconds_per_step"]  # one wait a step where each step was a graph's
+        assert (host is not None and 0 < host < timing["seconds_per_step"]) if graphs else host is None
 
 
 def test_a_captured_explicit_part_gives_the_bits_of_a_launched_one(rng):

@@ -110,6 +110,7 @@ class PhaseTimer:
 
     def reset(self):
         self.seconds = dict.fromkeys(self.PHASES, 0.0)
+        self.waited, self.waits = 0.0, 0  # the host's seconds blocked on a step's graph, and how many steps
         for mark in self._marks.values():
             mark[2] = False
 
@@ -356,7 +357,10 @@ class FractionalStep:
         with self.phases("Step"):
             self.step_graphs.run(key, (*arrangement, state.step >= 2, len(self.watchers)),
                                  lambda: self._advance(state, dt, queued=True))
+        start = time.perf_counter()
         self.readback.wait()
+        self.phases.waited += time.perf_counter() - start
+        self.phases.waits += 1
         results = {name: ksp.getPythonContext().settle(ksp, count, self._copied(records))
                    for (name, ksp, count), records in zip(solves, self._records)}
         if any(reason == PETSc.KSP.ConvergedReason.ITERATING for runs in results.values() for _, reason in runs):
