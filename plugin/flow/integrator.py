@@ -343,11 +343,12 @@ class FractionalStep:
 
     def _advance_as_graph(self, state, dt):
         """advance() as one CUDA graph per arrangement of the buffers (all
-        dropped when dt or r changes), its solves queued into it (graphcg's
-        loops the device ends) and judged after it from their records, and
-        the new state's convective rate computed in it. None where a solve
-        ran out of its loop short of max_it: the step is then taken again
-        as launched."""
+        dropped when dt or r changes): its solves queued into it (graphcg's
+        loops the device ends), the new state's convective rate, change and
+        watched values computed in it, and everything the host reads copied
+        at its end (StepReadback), so that the host waits once and judges the
+        solves from their records. None where a solve ran out of its loop
+        short of max_it: the step is then taken again as launched."""
         r = dt / (state.dt_old or dt)
         solves = [("momentum", self.momentum_ksp, 1)] if self.momentum_ksp is not None else []
         solves.append(("pressure", self.pressure_ksp, 1 + self.correctors))
