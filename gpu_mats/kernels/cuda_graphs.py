@@ -88,28 +88,6 @@ def while_loop(enter, body):
         _checked("cuStreamEndCapture", driver.cuStreamEndCapture(driver.CUstream(inner.ptr)))
 
 
-def kernel_nodes(graph):
-    """The kernel nodes of a captured cupy.cuda.Graph, those inside its
-    conditional nodes' bodies counted once (what one pass launches)."""
-    from cuda.bindings import driver
-
-    def count(handle):
-        nodes = _checked("cuGraphGetNodes", driver.cuGraphGetNodes(handle))[0]
-        total = 0
-        for node in nodes:
-            kind = _checked("cuGraphNodeGetType", driver.cuGraphNodeGetType(node))
-            if kind == driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL:
-                total += 1
-            elif kind == driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_GRAPH:
-                total += count(_checked("cuGraphChildGraphNodeGetGraph", driver.cuGraphChildGraphNodeGetGraph(node)))
-            elif kind == driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL:
-                params = _checked("cuGraphNodeGetParams", driver.cuGraphNodeGetParams(node))
-                total += sum(count(params.conditional.phGraph_out[i]) for i in range(params.conditional.size))
-        return total
-
-    return count(driver.CUgraph(graph.graph))
-
-
 def _checked(name, result):
     """A cuda-bindings call's values, or a CaptureError naming the call where it failed."""
     from cuda.bindings import driver
