@@ -208,13 +208,9 @@ class Functional:
         self.weight = joined([weight for _, _, weight in flat], float)
         self.out = xp.zeros(len(terms))
 
-    def __call__(self, u, p, grad_u, grad_p):
-        """The rows' values on this rank (host), from arrays in the state's memory (None: not read)."""
-        self.queue(u, p, grad_u, grad_p)
-        return self.read()
-
     def queue(self, u, p, grad_u, grad_p):
-        """The rows' values into ``out`` in the state's memory, not read."""
+        """The rows' values into ``out`` in the state's memory, not read, from
+        arrays in the state's memory (None: not read)."""
         sources = [p if a is None else a.ravel() for a in (u, p, grad_u, grad_p)]
         family("flow", self.xp).functional(self.out, self.starts, self.which, self.index, self.weight, *sources)
 
