@@ -267,8 +267,8 @@ class FractionalStep:
         # the whole step as CUDA graphs, where its solves can be queued into them (graphcg); else why not
         self.step_refusal = self._step_refusal() if self.explicit_graphs is not None else None
         self.step_graphs = keyed_graphs() if self.explicit_graphs is not None and self.step_refusal is None else None
-        self._rate_queued_for = None  # the face velocities whose convective rate a step's graph left
-        self.watchers, self._watched_for = [], None  # see watch()
+        self.watchers = []  # see watch()
+        self._graph_made = None  # the face velocities of the state the last step's graph made (its values copied)
         self._change_value = xp.zeros(1)  # max |u^{n+1} - u^n| of a step's graph
         self.readback = None  # a StepReadback, made by the first step queued for a graph
 
@@ -304,9 +304,10 @@ class FractionalStep:
 
     def watched(self, out, state):
         """The host copy of a watcher's ``out`` where the step's graph that made ``state`` left it, else None."""
-        if state.u_s is not self._watched_for:
-            return None
-        return self._copied(out)
+        return self._copied(out) if self._made_by_graph(state) else None
+
+    def _made_by_graph(self, state):
+        return state.u_s is self._graph_made
 
     def _copied(self, array):
         """The host copy of one of the readback's arrays (the same memory: a view made again is found too)."""
@@ -329,12 +330,17 @@ class FractionalStep:
 
     def advance(self, state, dt):
         """The state one step of size dt later (new arrays; ``state`` stays valid)."""
-        self._watched_for = self._rate_queued_for = None
+        self._graph_made = None
         if self.step_graphs is not None and self.step_graphs.refused is None:
             new = self._advance_as_graph(state, dt)
             if new is not None:
                 return new
         return self._advance(state, dt)
+
+    def _solves(self):
+        """(name, KSP, solves a step queues into it): the momentum's one, the pressure's and its correctors'."""
+        solves = [("momentum", self.momentum_ksp, 1)] if self.momentum_ksp is not None else []
+        return solves + [("pressure", self.pressure_ksp, 1 + self.correctors)]
 
     def _targets(self, state):
         """The buffers a step from ``state`` writes: u^{n+1}, u_s^{n+1}, p^{n+1}."""
@@ -350,8 +356,7 @@ class FractionalStep:
         solves from their records. None where a solve ran out of its loop
         short of max_it: the step is then taken again as launched."""
         r = dt / (state.dt_old or dt)
-        solves = [("momentum", self.momentum_ksp, 1)] if self.momentum_ksp is not None else []
-        solves.append(("pressure", self.pressure_ksp, 1 + self.correctors))
+        solves = self._solves()
         # the KSPs' workspaces too: a solve taken again as launched may have made new ones
         key = (dt, r, *(ksp.getPythonContext().generation for _, ksp, _ in solves))
         arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, state.p, state.p_old))
@@ -362,8 +367,8 @@ class FractionalStep:
         self.readback.wait()
         self.phases.waited += time.perf_counter() - start
         self.phases.waits += 1
-        results = {name: ksp.getPythonContext().settle(ksp, count, self._copied(records))
-                   for (name, ksp, count), records in zip(solves, self._records)}
+        results = {name: ksp.getPythonContext().settle(ksp, count, self._copied(ksp.getPythonContext().records(count)))
+                   for name, ksp, count in solves}
         if any(reason == PETSc.KSP.ConvergedReason.ITERATING for runs in results.values() for _, reason in runs):
             return None
         for name, ksp, _ in solves:
@@ -371,7 +376,7 @@ class FractionalStep:
         self.momentum_iterations = sum(its for its, _ in results.get("momentum", ()))
         self.pressure_iterations = sum(its for its, _ in results["pressure"])
         u_p, u_s, p = self._targets(state)
-        self._rate_queued_for = self._watched_for = u_s
+        self._graph_made = u_s
         return FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
 
     def _advance(self, state, dt, queued=False):
@@ -422,9 +427,8 @@ class FractionalStep:
     def _queue_readback(self):
         """The copies of the step's values to the host, into its graph (a new
         StepReadback where the arrays are new: only on a run before a capture)."""
-        self._records = [ksp.getPythonContext().records(1 + (self.correctors if ksp is self.pressure_ksp else 0))
-                         for ksp in (self.momentum_ksp, self.pressure_ksp) if ksp is not None]
-        sources = [*self._records, self._largest_value, self._change_value, *(out for _, out in self.watchers)]
+        records = [ksp.getPythonContext().records(count) for _, ksp, count in self._solves()]
+        sources = [*records, self._largest_value, self._change_value, *(out for _, out in self.watchers)]
         if self.readback is None or not self.readback.matches(sources):
             self.readback = StepReadback(self.xp, sources)
         self.readback.queue()
@@ -630,8 +634,7 @@ class FractionalStep:
         """max over cells of sum_f A_f |u_s,f| / (2 Omega_i): the CFL number is
         dt times this (computed by the step's graph where one made ``state``)."""
         with self.phases("CFL"):
-            if state.u_s is self._rate_queued_for:  # the step's graph computed and copied it
-                self._rate_queued_for = None
+            if self._made_by_graph(state):  # the step's graph computed and copied it
                 return self._max(self._copied(self._largest_value)[0])
             self._queue_rate(state.u_s)
             return self._max(to_host(self.xp, self._largest_value)[0])
@@ -660,7 +663,7 @@ class FractionalStep:
 
     def change_rate(self, state):
         """max |u^{n+1} - u^n| / dt, the distance from a steady state (the step's graph's where one made ``state``)."""
-        if state.u_s is self._watched_for:
+        if self._made_by_graph(state):
             return self._max(self._copied(self._change_value)[0]) / state.dt_old
         return self._largest(state.u.ravel(), state.u_old.ravel()) / state.dt_old
 
