@@ -131,17 +131,15 @@ class GraphCG(PythonKSP):
         longest = max(self.block, self.last_needed, _LOOP_ROWS if self.loop else 1)
         work = self._workspace(A, 1 << (longest - 1).bit_length())  # room to grow: a new one drops the graphs
         cg, n, xp = work.cg, work.n, self.xp
-        multiply = matrix_product(A, xp, work.vec)
-        precondition = preconditioner(ksp.getPC(), xp, work.vec, work.diagonal)
+        multiply, precondition = self._operators(ksp, work)
         comm = ksp.getComm().tompi4py()
         reduce = None if comm.Get_size() == 1 else _summed_over(comm, xp)
         capturable = (self.use_graphs and work.graphs is not None and reduce is None
                       and multiply.graph_key is not None and precondition.graph_key is not None)
         graph_key = (multiply.graph_key, precondition.graph_key) if capturable else None
         looping = capturable and self.loop and not self.block and conditional_loops() is None
-        # the device's convergence test: PETSc's norm column (the others PETSc refuses at set-up), tolerances
-        test = (_NORM_COLUMNS[ksp.getNormType()], rtol, atol, dtol) if looping else None
-        column = _NORM_COLUMNS[ksp.getNormType()]
+        column = _NORM_COLUMNS[ksp.getNormType()]  # PETSc refuses the others at set-up (KSPSetUpNorms)
+        test = (column, rtol, atol, dtol) if looping else None  # the device's convergence test
         nonzero = ksp.getInitialGuessNonzero()
         length = self._next_length(0, max_it, looping)
         guess = get_array(x, "r", n) if nonzero else None  # PETSc's copies happen here, not under a capture
@@ -229,8 +227,7 @@ class GraphCG(PythonKSP):
         ksp.setUp()  # the PC of changed operators (a new dt's momentum matrix) is set up before a capture
         work, xp = self._workspace(A, _LOOP_ROWS), self.xp
         cg = work.cg
-        multiply = matrix_product(A, xp, work.vec)
-        precondition = preconditioner(ksp.getPC(), xp, work.vec, work.diagonal)
+        multiply, precondition = self._operators(ksp, work)
         if xp is not numpy and xp.cuda.get_current_stream().is_capturing() and (
                 multiply.graph_key is None or precondition.graph_key is None):
             from gpu_mats.kernels.cuda_graphs import CaptureError
@@ -258,7 +255,7 @@ class GraphCG(PythonKSP):
         become the last solve's. Returns each solve's (iterations, reason);
         ITERATING where a loop stopped at its limit short of max_it (the
         solve is unfinished: its caller must solve again)."""
-        _, _, _, max_it = ksp.getTolerances()
+        _, atol, _, max_it = ksp.getTolerances()
         column = _NORM_COLUMNS[ksp.getNormType()]
         results = []
         for record in to_host(self.xp, self.records(count)) if copied is None else copied:
@@ -268,13 +265,18 @@ class GraphCG(PythonKSP):
                 ksp.logConvergenceHistory(rnorm)
                 ksp.monitor(its, rnorm)
             its = len(rows) - 1
-            reason = _verdict(rows[-1], norms[-1], s, ksp.getTolerances()[1], its >= max_it)
-            results.append((its, reason))
-            ksp.setIterationNumber(its)
-            ksp.setResidualNorm(norms[-1])
-            ksp.setConvergedReason(reason)
+            results.append((its, _verdict(rows[-1], norms[-1], s, atol, its >= max_it)))
+        ksp.setIterationNumber(results[-1][0])
+        ksp.setResidualNorm(norms[-1])
+        ksp.setConvergedReason(results[-1][1])
         self.last_iterations, self.blocks_run, self.runs = results[-1][0], 1, "a CUDA graph of the caller's"
         return results
+
+    def _operators(self, ksp, work):
+        """The KSP's matrix product and preconditioner on the workspace's arrays."""
+        A, _ = ksp.getOperators()
+        return (matrix_product(A, self.xp, work.vec),
+                preconditioner(ksp.getPC(), self.xp, work.vec, work.diagonal))
 
     def _next_length(self, its, max_it, looping):
         """The next loop's limit, or the next block's length (0 at max_it)."""
