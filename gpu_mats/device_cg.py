@@ -34,6 +34,7 @@ class DeviceCG:
         self.x, self.r, self.z, self.p, self.w = (xp.zeros(n) for _ in range(5))
         self.ones = xp.ones(n)
         self.sums, self.partials = xp.zeros(3), xp.zeros((3, self.k.partial_count(n)))
+        self.arrivals = xp.zeros(1, dtype=numpy.uint32)  # a step that sums its own dot products counts blocks here
         # the scalars, then the norms squared: row 0 the start's, row j iteration j's of a block or loop;
         # one array, so that they are read back in one copy
         self.store = xp.zeros(SLOTS + 3 * (capacity + 1))
@@ -111,14 +112,17 @@ class DeviceCG:
     def _iteration(self, multiply, precondition, reduce):
         k = self.k
         multiply(self.p, self.w)
-        k.alpha_step(self.s, self.sums, self._partials(reduce, self.p, self.w))
+        if reduce is not None:
+            self._dots(reduce, self.p, self.w)
+        k.alpha_step(self.s, self.sums, self._step_dots(reduce, self.p, self.w))
         k.update_iterate(self.s, self.x, self.r, self.p, self.w)
         self._new_residual(precondition, reduce)
 
     def _new_residual(self, precondition, reduce, start=False):
         precondition(self.r, self.z)
-        partials = self._partials(reduce, self.r, self.z, self.r, self.r, self.z, self.z)
-        self.k.beta_step(self.s, self.sums, self.history, start, partials)
+        if reduce is not None:
+            self._dots(reduce, self.r, self.z, self.r, self.r, self.z, self.z)
+        self.k.beta_step(self.s, self.sums, self.history, start, self._step_dots(reduce, self.r, self.z))
         self.k.update_direction(self.s, self.p, self.z)
 
     def _dots(self, reduce, *pairs):
@@ -128,14 +132,11 @@ class DeviceCG:
         if reduce is not None:
             reduce(self.sums)
 
-    def _partials(self, reduce, *pairs):
-        """For a step that sums the pairs' dot products in its own launch: on
-        one rank their partials; else None, with sums reduced over the ranks."""
-        if reduce is None:
-            self.k.partial_dots(self.partials, *pairs)
-            return self.partials
-        self._dots(reduce, *pairs)
-        return None
+    def _step_dots(self, reduce, x, y):
+        """What a step takes to compute its dot products of x and y in its own
+        launch (alpha_step, beta_step): on one rank; else None, the caller
+        having left them in sums, reduced over the ranks."""
+        return (self.partials, self.arrivals, x, y) if reduce is None else None
 
     def read(self):
         """(history rows 0 .. ROW, the flag) on the host, ROW the iterations of

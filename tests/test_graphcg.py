@@ -295,29 +295,41 @@ def test_cuda_steps_match_their_numpy_twins(rng):
 
 
 @pytest.mark.gpu
-def test_summed_steps_give_the_bits_of_a_sum_then_a_step(rng):
-    """alpha_step and beta_step given the partials sum them in their own launch: the same bits as sum_partials then
-    the step, on the GPU and on the host."""
+@pytest.mark.parametrize("n", [1, 1000, 300_001])
+def test_steps_with_their_dots_give_the_bits_of_dots_then_a_step(rng, n):
+    """alpha_step and beta_step that take their dot products (the last block
+    of the launch summing the partials) give the bits of partial_dots,
+    sum_partials and then the step, on the GPU and on the host, launch after
+    launch (the block count left at 0)."""
     if not gpu_usable():
         pytest.skip("no usable GPU")
     import cupy
 
     from gpu_mats.kernels import family
 
-    partials = rng.standard_normal((3, 37))
-    partials[:, 0] = abs(partials[:, 0]) + 40.0  # positive sums: no flag
+    p, w, r, z = (rng.standard_normal(n) for _ in range(4))
+    r = abs(r) + 0.5
+    z = abs(z) + 0.5  # r . z positive: no flag
     for xp in (cupy, numpy):
         k = family("pcg", xp)
+        p_, w_, r_, z_ = (xp.asarray(v) for v in (p, w, r, z))
+        partials, arrivals = xp.zeros((3, k.partial_count(n))), xp.zeros(1, dtype=numpy.uint32)
         runs = []
-        for fused in (False, True):
+        for fused in (False, True, True):
             s, sums, history = xp.asarray([2.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]), xp.zeros(3), xp.zeros((4, 3))
             if not fused:
-                k.sum_partials(sums, xp.asarray(partials))
-            k.alpha_step(s, sums, xp.asarray(partials) if fused else None)
-            k.beta_step(s, sums, history, False, xp.asarray(partials) if fused else None)
+                k.partial_dots(partials, p_, w_)
+                k.sum_partials(sums, partials)
+            k.alpha_step(s, sums, (partials, arrivals, p_, w_) if fused else None)
+            if not fused:
+                k.partial_dots(partials, r_, z_, r_, r_, z_, z_)
+                k.sum_partials(sums, partials)
+            k.beta_step(s, sums, history, False, (partials, arrivals, r_, z_) if fused else None)
             runs.append([numpy.asarray(a.get() if xp is cupy else a) for a in (s, sums, history)])
-        for separate, fused in zip(*runs):
-            assert numpy.array_equal(separate, fused)
+        assert int(arrivals[0]) == 0
+        for separate, fused, again in zip(*runs):
+            assert numpy.array_equal(separate, fused) and numpy.array_equal(fused, again)
+        numpy.testing.assert_allclose(runs[1][2][2], [r @ z, r @ r, z @ z], rtol=1e-12)
 
 
 @pytest.mark.gpu

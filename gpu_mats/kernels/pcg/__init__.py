@@ -30,19 +30,22 @@ def sum_partials(sums, partials):
     """sums (3,) = each row of partials summed, in a fixed order."""
 
 
-def alpha_step(s, sums, partials=None):
+def alpha_step(s, sums, dots=None):
     """alpha = rz / (p . A p), p . A p in sums[0]; alpha = 0 where rz is 0
     (converged), and 0 with FLAG INDEFINITE_OPERATOR where p . A p is not
-    positive. ``partials``: sums = sum_partials(partials) first, in the
-    same launch (one rank, where no reduction comes between)."""
+    positive. ``dots``, (partials, arrivals, p, w) with w = A p: sums[0] =
+    p . w first (partial_dots, sum_partials: the same bits), in the same
+    launch (one rank, where no reduction comes between; ``arrivals``, one
+    uint32 at 0, counts the blocks done and is left at 0)."""
 
 
-def beta_step(s, sums, history, start, partials=None):
+def beta_step(s, sums, history, start, dots=None):
     """From sums = (r . z, r . r, z . z) of the new residual: ROW = 0 at the
     start, else ROW + 1, and history[ROW] = sums; beta = (r . z) / rz (0 at
     the start, or where rz is 0) and rz = r . z; FLAG
     INDEFINITE_PRECONDITIONER where r . z is negative or not a number.
-    ``partials``: as alpha_step's."""
+    ``dots``, (partials, arrivals, r, z): sums = (r . z, r . r, z . z)
+    first, as alpha_step's."""
 
 
 def remove_mean(v, sums):

@@ -32,19 +32,21 @@ def sum_partials(sums, partials):
     _kernel("sum_partials")((1,), (SUM_BLOCK,), (numpy.int32(partials.shape[1]), partials, sums))
 
 
-def alpha_step(s, sums, partials=None):
-    if partials is None:
+def alpha_step(s, sums, dots=None):
+    if dots is None:
         _kernel("alpha_step")((1,), (1,), (s, sums))
-    else:
-        _kernel("summed_alpha_step")((1,), (SUM_BLOCK,), (numpy.int32(partials.shape[1]), partials, sums, s))
+        return
+    partials, arrivals, x, y = dots
+    _kernel("dots_alpha_step")((partials.shape[1],), (BLOCK,), (numpy.int64(x.size), x, y, partials, arrivals, sums, s))
 
 
-def beta_step(s, sums, history, start, partials=None):
-    if partials is None:
+def beta_step(s, sums, history, start, dots=None):
+    if dots is None:
         _kernel("beta_step")((1,), (1,), (s, sums, history, numpy.int32(bool(start))))
-    else:
-        _kernel("summed_beta_step")((1,), (SUM_BLOCK,), (numpy.int32(partials.shape[1]), partials, sums, s, history,
-                                                        numpy.int32(bool(start))))
+        return
+    partials, arrivals, r, z = dots
+    _kernel("dots_beta_step")((partials.shape[1],), (BLOCK,), (numpy.int64(r.size), r, z, partials, arrivals, sums, s,
+                                                              history, numpy.int32(bool(start))))
 
 
 def remove_mean(v, sums):

@@ -22,8 +22,10 @@ def sum_partials(sums, partials):
     sums[...] = partials.sum(axis=1)
 
 
-def alpha_step(s, sums, partials=None):
-    if partials is not None:
+def alpha_step(s, sums, dots=None):
+    if dots is not None:
+        partials, _, p, w = dots
+        partial_dots(partials, p, w)
         sum_partials(sums, partials)
     pap = sums[0]
     if s[RZ] == 0.0:
@@ -34,8 +36,10 @@ def alpha_step(s, sums, partials=None):
         s[ALPHA] = s[RZ] / pap
 
 
-def beta_step(s, sums, history, start, partials=None):
-    if partials is not None:
+def beta_step(s, sums, history, start, dots=None):
+    if dots is not None:
+        partials, _, r, z = dots
+        partial_dots(partials, r, z, r, r, z, z)
         sum_partials(sums, partials)
     rz = sums[0]
     s[ROW] = 0.0 if start else s[ROW] + 1.0

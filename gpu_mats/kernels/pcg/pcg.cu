@@ -1,7 +1,8 @@
 // Preconditioned CG with its scalars in device memory (see __init__.py).
-// s = {rz, alpha, beta, flag, row, go, target, divergence, reference}. Dot products: partial_dots leaves one sum per
-// block of a grid-stride loop, sum_partials adds them in one block; both in a
-// fixed order, so that every run gives the same bits.
+// s = {rz, alpha, beta, flag, row, go, target, divergence, reference}. Dot products: each block of a grid-stride
+// loop leaves one partial sum (partial_dots), and they are added in one block (sum_partials): both in a fixed
+// order, so that every run gives the same bits. On one rank dots_alpha_step and dots_beta_step do both and the
+// step in one launch: the last block to finish sums the partials, in the same order whichever block it is.
 
 #define BLOCK 256
 #define SUM_BLOCK 1024
@@ -23,9 +24,9 @@ __device__ void block_sum3(double (*cache)[BLOCK], double a0, double a1, double 
     }
 }
 
-extern "C" __global__ void partial_dots(long long n, int pairs, const double* x0, const double* y0,
-                                        const double* x1, const double* y1, const double* x2, const double* y2,
-                                        double* partials)
+// Each block's partial sums of x_k . y_k (k < pairs) into partials[k * gridDim.x + block]
+__device__ void block_partials(long long n, int pairs, const double* x0, const double* y0, const double* x1,
+                               const double* y1, const double* x2, const double* y2, double* partials)
 {
     __shared__ double cache[3][BLOCK];
     double a0 = 0.0, a1 = 0.0, a2 = 0.0;
@@ -43,19 +44,41 @@ extern "C" __global__ void partial_dots(long long n, int pairs, const double* x0
     }
 }
 
-// sums = each row of partials summed, by one block of SUM_BLOCK threads in a fixed order
+extern "C" __global__ void partial_dots(long long n, int pairs, const double* x0, const double* y0,
+                                        const double* x1, const double* y1, const double* x2, const double* y2,
+                                        double* partials)
+{
+    block_partials(n, pairs, x0, y0, x1, y1, x2, y2, partials);
+}
+
+// Whether this block is the grid's last to have written its partials (``arrivals`` counts them; the last sets it
+// back to 0 for the next launch), after which every block's partials are visible to it.
+__device__ bool last_block(unsigned int* arrivals)
+{
+    __shared__ bool last;
+    __threadfence();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(arrivals, 1u) == gridDim.x - 1;
+        if (last) *arrivals = 0u;
+    }
+    __syncthreads();
+    return last;
+}
+
+// sums = each row of partials summed by one block in a fixed order: a tree over SUM_BLOCK slots, whatever the
+// block's size (each thread takes the slots blockDim.x apart), so that every launch adds the same pairs
 __device__ void sum_rows(int count, const double* partials, double* sums)
 {
     __shared__ double cache[3][SUM_BLOCK];
-    const int t = threadIdx.x;
-    for (int k = 0; k < 3; ++k) cache[k][t] = t < count ? partials[k * count + t] : 0.0;
+    for (int j = threadIdx.x; j < SUM_BLOCK; j += blockDim.x)
+        for (int k = 0; k < 3; ++k) cache[k][j] = j < count ? __ldcg(partials + k * count + j) : 0.0;
     __syncthreads();
     for (int half = SUM_BLOCK / 2; half > 0; half >>= 1) {
-        if (t < half)
-            for (int k = 0; k < 3; ++k) cache[k][t] += cache[k][t + half];
+        for (int j = threadIdx.x; j < half; j += blockDim.x)
+            for (int k = 0; k < 3; ++k) cache[k][j] += cache[k][j + half];
         __syncthreads();
     }
-    if (t < 3) sums[t] = cache[t][0];
+    if (threadIdx.x < 3) sums[threadIdx.x] = cache[threadIdx.x][0];
     __syncthreads();
 }
 
@@ -100,17 +123,23 @@ extern "C" __global__ void beta_step(double* s, const double* sums, double* hist
     beta(s, sums, history, start);
 }
 
-// The sums of the partials and the step from them in one launch (one rank: no reduction between them).
-extern "C" __global__ void summed_alpha_step(int count, const double* partials, double* sums, double* s)
+// x . y and the alpha step from it, in one launch of partial_count(n) blocks of BLOCK threads
+extern "C" __global__ void dots_alpha_step(long long n, const double* x, const double* y, double* partials,
+                                           unsigned int* arrivals, double* sums, double* s)
 {
-    sum_rows(count, partials, sums);
+    block_partials(n, 1, x, y, nullptr, nullptr, nullptr, nullptr, partials);
+    if (!last_block(arrivals)) return;
+    sum_rows(gridDim.x, partials, sums);
     if (threadIdx.x == 0) alpha(s, sums);
 }
 
-extern "C" __global__ void summed_beta_step(int count, const double* partials, double* sums, double* s,
-                                            double* history, int start)
+// r . z, r . r and z . z and the beta step from them, in one launch of partial_count(n) blocks of BLOCK threads
+extern "C" __global__ void dots_beta_step(long long n, const double* r, const double* z, double* partials,
+                                          unsigned int* arrivals, double* sums, double* s, double* history, int start)
 {
-    sum_rows(count, partials, sums);
+    block_partials(n, 3, r, z, r, r, z, z, partials);
+    if (!last_block(arrivals)) return;
+    sum_rows(gridDim.x, partials, sums);
     if (threadIdx.x == 0) beta(s, sums, history, start);
 }
 
