@@ -326,6 +326,9 @@ class _EagerGraphs:
 
     refused = None
 
+    def captured(self, key, arrangement):
+        return False
+
     def run(self, key, arrangement, fn):
         fn()
 

@@ -611,6 +611,31 @@ def test_a_captured_step_gives_the_bits_of_its_queued_launch():
     assert stepper.step_graphs.replays == 3 and stepper.step_graphs.refused is None
 
 
+def test_steps_launched_ahead_give_the_bits_of_steps_waited_for():
+    """The same run twice: its captured steps launched ahead of the host
+    (each queued while the host works on the step before), and each waited
+    for before the next is launched: the same fields, iterations and
+    lid force, bit for bit."""
+    import cupy
+
+    from plugin.flow.forces import GroupForce
+
+    runs = []
+    for ahead in (True, False):
+        solver, state, _ = _cavity_steps("cupy", "implicit", flow_max_steps=40)  # 6 arrangements captured in 12
+        stepper, forces = solver.stepper, []
+        if not ahead:
+            stepper.launch_ahead = lambda state, dt: None
+        lid = GroupForce(solver, "ymax")
+        state = solver.run(state, lambda s: forces.append(lid(s)))
+        runs.append((state, solver.pressure_iterations, numpy.array(forces), stepper.steps_ahead))
+    (ahead, its, forces, taken), (waited, its_waited, forces_waited, none) = runs
+    assert taken >= 20 and none == 0
+    assert its == its_waited and numpy.array_equal(forces, forces_waited)
+    for name in ("u", "u_s", "p"):
+        assert cupy.array_equal(getattr(ahead, name), getattr(waited, name)), name
+
+
 def test_the_functional_kernel_matches_its_twin(rng):
     """Rows of weighted sums over four arrays (a force, probe pressures), an empty row among them."""
     import cupy

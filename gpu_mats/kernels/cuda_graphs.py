@@ -148,6 +148,10 @@ class KeyedGraphs:
         self._key, self._graphs, self._warm, self.replays = None, {}, set(), 0
         self.refused = None  # why a capture failed: the work runs uncaptured from then on
 
+    def captured(self, key, arrangement):
+        """Whether run(key, arrangement, ...) would replay a captured graph."""
+        return self.refused is None and same_key(key, self._key) and arrangement in self._graphs
+
     def run(self, key, arrangement, fn):
         if self.refused is not None:
             fn()

@@ -270,7 +270,12 @@ class FractionalStep:
         self.watchers = []  # see watch()
         self._graph_made = None  # the face velocities of the state the last step's graph made (its values copied)
         self._change_value = xp.zeros(1)  # max |u^{n+1} - u^n| of a step's graph
-        self.readback = None  # a StepReadback, made by the first step queued for a graph
+        # StepReadbacks by the face buffer a step writes, made by the first step queued for a graph: one step
+        # and the next copy into different host memory, so that the host reads a step's values while the next
+        # step, launched ahead, runs
+        self.readbacks = {}
+        self._ahead = None  # (state, dt, key) of a step launched ahead (launch_ahead), not waited for yet
+        self.steps_ahead = 0  # steps taken as launched ahead
 
     def _capturable(self):
         """Whether the explicit part can be captured: on the GPU, every product
@@ -310,10 +315,11 @@ class FractionalStep:
         return state.u_s is self._graph_made
 
     def _copied(self, array):
-        """The host copy of one of the readback's arrays (the same memory: a view made again is found too)."""
-        where = address(array)
-        return self.readback.host[next(k for k, a in enumerate(self.readback.sources)
-                                       if address(a) == where and a.shape == array.shape)]
+        """The host copy of one of the arrays the last step's graph read back (the same memory: a view made
+        again is found too)."""
+        readback, where = self.readbacks[address(self._graph_made)], address(array)
+        return readback.host[next(k for k, a in enumerate(readback.sources)
+                                  if address(a) == where and a.shape == array.shape)]
 
     def initial_state(self, u=None):
         """u (a (dim, n) host or device array, default at rest) with its face velocities Gamma u."""
@@ -332,10 +338,44 @@ class FractionalStep:
         """The state one step of size dt later (new arrays; ``state`` stays valid)."""
         self._graph_made = None
         if self.step_graphs is not None and self.step_graphs.refused is None:
-            new = self._advance_as_graph(state, dt)
+            ahead, self._ahead = self._ahead, None
+            if ahead is not None and self._same_step(ahead, state, dt):
+                self.steps_ahead += 1
+            else:
+                self._drop(ahead)
+                self._launch_graph(state, dt)
+            new = self._graph_step(state, dt)
             if new is not None:
                 return new
         return self._advance(state, dt)
+
+    def launch_ahead(self, state, dt):
+        """Queue the step from ``state`` with ``dt`` without waiting for it,
+        where its graph is captured, so that the host's work on ``state``
+        (its forces and output, the next dt's choice) runs while the device
+        steps: advance(state, dt) then takes that step; a step of another
+        state or dt waits for it first and drops it, as drop_ahead() does. The
+        step writes only buffers ``state`` does not hold, and the host's reads
+        of the device queue behind it."""
+        self.drop_ahead()
+        if self.step_graphs is None or not self.step_graphs.captured(*self._graph_key(state, dt)):
+            return
+        self._launch_graph(state, dt)
+        self._ahead = (state, dt, self._graph_key(state, dt))
+
+    def drop_ahead(self):
+        """Wait for a step launched ahead and forget it: before a change of what
+        its graph reads (the momentum matrix's dt) or of the state it started from."""
+        ahead, self._ahead = self._ahead, None
+        self._drop(ahead)
+
+    def _drop(self, ahead):
+        if ahead is not None:
+            self.readbacks[address(self._targets(ahead[0])[1])].wait()
+
+    def _same_step(self, ahead, state, dt):
+        started, step_dt, key = ahead
+        return started is state and step_dt == dt and self._graph_key(state, dt) == key
 
     def _solves(self):
         """(name, KSP, solves a step queues into it): the momentum's one, the pressure's and its correctors'."""
@@ -347,27 +387,38 @@ class FractionalStep:
         return (self._free(self._velocity, state.u, state.u_old), self._free(self._faces, state.u_s),
                 self._free(self._pressure, state.p, state.p_old))
 
-    def _advance_as_graph(self, state, dt):
-        """advance() as one CUDA graph per arrangement of the buffers (all
-        dropped when dt or r changes): its solves queued into it (graphcg's
+    def _graph_key(self, state, dt):
+        """(key, arrangement) of the step's graph from ``state``: dt, r and the
+        KSPs' workspaces (a solve taken again as launched may have made new
+        ones); the buffers, the extrapolation and the watchers."""
+        r = dt / (state.dt_old or dt)
+        key = (dt, r, *(ksp.getPythonContext().generation for _, ksp, _ in self._solves()))
+        arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, state.p, state.p_old))
+        return key, (*arrangement, state.step >= 2, len(self.watchers))
+
+    def _launch_graph(self, state, dt):
+        """advance()'s work as one CUDA graph per arrangement of the buffers (all
+        dropped when the key changes): its solves queued into it (graphcg's
         loops the device ends), the new state's convective rate, change and
         watched values computed in it, and everything the host reads copied
-        at its end (StepReadback), so that the host waits once and judges the
-        solves from their records. None where a solve ran out of its loop
-        short of max_it: the step is then taken again as launched."""
-        r = dt / (state.dt_old or dt)
-        solves = self._solves()
-        # the KSPs' workspaces too: a solve taken again as launched may have made new ones
-        key = (dt, r, *(ksp.getPythonContext().generation for _, ksp, _ in solves))
-        arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, state.p, state.p_old))
+        at its end (StepReadback); not waited for."""
         with self.phases("Step"):
-            self.step_graphs.run(key, (*arrangement, state.step >= 2, len(self.watchers)),
-                                 lambda: self._advance(state, dt, queued=True))
+            self.step_graphs.run(*self._graph_key(state, dt), lambda: self._advance(state, dt, queued=True))
+
+    def _graph_step(self, state, dt):
+        """The new state of the step _launch_graph launched, once the host has
+        waited for it and judged its solves from their records; None where a
+        solve ran out of its loop short of max_it: the step is then taken
+        again as launched."""
+        u_p, u_s, p = self._targets(state)
+        readback = self.readbacks[address(u_s)]
         start = time.perf_counter()
-        self.readback.wait()
+        readback.wait()
         self.phases.waited += time.perf_counter() - start
         self.phases.waits += 1
-        results = {name: ksp.getPythonContext().settle(ksp, count, self._copied(ksp.getPythonContext().records(count)))
+        copies = dict(zip(map(address, readback.sources), readback.host))
+        solves = self._solves()
+        results = {name: ksp.getPythonContext().settle(ksp, count, copies[address(ksp.getPythonContext().records(count))])
                    for name, ksp, count in solves}
         if any(reason == PETSc.KSP.ConvergedReason.ITERATING for runs in results.values() for _, reason in runs):
             return None
@@ -375,7 +426,6 @@ class FractionalStep:
             _check(ksp, name)
         self.momentum_iterations = sum(its for its, _ in results.get("momentum", ()))
         self.pressure_iterations = sum(its for its, _ in results["pressure"])
-        u_p, u_s, p = self._targets(state)
         self._graph_made = u_s
         return FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
 
@@ -421,17 +471,19 @@ class FractionalStep:
             k.max_abs(self._change_value, u_p.ravel(), state.u.ravel(), self._largest_scratch)
             for queue, _ in self.watchers:
                 queue(new)
-            self._queue_readback()
+            self._queue_readback(u_s)
         return new
 
-    def _queue_readback(self):
-        """The copies of the step's values to the host, into its graph (a new
-        StepReadback where the arrays are new: only on a run before a capture)."""
+    def _queue_readback(self, u_s):
+        """The copies of the step's values to the host, into its graph, in the
+        readback of the face buffer ``u_s`` it writes (a new StepReadback
+        where the arrays are new: only on a run before a capture)."""
         records = [ksp.getPythonContext().records(count) for _, ksp, count in self._solves()]
         sources = [*records, self._largest_value, self._change_value, *(out for _, out in self.watchers)]
-        if self.readback is None or not self.readback.matches(sources):
-            self.readback = StepReadback(self.xp, sources)
-        self.readback.queue()
+        readback = self.readbacks.get(address(u_s))
+        if readback is None or not readback.matches(sources):
+            readback = self.readbacks[address(u_s)] = StepReadback(self.xp, sources)
+        readback.queue()
 
     def _explicit(self, state, dt, r, target, implicit):
         """target = u^n + dt Omega^-1 (s - C(u_s) u* - K v - S v - N u*): the explicit part of the step."""

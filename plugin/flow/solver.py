@@ -324,6 +324,15 @@ class FlowSolver:
     # --- time steps --------------------------------------------------------------
 
     def _time_step(self, state, rate):
+        """The next step's size (_step_size), the momentum matrix's dt set to it."""
+        dt = self._step_size(state, rate)
+        if self.momentum_ksp is not None and dt != self._momentum_dt:
+            self.stepper.drop_ahead()  # a step launched ahead reads the matrix
+            self.matrices.set_momentum_dt(dt)  # the KSP sees the new values and sets its PC up again
+            self._momentum_dt = dt
+        return dt
+
+    def _step_size(self, state, rate):
         """The CFL (and explicit diffusion) limit, grown smoothly; with
         implicit diffusion held while the momentum matrix's dt is within the
         band below the limit; shortened to end on t_end without a sliver."""
@@ -346,9 +355,6 @@ class FlowSolver:
         remaining = self.t_end - state.t
         if remaining < 2 * dt:
             dt = remaining if remaining <= dt * (1 + 1e-12) else remaining / 2
-        if self.momentum_ksp is not None and dt != self._momentum_dt:
-            self.matrices.set_momentum_dt(dt)  # the KSP sees the new values and sets its PC up again
-            self._momentum_dt = dt
         return dt
 
     def run(self, state, observe=None):
@@ -358,7 +364,11 @@ class FlowSolver:
         rate = self.stepper.convective_rate(state)
         report = _Progress(self, state)
         first_dt = None
-        while state.step - steps0 < self.max_steps and state.t < self.t_end * (1 - 1e-12):
+
+        def going_on(state):
+            return state.step - steps0 < self.max_steps and state.t < self.t_end * (1 - 1e-12)
+
+        while going_on(state):
             dt = self._time_step(state, rate)
             first_dt = first_dt or dt
             if dt < _COLLAPSE * first_dt and state.t + dt < self.t_end * (1 - 1e-12):  # not the last, cut short
@@ -375,6 +385,8 @@ class FlowSolver:
             if not math.isfinite(cfl) or cfl > self.cfl_max:
                 self._blow_up(state, dt, f"the CFL number reached {cfl:.4g} (limit -flow_cfl_max {self.cfl_max:g})")
             state = new
+            if going_on(state):  # the device takes the next step while the host works on this one
+                self.stepper.launch_ahead(state, self._step_size(state, rate))
             self.steps_run += 1
             self.pressure_iterations += self.stepper.pressure_iterations
             if self.monitor:
@@ -388,6 +400,7 @@ class FlowSolver:
                 PETSc.Sys.Print(f"flow: steady at step {state.step}, t = {state.t:.6g}: max |du/dt| below "
                                 f"{self.steady_tol:g}", comm=self.comm)
                 break
+        self.stepper.drop_ahead()
         if self.checkpoint_every and state.step % self.checkpoint_every:
             self.save(state)  # the run's end, to go on from with -flow_restart
         self.run_seconds += time.perf_counter() - start
@@ -439,7 +452,7 @@ class FlowSolver:
         # where every step was one graph and one wait: the rest of the wall time is the host's (Python, driver)
         host = per_step - timer.waited / steps if self.steps_run and timer.waits == self.steps_run else None
         return {"cells": cells, "steps": self.steps_run, "seconds_per_step": per_step, "phases": phases,
-                "host_seconds_per_step": host,
+                "host_seconds_per_step": host, "steps_launched_ahead": self.stepper.steps_ahead,
                 "pressure_iterations_per_step": self.pressure_iterations / steps,
                 "million_cell_steps_per_second": cells / per_step / 1e6 if self.steps_run else 0.0}
 
