@@ -622,7 +622,8 @@ def test_steps_launched_ahead_give_the_bits_of_steps_waited_for():
 
     runs = []
     for ahead in (True, False):
-        solver, state, _ = _cavity_steps("cupy", "implicit", flow_max_steps=40)  # 6 arrangements captured in 12
+        # a fixed dt (one graph key); the 6 arrangements of the buffers captured in the first 12 steps
+        solver, state, _ = _cavity_steps("cupy", "implicit", flow_max_steps=40, flow_dt=0.01)
         stepper, forces = solver.stepper, []
         if not ahead:
             stepper.launch_ahead = lambda state, dt: None

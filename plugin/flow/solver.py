@@ -436,6 +436,7 @@ class FlowSolver:
 
     def reset_timing(self):
         self.stepper.phases.reset()
+        self.stepper.steps_ahead = 0
         self.steps_run, self.pressure_iterations, self.run_seconds = 0, 0, 0.0
 
     def timing(self):
@@ -461,9 +462,10 @@ class FlowSolver:
         phases = ", ".join(f"{name.lower()} {1e3 * s:.2f}" for name, s in t["phases"].items() if s)
         if t["host_seconds_per_step"] is not None:
             phases += f"; the host's own {1e3 * t['host_seconds_per_step']:.2f}"
+        ahead = f", {t['steps_launched_ahead']} steps launched ahead" if t["steps_launched_ahead"] else ""
         PETSc.Sys.Print(f"flow: {t['steps']} steps of {t['cells']} cells: {1e3 * t['seconds_per_step']:.2f} ms per step "
                         f"({phases} ms), {t['pressure_iterations_per_step']:.1f} pressure iterations per step, "
-                        f"{t['million_cell_steps_per_second']:.1f} million cell-steps per second", comm=self.comm)
+                        f"{t['million_cell_steps_per_second']:.1f} million cell-steps per second{ahead}", comm=self.comm)
 
     def destroy(self):
         for ksp in (self.pressure_ksp, self.momentum_ksp):
