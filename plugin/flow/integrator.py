@@ -61,6 +61,7 @@ Everything is SpMV and vector updates on the arrays of the matrices' backend
 from what a KSP does inside its solve.
 """
 
+import collections
 import contextlib
 import functools
 import time
@@ -95,53 +96,57 @@ class FlowState:
 class PhaseTimer:
     """A PETSc log event per phase of a step (``-log_view``: the host's time
     in it), and the time of each phase summed over steps: on the GPU between
-    two CUDA events around the phase's work, read back a step later, so that
-    timing a phase never makes the host wait for the device (a synchronize
-    per phase would cost each step five waits); on the host its wall time."""
+    two CUDA events around the phase's work, read once the device has passed
+    them, so that timing a phase never makes the host wait for the device (a
+    synchronize per phase would cost each step five waits, and a step
+    launched ahead would wait for itself); on the host its wall time."""
 
     PHASES = ("Explicit", "Momentum", "Pressure", "Correct", "CFL", "Step")  # Step: a whole step's graph
 
     def __init__(self, xp):
         self.events = {name: PETSc.Log.Event(f"Flow{name}") for name in self.PHASES}
         self.xp = xp
-        # per phase its last (start, end) CUDA events, not yet read
-        self._marks = {} if xp is numpy else {name: [xp.cuda.Event(), xp.cuda.Event(), False] for name in self.PHASES}
+        self._pending = {name: collections.deque() for name in self.PHASES}  # (start, end) CUDA events not read
+        self._spare = []  # event pairs read, to record again
         self.reset()
 
     def reset(self):
         self.seconds = dict.fromkeys(self.PHASES, 0.0)
         self.waited, self.waits = 0.0, 0  # the host's seconds blocked on a step's graph, and how many steps
-        for mark in self._marks.values():
-            mark[2] = False
+        for pending in self._pending.values():
+            self._spare.extend(pending)
+            pending.clear()
 
     def settle(self):
         """Add the phases whose events are recorded but not read yet (waiting for them)."""
-        for name, mark in self._marks.items():
-            self._read(name, mark)
+        for name in self.PHASES:
+            self._read(name, wait=True)
 
-    def _read(self, name, mark):
-        start, end, pending = mark
-        if pending:
+    def _read(self, name, wait=False):
+        pending = self._pending[name]
+        while pending and (wait or pending[0][1].done):
+            start, end = pending.popleft()
             end.synchronize()
             self.seconds[name] += self.xp.cuda.get_elapsed_time(start, end) / 1e3
-            mark[2] = False
+            self._spare.append((start, end))
 
     @contextlib.contextmanager
     def __call__(self, name):
         self.events[name].begin()
-        mark = self._marks.get(name)
-        if mark is not None:
-            self._read(name, mark)  # the step before's: done by now (each step ends reading its CFL number)
-            mark[0].record()
+        marks = None
+        if self.xp is not numpy:
+            self._read(name)
+            marks = self._spare.pop() if self._spare else (self.xp.cuda.Event(), self.xp.cuda.Event())
+            marks[0].record()
         start = time.perf_counter()
         try:
             yield
         finally:
-            if mark is None:
+            if marks is None:
                 self.seconds[name] += time.perf_counter() - start
             else:
-                mark[1].record()
-                mark[2] = True
+                marks[1].record()
+                self._pending[name].append(marks)
             self.events[name].end()
 
 
@@ -237,9 +242,6 @@ class FractionalStep:
         self.comm = m.comm.tompi4py()
         dim, n, faces = ops.dim, ops.geometry.num_cells, ops.num_faces
         self.shape = (dim, n)
-        self._velocity = [xp.zeros(self.shape) for _ in range(3)]
-        self._faces = [xp.zeros(faces) for _ in range(2)]
-        self._pressure = [xp.zeros(n) for _ in range(3)]
         self.u_star, self.rate, self.u_hat = (xp.empty(self.shape) for _ in range(3))
         self.gradient, self.w = xp.empty(self.shape), xp.empty(faces)
         self.cell_scratch, self.face_scratch, self.q_guess = xp.empty(n), xp.empty(faces), xp.empty(n)
@@ -267,6 +269,12 @@ class FractionalStep:
         # the whole step as CUDA graphs, where its solves can be queued into them (graphcg); else why not
         self.step_refusal = self._step_refusal() if self.explicit_graphs is not None else None
         self.step_graphs = keyed_graphs() if self.explicit_graphs is not None and self.step_refusal is None else None
+        # the time levels' buffers, taken in turn: a step writes the oldest, which neither its state nor, where a
+        # step is launched ahead of the host (step graphs), the state before holds
+        depth = 1 if self.step_graphs is None else 2
+        self._velocity = [xp.zeros(self.shape) for _ in range(2 + depth)]
+        self._faces = [xp.zeros(faces) for _ in range(1 + depth)]
+        self._pressure = [xp.zeros(n) for _ in range(2 + depth)]
         self.watchers = []  # see watch()
         self._graph_made = None  # the face velocities of the state the last step's graph made (its values copied)
         self._change_value = xp.zeros(1)  # max |u^{n+1} - u^n| of a step's graph
@@ -274,7 +282,7 @@ class FractionalStep:
         # and the next copy into different host memory, so that the host reads a step's values while the next
         # step, launched ahead, runs
         self.readbacks = {}
-        self._ahead = None  # (state, dt, key) of a step launched ahead (launch_ahead), not waited for yet
+        self._ahead = None  # (state, dt, key) of a step launched ahead (advance's ``more``), not waited for yet
         self.steps_ahead = 0  # steps taken as launched ahead
 
     def _capturable(self):
@@ -323,7 +331,8 @@ class FractionalStep:
 
     def initial_state(self, u=None):
         """u (a (dim, n) host or device array, default at rest) with its face velocities Gamma u."""
-        state = FlowState(self._velocity[0], self._velocity[1], self._faces[0], self._pressure[0], self._pressure[1],
+        # the old levels the last buffers, so that the steps take the pools in turn from the first
+        state = FlowState(self._velocity[0], self._velocity[-1], self._faces[0], self._pressure[0], self._pressure[-1],
                           0.0, 0, 0.0)
         if u is not None:
             state.u[...] = self.xp.asarray(u)
@@ -331,51 +340,72 @@ class FractionalStep:
         self.matrices.Gamma(state.u.ravel(), state.u_s)
         return state
 
-    def _free(self, pool, *used):
-        return next(b for b in pool if all(b is not u for u in used))
+    @staticmethod
+    def _next(pool, current, *used):
+        """The buffer after ``current`` in the pool's turn that holds none of ``used``."""
+        after = next((k + 1 for k, b in enumerate(pool) if b is current), 0)
+        return next(b for b in pool[after:] + pool[:after] if all(b is not u for u in used))
 
-    def advance(self, state, dt):
-        """The state one step of size dt later (new arrays; ``state`` stays valid)."""
+    def advance(self, state, dt, more=False):
+        """The state one step of size dt later (new arrays; ``state`` stays
+        valid). ``more``: another step follows, which, where the steps are
+        captured, the device takes next with the same dt while the host works
+        on this one; advance(new state, dt) then takes that step, and a step of
+        another dt first waits for it and drops it (drop_ahead). A step
+        launched ahead writes only buffers that neither its state nor the state
+        before holds, and the host's reads of the device queue behind it."""
         self._graph_made = None
         if self.step_graphs is not None and self.step_graphs.refused is None:
-            ahead, self._ahead = self._ahead, None
-            if ahead is not None and self._same_step(ahead, state, dt):
-                self.steps_ahead += 1
-            else:
-                self._drop(ahead)
-                self._launch_graph(state, dt)
-            new = self._graph_step(state, dt)
+            new = self._graph_step(state, dt, more)
             if new is not None:
                 return new
         return self._advance(state, dt)
 
-    def launch_ahead(self, state, dt):
-        """Queue the step from ``state`` with ``dt`` without waiting for it,
-        where its graph is captured, so that the host's work on ``state``
-        (its forces and output, the next dt's choice) runs while the device
-        steps: advance(state, dt) then takes that step; a step of another
-        state or dt waits for it first and drops it, as drop_ahead() does. The
-        step writes only buffers ``state`` does not hold, and the host's reads
-        of the device queue behind it."""
-        self.drop_ahead()
-        if self.step_graphs is None or not self.step_graphs.captured(*self._graph_key(state, dt)):
-            return
-        self._launch_graph(state, dt)
-        self._ahead = (state, dt, self._graph_key(state, dt))
-
     def drop_ahead(self):
         """Wait for a step launched ahead and forget it: before a change of what
-        its graph reads (the momentum matrix's dt) or of the state it started from."""
+        its graph reads (the momentum matrix's dt)."""
         ahead, self._ahead = self._ahead, None
-        self._drop(ahead)
+        self._wait_for(ahead)
 
-    def _drop(self, ahead):
+    def _wait_for(self, ahead):
         if ahead is not None:
             self.readbacks[address(self._targets(ahead[0])[1])].wait()
 
-    def _same_step(self, ahead, state, dt):
-        started, step_dt, key = ahead
-        return started is state and step_dt == dt and self._graph_key(state, dt) == key
+    def _graph_step(self, state, dt, more):
+        """The step as its CUDA graph (launched now, or ahead and taken now),
+        the next launched ahead where ``more``; its state once the host has
+        waited for it and judged its solves from their records; None where a
+        solve ran out of its loop short of max_it: the step is then taken
+        again as launched."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] is state and ahead[1:] == (dt, self._graph_key(state, dt)):
+            self.steps_ahead += 1
+        else:
+            self._wait_for(ahead)
+            self._launch_graph(state, dt)
+        u_p, u_s, p = self._targets(state)
+        new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
+        if more and self.step_graphs.captured(*self._graph_key(new, dt)):
+            self._launch_graph(new, dt)
+            self._ahead = (new, dt, self._graph_key(new, dt))
+        readback = self.readbacks[address(u_s)]
+        start = time.perf_counter()
+        readback.wait()
+        self.phases.waited += time.perf_counter() - start
+        self.phases.waits += 1
+        copies = dict(zip(map(address, readback.sources), readback.host))
+        solves = self._solves()
+        results = {name: ksp.getPythonContext().settle(ksp, count, copies[address(ksp.getPythonContext().records(count))])
+                   for name, ksp, count in solves}
+        if any(reason == PETSc.KSP.ConvergedReason.ITERATING for runs in results.values() for _, reason in runs):
+            self.drop_ahead()
+            return None
+        for name, ksp, _ in solves:
+            _check(ksp, name)
+        self.momentum_iterations = sum(its for its, _ in results.get("momentum", ()))
+        self.pressure_iterations = sum(its for its, _ in results["pressure"])
+        self._graph_made = u_s
+        return new
 
     def _solves(self):
         """(name, KSP, solves a step queues into it): the momentum's one, the pressure's and its correctors'."""
@@ -384,8 +414,8 @@ class FractionalStep:
 
     def _targets(self, state):
         """The buffers a step from ``state`` writes: u^{n+1}, u_s^{n+1}, p^{n+1}."""
-        return (self._free(self._velocity, state.u, state.u_old), self._free(self._faces, state.u_s),
-                self._free(self._pressure, state.p, state.p_old))
+        return (self._next(self._velocity, state.u, state.u, state.u_old), self._next(self._faces, state.u_s, state.u_s),
+                self._next(self._pressure, state.p, state.p, state.p_old))
 
     def _graph_key(self, state, dt):
         """(key, arrangement) of the step's graph from ``state``: dt, r and the
@@ -397,37 +427,13 @@ class FractionalStep:
         return key, (*arrangement, state.step >= 2, len(self.watchers))
 
     def _launch_graph(self, state, dt):
-        """advance()'s work as one CUDA graph per arrangement of the buffers (all
-        dropped when the key changes): its solves queued into it (graphcg's
-        loops the device ends), the new state's convective rate, change and
-        watched values computed in it, and everything the host reads copied
-        at its end (StepReadback); not waited for."""
+        """The step from ``state`` as one CUDA graph per arrangement of the
+        buffers (all dropped when the key changes): its solves queued into it
+        (graphcg's loops the device ends), the new state's convective rate,
+        change and watched values computed in it, and everything the host
+        reads copied at its end (StepReadback); not waited for."""
         with self.phases("Step"):
             self.step_graphs.run(*self._graph_key(state, dt), lambda: self._advance(state, dt, queued=True))
-
-    def _graph_step(self, state, dt):
-        """The new state of the step _launch_graph launched, once the host has
-        waited for it and judged its solves from their records; None where a
-        solve ran out of its loop short of max_it: the step is then taken
-        again as launched."""
-        u_p, u_s, p = self._targets(state)
-        readback = self.readbacks[address(u_s)]
-        start = time.perf_counter()
-        readback.wait()
-        self.phases.waited += time.perf_counter() - start
-        self.phases.waits += 1
-        copies = dict(zip(map(address, readback.sources), readback.host))
-        solves = self._solves()
-        results = {name: ksp.getPythonContext().settle(ksp, count, copies[address(ksp.getPythonContext().records(count))])
-                   for name, ksp, count in solves}
-        if any(reason == PETSc.KSP.ConvergedReason.ITERATING for runs in results.values() for _, reason in runs):
-            return None
-        for name, ksp, _ in solves:
-            _check(ksp, name)
-        self.momentum_iterations = sum(its for its, _ in results.get("momentum", ()))
-        self.pressure_iterations = sum(its for its, _ in results["pressure"])
-        self._graph_made = u_s
-        return FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
 
     def _advance(self, state, dt, queued=False):
         """The step; ``queued``: its solves queued (graphcg.queue) for a CUDA

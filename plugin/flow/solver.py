@@ -324,15 +324,6 @@ class FlowSolver:
     # --- time steps --------------------------------------------------------------
 
     def _time_step(self, state, rate):
-        """The next step's size (_step_size), the momentum matrix's dt set to it."""
-        dt = self._step_size(state, rate)
-        if self.momentum_ksp is not None and dt != self._momentum_dt:
-            self.stepper.drop_ahead()  # a step launched ahead reads the matrix
-            self.matrices.set_momentum_dt(dt)  # the KSP sees the new values and sets its PC up again
-            self._momentum_dt = dt
-        return dt
-
-    def _step_size(self, state, rate):
         """The CFL (and explicit diffusion) limit, grown smoothly; with
         implicit diffusion held while the momentum matrix's dt is within the
         band below the limit; shortened to end on t_end without a sliver."""
@@ -355,6 +346,10 @@ class FlowSolver:
         remaining = self.t_end - state.t
         if remaining < 2 * dt:
             dt = remaining if remaining <= dt * (1 + 1e-12) else remaining / 2
+        if self.momentum_ksp is not None and dt != self._momentum_dt:
+            self.stepper.drop_ahead()  # a step launched ahead reads the matrix
+            self.matrices.set_momentum_dt(dt)  # the KSP sees the new values and sets its PC up again
+            self._momentum_dt = dt
         return dt
 
     def run(self, state, observe=None):
@@ -365,10 +360,10 @@ class FlowSolver:
         report = _Progress(self, state)
         first_dt = None
 
-        def going_on(state):
-            return state.step - steps0 < self.max_steps and state.t < self.t_end * (1 - 1e-12)
+        def going_on(step, t):
+            return step - steps0 < self.max_steps and t < self.t_end * (1 - 1e-12)
 
-        while going_on(state):
+        while going_on(state.step, state.t):
             dt = self._time_step(state, rate)
             first_dt = first_dt or dt
             if dt < _COLLAPSE * first_dt and state.t + dt < self.t_end * (1 - 1e-12):  # not the last, cut short
@@ -376,7 +371,7 @@ class FlowSolver:
                                          f"({first_dt:.4g}): the velocity grows while the CFL limit holds its "
                                          "number down")
             try:
-                new = self.stepper.advance(state, dt)
+                new = self.stepper.advance(state, dt, more=going_on(state.step + 1, state.t + dt))
             except StepFailure as exc:
                 self._blow_up(state, dt, str(exc))
             self._notice_refused_capture()
@@ -385,8 +380,6 @@ class FlowSolver:
             if not math.isfinite(cfl) or cfl > self.cfl_max:
                 self._blow_up(state, dt, f"the CFL number reached {cfl:.4g} (limit -flow_cfl_max {self.cfl_max:g})")
             state = new
-            if going_on(state):  # the device takes the next step while the host works on this one
-                self.stepper.launch_ahead(state, self._step_size(state, rate))
             self.steps_run += 1
             self.pressure_iterations += self.stepper.pressure_iterations
             if self.monitor:
