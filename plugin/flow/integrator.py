@@ -196,6 +196,7 @@ class StepReadback:
             import cupyx
 
             self.host = [cupyx.empty_pinned(a.shape, a.dtype) for a in sources]
+            self._done = xp.cuda.Event(block=False, disable_timing=True)
 
     def matches(self, sources):
         return len(sources) == len(self.sources) and all(address(a) == address(b) and a.shape == b.shape
@@ -211,10 +212,15 @@ class StepReadback:
         for array, host in zip(self.sources, self.host):
             runtime.memcpyAsync(host.ctypes.data, array.data.ptr, array.nbytes, runtime.memcpyDeviceToHost, stream)
 
-    def wait(self):
-        """The copies done (the step's graph with them)."""
+    def mark(self):
+        """After the launch of a step that copies into this readback: what wait() waits for."""
         if self.xp is not numpy:
-            self.xp.cuda.get_current_stream().synchronize()
+            self._done.record()
+
+    def wait(self):
+        """The copies of the step last marked done (the step with them), not the work queued after it."""
+        if self.xp is not numpy:
+            self._done.synchronize()
 
 
 class StepFailure(RuntimeError):
@@ -434,6 +440,7 @@ class FractionalStep:
         reads copied at its end (StepReadback); not waited for."""
         with self.phases("Step"):
             self.step_graphs.run(*self._graph_key(state, dt), lambda: self._advance(state, dt, queued=True))
+        self.readbacks[address(self._targets(state)[1])].mark()
 
     def _advance(self, state, dt, queued=False):
         """The step; ``queued``: its solves queued (graphcg.queue) for a CUDA
