@@ -46,7 +46,7 @@ def main():
     window = {"profiler": None, "count": 0}
     advance = FractionalStep.advance
 
-    def counted(stepper, state, dt):
+    def counted(stepper, state, dt, more=False):
         """Open the window at the step after --warmup, close it --steps later (both at a synchronize)."""
         window["count"] += 1
         if window["count"] in (args.warmup + 1, args.warmup + args.steps + 1):
@@ -58,7 +58,7 @@ def main():
             else:
                 window["seconds"] = time.perf_counter() - window["start"]
                 window["profiler"].__exit__(None, None, None)
-        return advance(stepper, state, dt)
+        return advance(stepper, state, dt, more)
 
     FractionalStep.advance = counted
     sys.argv = demo

@@ -190,6 +190,7 @@ class StepReadback:
 
     def __init__(self, xp, sources):
         self.xp, self.sources = xp, sources
+        self._where = {(address(a), a.shape): k for k, a in enumerate(sources)}
         if xp is numpy:  # NumPy's arrays: copies, so that both backends read a step's values as they were
             self.host = [numpy.empty_like(a) for a in sources]
         else:
@@ -197,6 +198,10 @@ class StepReadback:
 
             self.host = [cupyx.empty_pinned(a.shape, a.dtype) for a in sources]
             self._done = xp.cuda.Event(block=False, disable_timing=True)
+
+    def copy_of(self, array):
+        """The host copy of one of the sources (the same memory: a view made again is found too)."""
+        return self.host[self._where[address(array), array.shape]]
 
     def matches(self, sources):
         return len(sources) == len(self.sources) and all(address(a) == address(b) and a.shape == b.shape
@@ -329,11 +334,8 @@ class FractionalStep:
         return state.u_s is self._graph_made
 
     def _copied(self, array):
-        """The host copy of one of the arrays the last step's graph read back (the same memory: a view made
-        again is found too)."""
-        readback, where = self.readbacks[address(self._graph_made)], address(array)
-        return readback.host[next(k for k, a in enumerate(readback.sources)
-                                  if address(a) == where and a.shape == array.shape)]
+        """The host copy of one of the arrays the last step's graph read back."""
+        return self.readbacks[address(self._graph_made)].copy_of(array)
 
     def initial_state(self, u=None):
         """u (a (dim, n) host or device array, default at rest) with its face velocities Gamma u."""
@@ -399,9 +401,8 @@ class FractionalStep:
         readback.wait()
         self.phases.waited += time.perf_counter() - start
         self.phases.waits += 1
-        copies = dict(zip(map(address, readback.sources), readback.host))
         solves = self._solves()
-        results = {name: ksp.getPythonContext().settle(ksp, count, copies[address(ksp.getPythonContext().records(count))])
+        results = {name: ksp.getPythonContext().settle(ksp, count, readback.copy_of(ksp.getPythonContext().records(count)))
                    for name, ksp, count in solves}
         if any(reason == PETSc.KSP.ConvergedReason.ITERATING for runs in results.values() for _, reason in runs):
             self.drop_ahead()
