@@ -281,11 +281,10 @@ class FractionalStep:
         self.step_refusal = self._step_refusal() if self.explicit_graphs is not None else None
         self.step_graphs = keyed_graphs() if self.explicit_graphs is not None and self.step_refusal is None else None
         # the time levels' buffers, taken in turn: a step writes the oldest, which neither its state nor, where a
-        # step is launched ahead of the host (step graphs), the state before holds; the three pools of one
-        # length, so that their arrangement repeats every 2 + depth steps (a CUDA graph each)
+        # step is launched ahead of the host (step graphs), the state before holds
         depth = 1 if self.step_graphs is None else 2
         self._velocity = [xp.zeros(self.shape) for _ in range(2 + depth)]
-        self._faces = [xp.zeros(faces) for _ in range(2 + depth)]
+        self._faces = [xp.zeros(faces) for _ in range(1 + depth)]
         self._pressure = [xp.zeros(n) for _ in range(2 + depth)]
         self.watchers = []  # see watch()
         self._graph_made = None  # the face velocities of the state the last step's graph made (its values copied)
