@@ -111,9 +111,10 @@ OPTIONS = (
            "with large a grows the pressure from the last guess's until the run blows up. On in the symmetric "
            "scheme; off in the consistent one, whose own corrections blow up at such steps with it or without"),
     Option("flow_cuda_graphs", "cuda_graphs", True, "replay each step as one CUDA graph while dt stays the same "
-           "(Crank-Nicolson holds it), its solves in loops the device ends (graphcg), read back once: gpusell on one "
-           "rank, boundary values steady in time; where a KSP is not graphcg, only the explicit part; work that "
-           "cannot be captured runs as launched, with one notice"),
+           "(Crank-Nicolson holds it), its solves in loops the device ends (graphcg), read back once, and the next "
+           "step launched before the host waits for this one: gpusell on one rank, boundary values steady in time; "
+           "where a KSP is not graphcg, only the explicit part; work that cannot be captured runs as launched, with "
+           "one notice"),
     Option("flow_assembly", "assembly", "auto", "where the operators are assembled: on the host (NumPy, "
            "scipy), on the GPU (CuPy, cupyx), or auto: on the GPU for GPU matrices where one is usable",
            choices=ASSEMBLY),
