@@ -9,6 +9,7 @@ after a device synchronize.
 import datetime
 import json
 import os
+import runpy
 import statistics
 import subprocess
 import sys
@@ -147,3 +148,35 @@ def write_json(path, payload, quiet=False):
             json.dump(payload, out, indent=1)
         if not quiet:
             print(f"wrote {path}")
+
+
+def demo_window(demo, warmup, steps, enter, leave):
+    """Run the demo ``demo`` (its script and options, as a command line) in
+    this process, calling ``enter()`` before its step warmup + 1 and
+    ``leave()`` before its step warmup + steps + 1, so that what they
+    measure covers ``steps`` steps; the demo must run at least warmup +
+    steps + 1 steps (a SystemExit naming how many it ran)."""
+    from plugin.flow.integrator import FractionalStep
+
+    advance, count = FractionalStep.advance, [0]
+
+    def counted(stepper, state, dt, more=False):
+        count[0] += 1
+        if count[0] == warmup + 1:
+            enter()
+        elif count[0] == warmup + steps + 1:
+            leave()
+        return advance(stepper, state, dt, more)
+
+    FractionalStep.advance = counted
+    sys.argv = list(demo)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(demo[0])))
+    try:
+        runpy.run_path(demo[0], run_name="__main__")
+    except SystemExit as exc:  # a demo's sys.exit(main())
+        if exc.code:
+            raise
+    finally:
+        FractionalStep.advance = advance
+    if count[0] < warmup + steps + 1:
+        sys.exit(f"the demo ran {count[0]} steps: fewer than --warmup + --steps + 1")

@@ -17,9 +17,6 @@ never the one waited for.
 import argparse
 import collections
 import json
-import os
-import runpy
-import sys
 import time
 
 import harness
@@ -41,35 +38,20 @@ def main():
     import cupy
     import torch.profiler
 
-    from plugin.flow.integrator import FractionalStep
+    window = {}
 
-    window = {"profiler": None, "count": 0}
-    advance = FractionalStep.advance
+    def enter():
+        cupy.cuda.runtime.deviceSynchronize()
+        window["profiler"] = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
+        window["profiler"].__enter__()
+        window["start"] = time.perf_counter()
 
-    def counted(stepper, state, dt, more=False):
-        """Open the window at the step after --warmup, close it --steps later (both at a synchronize)."""
-        window["count"] += 1
-        if window["count"] in (args.warmup + 1, args.warmup + args.steps + 1):
-            cupy.cuda.runtime.deviceSynchronize()
-            if window["profiler"] is None:
-                window["profiler"] = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
-                window["profiler"].__enter__()
-                window["start"] = time.perf_counter()
-            else:
-                window["seconds"] = time.perf_counter() - window["start"]
-                window["profiler"].__exit__(None, None, None)
-        return advance(stepper, state, dt, more)
+    def leave():
+        cupy.cuda.runtime.deviceSynchronize()
+        window["seconds"] = time.perf_counter() - window["start"]
+        window["profiler"].__exit__(None, None, None)
 
-    FractionalStep.advance = counted
-    sys.argv = demo
-    sys.path.insert(0, os.path.dirname(os.path.abspath(demo[0])))
-    try:
-        runpy.run_path(demo[0], run_name="__main__")
-    except SystemExit as exc:  # a demo's sys.exit(main())
-        if exc.code:
-            raise
-    if "seconds" not in window:
-        sys.exit(f"the demo ran {window['count']} steps: fewer than --warmup + --steps + 1")
+    harness.demo_window(demo, args.warmup, args.steps, enter, leave)
 
     kernels, copies = collections.Counter(), collections.Counter()
     kernel_us = collections.Counter()
