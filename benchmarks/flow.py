@@ -1,8 +1,11 @@
 """Time per step of the 3D lid-driven cavity (Vianello 2020's box, Re = 1000) with
 the flow driver: the explicit part, the pressure solve (iterations per step),
 the correction and the CFL reduction, and million cell-steps per second.
+With --mesh, the cavity on a mesh of the unit cube with boundary groups lid
+and wall (demos/cavity.py -flow_mesh's, e.g. benchmarks/cube_mesh.py's).
 
     python benchmarks/flow.py --sizes 128 256 --json flow-gpu.json
+    python benchmarks/flow.py --mesh cube70.msh --warmup 20 --steps 40 --json flow-cube70.json
     mpiexec -n 16 python benchmarks/flow.py --sizes 128 --json flow-cpu.json -- \\
         -dm_mat_type aij -pressure_ksp_type cg -pressure_pc_type gamg
 
@@ -30,7 +33,8 @@ import harness  # noqa: E402
 import plugin  # noqa: E402,F401
 from petsc_ext.options import option_defaults  # noqa: E402
 from plugin.flow.boundary import Wall  # noqa: E402
-from plugin.flow.solver import FlowSolver  # noqa: E402
+from plugin.flow.distribution import distribute  # noqa: E402
+from plugin.flow.solver import FlowSolver, program_mat_type  # noqa: E402
 
 COMM = PETSc.COMM_WORLD
 LID = {"xmax": Wall((0.0, 1.0, 0.0))}  # the face x = 1 slides along y
@@ -79,18 +83,32 @@ def cycle_breakdown(solver, repeats=5):
     return {**costs, "cycle": parts}
 
 
-def measure(n, re, warmup, steps, breakdown=False):
-    start = time.perf_counter()
+def box_solver(n, re, warmup):
+    """The n^3 box's cavity, and what to destroy with it."""
     da = PETSc.DMDA().create(dim=3, sizes=(n, n, n), stencil_width=1, setup=False)
     da.setMatType("gpusell")
     da.setFromOptions()
     da.setUp()
     with option_defaults("", {"flow_t_end": 1e9, "flow_max_steps": warmup}):
-        solver = FlowSolver.from_dmda(da, (1.0, 1.0, 2.0), 1.0 / re, LID)
+        return FlowSolver.from_dmda(da, (1.0, 1.0, 2.0), 1.0 / re, LID), da
+
+
+def mesh_solver(path, re, warmup):
+    """The cavity on the mesh at ``path`` (its lid slides along x, as demos/cavity.py's)."""
+    geometry = distribute(path, COMM.tompi4py(), "metis").geometry
+    lid = {"lid": Wall((1.0, 0.0, 0.0)), "wall": Wall()}
+    with option_defaults("", {"flow_t_end": 1e9, "flow_max_steps": warmup}):
+        return FlowSolver(geometry, COMM, program_mat_type("flow"), 1.0 / re, lid), None
+
+
+def measure(n, re, warmup, steps, breakdown=False, mesh=None):
+    start = time.perf_counter()
+    solver, da = mesh_solver(mesh, re, warmup) if mesh else box_solver(n, re, warmup)
     harness.sync()
     setup = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
-    PETSc.Sys.Print(f"{n}^3: set up in {setup:.1f} s ({solver.setup_report()}; {solver.matrices.poisson.getType()}, "
+    name = mesh or f"{n}^3"
+    PETSc.Sys.Print(f"{name}: set up in {setup:.1f} s ({solver.setup_report()}; {solver.matrices.poisson.getType()}, "
                     f"pressure {solver.pressure_ksp.getType()} + {solver.pressure_ksp.getPC().getType()}), peak host "
                     f"memory {peak:.2f} GiB")
     state = solver.run(solver.initial_state())
@@ -101,7 +119,7 @@ def measure(n, re, warmup, steps, breakdown=False):
     solver.print_timing()
     timing = solver.timing()
     types = {solver.matrices.mats["Ms"].getType(), solver.matrices.poisson.getType()}
-    row = {"n": n, "cells": timing["cells"], "ranks": COMM.getSize(), "mat_type": " / ".join(sorted(types)),
+    row = {"n": n, "case": name, "cells": timing["cells"], "ranks": COMM.getSize(), "mat_type": " / ".join(sorted(types)),
            "pressure": f"{solver.pressure_ksp.getType()} + {solver.pressure_ksp.getPC().getType()}",
            "setup_s": setup, "setup_stages_s": dict(solver.setup_seconds), "peak_host_GiB": peak,
            "warmup_steps": warmup, "steps": timing["steps"], "t": state.t,
@@ -114,13 +132,15 @@ def measure(n, re, warmup, steps, breakdown=False):
     if breakdown:
         row["cycle_breakdown"] = cycle_breakdown(solver)
     solver.destroy()
-    da.destroy()
+    if da is not None:
+        da.destroy()
     return row
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[128])
+    parser.add_argument("--mesh", help="the cavity on this mesh of the unit cube in place of the boxes")
     parser.add_argument("--re", type=float, default=1000.0)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--steps", type=int, default=30)
@@ -129,13 +149,13 @@ def main():
     parser.add_argument("--json")
     args = parser.parse_args(ARGS)
     rows = []
-    for n in args.sizes:
-        rows.append(measure(n, args.re, args.warmup, args.steps, args.breakdown))
+    for n in [None] if args.mesh else args.sizes:
+        rows.append(measure(n, args.re, args.warmup, args.steps, args.breakdown, args.mesh))
         if COMM.getRank() == 0:
             harness.write_json(args.json, {"meta": {**harness.metadata(), "petsc_options": PETSC_ARGS,
                                                     "ranks": COMM.getSize()}, "rows": rows}, quiet=True)
     if COMM.getRank() == 0:
-        harness.print_table(rows, [("n", "n^3", "{}"), ("ranks", "ranks", "{}"), ("mat_type", "matrix", "{}"),
+        harness.print_table(rows, [("case", "cavity", "{}"), ("ranks", "ranks", "{}"), ("mat_type", "matrix", "{}"),
                                    ("pressure", "pressure", "{}"), ("ms_per_step", "ms/step", "{:.2f}"),
                                    ("explicit_ms", "explicit", "{:.2f}"), ("pressure_ms", "pressure", "{:.2f}"),
                                    ("correct_ms", "correct", "{:.2f}"), ("cfl_ms", "CFL", "{:.2f}"),
