@@ -366,6 +366,64 @@ def test_a_step_with_its_solves_queued_is_the_launched_step():
     assert abs(lid(queued)).max() > 0
 
 
+class _ReplayedGraphs(_EagerGraphs):
+    """KeyedGraphs' stand-in on the host that takes an arrangement run once under
+    the key as captured, so that the steps after are launched ahead (at once)."""
+
+    def __init__(self):
+        self.key, self.seen = None, set()
+
+    def captured(self, key, arrangement):
+        return key == self.key and arrangement in self.seen
+
+    def run(self, key, arrangement, fn):
+        if key != self.key:
+            self.key, self.seen = key, set()
+        self.seen.add(arrangement)
+        fn()
+
+
+def test_steps_launched_ahead_are_the_steps_waited_for_and_spare_the_state_before():
+    """The whole step's work with each next step launched ahead (on the host
+    at once, with the same dt): the fields and iterations of the same run
+    stepped one at a time; the step launched ahead from a new state, before
+    that state is judged, writes none of the buffers of the state before it
+    (a step taken again, or a blow-up's save of the last good state, needs
+    them); a new dt drops it and takes the step anew."""
+    options = {"flow_diffusion": "implicit", "flow_dt": 0.002, "flow_t_end": 1.0, "flow_max_steps": 30,
+               "pressure_ksp_type": "graphcg", "pressure_pc_type": "jacobi"}
+    runs = []
+    for ahead in (True, False):
+        _, solver = make_solver((12, 10), (False, False), 0.01, options, walls=LID)
+        stepper = solver.stepper
+        stepper.step_graphs = _ReplayedGraphs()
+        stepper.time_levels(2)  # as a GPU's steps launched ahead take them
+        if not ahead:
+            advance = stepper.advance
+            stepper.advance = lambda state, dt, more: advance(state, dt)
+        state = solver.run(solver.initial_state())
+        runs.append(({name: getattr(state, name).copy() for name in ("u", "u_s", "p")}, solver.pressure_iterations,
+                     stepper.steps_ahead))
+    (ahead, its, taken), (waited, its_waited, none) = runs
+    assert taken >= 12 and none == 0 and its == its_waited
+    for name, value in ahead.items():
+        assert numpy.array_equal(value, waited[name]), name
+
+    stepper = solver.stepper
+    stepper.advance = type(stepper).advance.__get__(stepper)
+    state = solver.initial_state()
+    for _ in range(14):  # every arrangement of the buffers run once: the next steps are launched ahead
+        state = stepper.advance(state, 0.002, more=True)
+    kept = {name: getattr(state, name).copy() for name in ("u", "u_old", "u_s", "p", "p_old")}
+    taken = stepper.steps_ahead
+    new = stepper.advance(state, 0.002, more=True)  # taken from ahead; the next launched ahead before new is judged
+    assert stepper.steps_ahead == taken + 1 and stepper._ahead is not None
+    for name, value in kept.items():  # the last good state, were new refused
+        assert numpy.array_equal(getattr(state, name), value), name
+    other = stepper.advance(new, 0.001, more=False)  # another dt: the step launched ahead dropped
+    assert stepper.steps_ahead == taken + 1 and stepper._ahead is None and other.dt_old == 0.001
+
+
 def test_other_krylov_types_take_the_place_of_graphcg_in_both_solves():
     """graphcg leaves the norm type to PETSc, so that a type chosen over it
     (fgmres: the unpreconditioned norm only) sets up."""

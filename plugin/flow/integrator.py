@@ -280,12 +280,7 @@ class FractionalStep:
         # the whole step as CUDA graphs, where its solves can be queued into them (graphcg); else why not
         self.step_refusal = self._step_refusal() if self.explicit_graphs is not None else None
         self.step_graphs = keyed_graphs() if self.explicit_graphs is not None and self.step_refusal is None else None
-        # the time levels' buffers, taken in turn: a step writes the oldest, which neither its state nor, where a
-        # step is launched ahead of the host (step graphs), the state before holds
-        depth = 1 if self.step_graphs is None else 2
-        self._velocity = [xp.zeros(self.shape) for _ in range(2 + depth)]
-        self._faces = [xp.zeros(faces) for _ in range(1 + depth)]
-        self._pressure = [xp.zeros(n) for _ in range(2 + depth)]
+        self.time_levels(1 if self.step_graphs is None else 2)
         self.watchers = []  # see watch()
         self._graph_made = None  # the face velocities of the state the last step's graph made (its values copied)
         self._change_value = xp.zeros(1)  # max |u^{n+1} - u^n| of a step's graph
@@ -295,6 +290,16 @@ class FractionalStep:
         self.readbacks = {}
         self._ahead = None  # (state, dt, key) of a step launched ahead (advance's ``more``), not waited for yet
         self.steps_ahead = 0  # steps taken as launched ahead
+
+    def time_levels(self, depth):
+        """New buffers of the time levels, taken in turn: a step writes the
+        oldest, which neither its state nor, with ``depth`` 2 (steps launched
+        ahead of the host), the state before holds. States made before are
+        not valid after."""
+        xp, n = self.xp, self.shape[1]
+        self._velocity = [xp.zeros(self.shape) for _ in range(2 + depth)]
+        self._faces = [xp.zeros(self.matrices.ops.num_faces) for _ in range(1 + depth)]
+        self._pressure = [xp.zeros(n) for _ in range(2 + depth)]
 
     def _capturable(self):
         """Whether the explicit part can be captured: on the GPU, every product
