@@ -21,7 +21,6 @@ their share of the step.
 import argparse
 import collections
 import functools
-import json
 
 import numpy
 from numpy.lib.array_utils import byte_bounds
@@ -125,9 +124,7 @@ def main():
             result["step_ms"] = args.step_ms
             result["share_of_step"] = result["us_at_bandwidth"] / (args.step_ms * 1e3)
             print(f"  {100 * result['share_of_step']:.1f}% of a {args.step_ms} ms step")
-    if args.json:
-        with open(args.json, "w") as stream:
-            json.dump(result, stream, indent=1)
+    harness.write_json(args.json, result)
 
 
 if __name__ == "__main__":
