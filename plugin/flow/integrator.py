@@ -391,16 +391,19 @@ class FractionalStep:
         solve ran out of its loop short of max_it: the step is then taken
         again as launched."""
         ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead[0] is state and ahead[1:] == (dt, self._graph_key(state, dt)):
+        key = self._graph_key(state, dt)
+        if ahead is not None and ahead[0] is state and ahead[1:] == (dt, key):
             self.steps_ahead += 1
         else:
             self._wait_for(ahead)
-            self._launch_graph(state, dt)
+            self._launch_graph(state, dt, key)
         u_p, u_s, p = self._targets(state)
         new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
-        if more and self.step_graphs.captured(*self._graph_key(new, dt)):
-            self._launch_graph(new, dt)
-            self._ahead = (new, dt, self._graph_key(new, dt))
+        if more:
+            key = self._graph_key(new, dt)
+            if self.step_graphs.captured(*key):
+                self._launch_graph(new, dt, key)
+                self._ahead = (new, dt, key)
         readback = self.readbacks[address(u_s)]
         start = time.perf_counter()
         readback.wait()
@@ -438,14 +441,15 @@ class FractionalStep:
         arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, state.p, state.p_old))
         return key, (*arrangement, state.step >= 2, len(self.watchers))
 
-    def _launch_graph(self, state, dt):
+    def _launch_graph(self, state, dt, key):
         """The step from ``state`` as one CUDA graph per arrangement of the
         buffers (all dropped when the key changes): its solves queued into it
         (graphcg's loops the device ends), the new state's convective rate,
         change and watched values computed in it, and everything the host
-        reads copied at its end (StepReadback); not waited for."""
+        reads copied at its end (StepReadback); not waited for. ``key``: its
+        _graph_key."""
         with self.phases("Step"):
-            self.step_graphs.run(*self._graph_key(state, dt), lambda: self._advance(state, dt, queued=True))
+            self.step_graphs.run(*key, lambda: self._advance(state, dt, queued=True))
         self.readbacks[address(self._targets(state)[1])].mark()
 
     def _advance(self, state, dt, queued=False):
