@@ -62,6 +62,13 @@ class _Watched:
         return values
 
 
+def _summed(mpi, local):
+    """The ranks' float64 arrays ``local`` summed, on every rank (a buffer reduction: no pickling, each step)."""
+    total = numpy.empty_like(local, dtype=numpy.float64)
+    mpi.Allreduce(numpy.ascontiguousarray(local, dtype=numpy.float64), total, op=MPI.SUM)
+    return total
+
+
 class GroupForce(_Watched):
     """``force(state)``: the force (dim,) of the flow on the boundary group
     ``name`` of ``solver``'s geometry, density ``rho``, summed over ranks."""
@@ -80,6 +87,7 @@ class GroupForce(_Watched):
         area, normal = g.boundary_areas[faces], g.boundary_normals[faces]
         self.conductance = area / g.boundary_distances[faces]
         self.centroids, self.condition = g.boundary_centroids[faces], condition
+        self._steady_held = None
         reach = self.centroids - g.centroids[rows]
         ops = solver.operators
         self.extrapolated = ops.scheme.gradient == "least-squares"
@@ -107,9 +115,16 @@ class GroupForce(_Watched):
         self.functional.queue(state.u, state.p, grad_u, grad_p)
 
     def __call__(self, state):
-        wall = self.condition.velocity_at(self.centroids, state.t)
-        local = self._values(state) - self.rho * self.nu * (self.conductance @ wall)
-        return self.solver.mpi.allreduce(local, op=MPI.SUM)
+        return _summed(self.solver.mpi, self._values(state) - self._held(state.t))
+
+    def _held(self, t):
+        """rho nu sum_f (A / delta)_f u_f of the held velocities at time t: once where they do not change in time."""
+        if self._steady_held is not None:
+            return self._steady_held
+        held = self.rho * self.nu * (self.conductance @ self.condition.velocity_at(self.centroids, t))
+        if getattr(self.condition, "steady", True):  # a wall's, or a steady inflow's
+            self._steady_held = held
+        return held
 
 
 class PointPressure(_Watched):
@@ -179,8 +194,7 @@ class PointPressure(_Watched):
         return numpy.array(cells, dtype=numpy.int64), numpy.array(weights), constant
 
     def __call__(self, state):
-        local = self._values(state)
-        return self.solver.mpi.allreduce(local, op=MPI.SUM) + (0.0 if self.least_squares else self.constants)
+        return _summed(self.solver.mpi, self._values(state)) + (0.0 if self.least_squares else self.constants)
 
 
 # The arrays a Functional reads: u and grad u raveled ((dim, n) and (dim * dim, n)), p, grad p ((dim, n)).
