@@ -107,7 +107,8 @@ def main():
 
     harness.demo_window(demo, args.warmup, args.steps, enter, leave)
     steps = args.steps
-    per_family = {name: {"calls_per_step": traffic.calls[name] / steps, "MB_per_step": traffic.bytes[name] / steps / 1e6}
+    per_family = {name: {"calls_per_step": traffic.calls[name] / steps,
+                         "MB_per_step": traffic.bytes[name] / steps / 1e6}
                   for name in FAMILIES if traffic.calls[name]}
     total = sum(traffic.bytes.values()) / steps
     result = {**harness.metadata(), "command": demo, "steps": steps, "families": per_family,

@@ -170,8 +170,7 @@ class GraphCG(PythonKSP):
             first = False
             its += count
             if reason == Reason.ITERATING and flag:
-                reason = (Reason.DIVERGED_INDEFINITE_MAT if flag == INDEFINITE_OPERATOR
-                          else Reason.DIVERGED_INDEFINITE_PC)
+                reason = _flag_reason(flag)
             elif reason == Reason.ITERATING and its >= max_it:
                 reason = Reason.DIVERGED_MAX_IT
             if reason != Reason.ITERATING:
@@ -318,13 +317,18 @@ class GraphCG(PythonKSP):
         return [f"  last solve: {self.last_iterations} iterations in {self.blocks_run} blocks, run by {self.runs}"]
 
 
+def _flag_reason(flag):
+    """PETSc's reason for the device's FLAG (not 0): which of A and the preconditioner was indefinite."""
+    return Reason.DIVERGED_INDEFINITE_MAT if flag == INDEFINITE_OPERATOR else Reason.DIVERGED_INDEFINITE_PC
+
+
 def _verdict(row, rnorm, s, atol, at_max_it):
     """PETSc's reason for a loop's last norm, from the device's own test
     (its TARGET and DIVERGENCE, which KSPConvergedDefault would compute)."""
     if not numpy.isfinite(row).all():
         return Reason.DIVERGED_NANORINF
     if s[FLAG]:
-        return Reason.DIVERGED_INDEFINITE_MAT if s[FLAG] == INDEFINITE_OPERATOR else Reason.DIVERGED_INDEFINITE_PC
+        return _flag_reason(s[FLAG])
     if rnorm <= s[TARGET]:
         return Reason.CONVERGED_ATOL if rnorm < atol else Reason.CONVERGED_RTOL
     if rnorm >= s[DIVERGENCE]:

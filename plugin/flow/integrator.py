@@ -288,7 +288,7 @@ class FractionalStep:
         # and the next copy into different host memory, so that the host reads a step's values while the next
         # step, launched ahead, runs
         self.readbacks = {}
-        self._ahead = None  # (state, dt, key) of a step launched ahead (advance's ``more``), not waited for yet
+        self._ahead = None  # (state, _graph_key) of a step launched ahead (advance's ``more``), not waited for yet
         self.steps_ahead = 0  # steps taken as launched ahead
 
     def time_levels(self, depth):
@@ -391,8 +391,8 @@ class FractionalStep:
         solve ran out of its loop short of max_it: the step is then taken
         again as launched."""
         ahead, self._ahead = self._ahead, None
-        key = self._graph_key(state, dt)
-        if ahead is not None and ahead[0] is state and ahead[1:] == (dt, key):
+        key = self._graph_key(state, dt)  # dt's among its parts
+        if ahead is not None and ahead[0] is state and ahead[1] == key:
             self.steps_ahead += 1
         else:
             self._wait_for(ahead)
@@ -400,18 +400,20 @@ class FractionalStep:
         u_p, u_s, p = self._targets(state)
         new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
         if more:
-            key = self._graph_key(new, dt)
-            if self.step_graphs.captured(*key):
-                self._launch_graph(new, dt, key)
-                self._ahead = (new, dt, key)
+            next_key = self._graph_key(new, dt)
+            if self.step_graphs.captured(*next_key):
+                self._launch_graph(new, dt, next_key)
+                self._ahead = (new, next_key)
         readback = self.readbacks[address(u_s)]
         start = time.perf_counter()
         readback.wait()
         self.phases.waited += time.perf_counter() - start
         self.phases.waits += 1
         solves = self._solves()
-        results = {name: ksp.getPythonContext().settle(ksp, count, readback.copy_of(ksp.getPythonContext().records(count)))
-                   for name, ksp, count in solves}
+        results = {}
+        for name, ksp, count in solves:
+            context = ksp.getPythonContext()
+            results[name] = context.settle(ksp, count, readback.copy_of(context.records(count)))
         if any(reason == PETSc.KSP.ConvergedReason.ITERATING for runs in results.values() for _, reason in runs):
             self.drop_ahead()
             return None
@@ -429,7 +431,8 @@ class FractionalStep:
 
     def _targets(self, state):
         """The buffers a step from ``state`` writes: u^{n+1}, u_s^{n+1}, p^{n+1}."""
-        return (self._next(self._velocity, state.u, state.u, state.u_old), self._next(self._faces, state.u_s, state.u_s),
+        return (self._next(self._velocity, state.u, state.u, state.u_old),
+                self._next(self._faces, state.u_s, state.u_s),
                 self._next(self._pressure, state.p, state.p, state.p_old))
 
     def _graph_key(self, state, dt):

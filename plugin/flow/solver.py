@@ -459,7 +459,8 @@ class FlowSolver:
         ahead = f", {t['steps_launched_ahead']} steps launched ahead" if t["steps_launched_ahead"] else ""
         PETSc.Sys.Print(f"flow: {t['steps']} steps of {t['cells']} cells: {1e3 * t['seconds_per_step']:.2f} ms per step "
                         f"({phases} ms), {t['pressure_iterations_per_step']:.1f} pressure iterations per step, "
-                        f"{t['million_cell_steps_per_second']:.1f} million cell-steps per second{ahead}", comm=self.comm)
+                        f"{t['million_cell_steps_per_second']:.1f} million cell-steps per second{ahead}",
+                        comm=self.comm)
 
     def destroy(self):
         for ksp in (self.pressure_ksp, self.momentum_ksp):
