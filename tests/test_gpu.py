@@ -620,7 +620,7 @@ def test_steps_launched_ahead_give_the_bits_of_steps_waited_for():
 
     from plugin.flow.forces import GroupForce
 
-    # a fixed dt (one graph key); the 12 arrangements of the buffers captured in the first 24 steps
+    # a fixed dt (one graph key); the 4 arrangements of the buffers captured in the first 8 steps
     solver, state, _ = _cavity_steps("cupy", "implicit", flow_max_steps=50, flow_dt=0.01)
     stepper, lid = solver.stepper, GroupForce(solver, "ymax")
     start = {name: getattr(state, name).copy() for name in ("u", "u_old", "u_s", "p", "p_old")}

@@ -294,11 +294,12 @@ class FractionalStep:
     def time_levels(self, depth):
         """New buffers of the time levels, taken in turn: a step writes the
         oldest, which neither its state nor, with ``depth`` 2 (steps launched
-        ahead of the host), the state before holds. States made before are
-        not valid after."""
+        ahead of the host), the state before holds; the three pools of one
+        length, so that their arrangement repeats every 2 + depth steps (a
+        CUDA graph each). States made before are not valid after."""
         xp, n = self.xp, self.shape[1]
         self._velocity = [xp.zeros(self.shape) for _ in range(2 + depth)]
-        self._faces = [xp.zeros(self.matrices.ops.num_faces) for _ in range(1 + depth)]
+        self._faces = [xp.zeros(self.matrices.ops.num_faces) for _ in range(2 + depth)]
         self._pressure = [xp.zeros(n) for _ in range(2 + depth)]
 
     def _capturable(self):
