@@ -19,7 +19,7 @@ import numpy
 
 from .backend import to_host
 from .kernels import family
-from .kernels.pcg import AFTER_ITERATION, FLAG, GO, REFERENCE, RESUME, ROW, SLOTS, START
+from .kernels.pcg import FLAG, GO, REFERENCE, RESUME, ROW, SLOTS, START
 
 NORMS = ("natural", "unpreconditioned", "preconditioned")  # the columns of ``history``: r.z, r.r, z.z
 
@@ -96,9 +96,8 @@ class DeviceCG:
         def enter(handle=0):
             self.k.loop_test(self.s, self.history, *test, limit, first, handle)
 
-        def body(handle=0):
-            self._iteration(multiply, precondition, reduce)
-            self.k.loop_test(self.s, self.history, *test, limit, AFTER_ITERATION, handle)
+        def body(handle=0):  # the test in the iteration's last step (pcg.beta_step's)
+            self._iteration(multiply, precondition, reduce, (*test, limit, handle))
 
         if self.xp is not numpy and self.xp.cuda.get_current_stream().is_capturing():
             from .kernels.cuda_graphs import while_loop
@@ -109,20 +108,21 @@ class DeviceCG:
         while to_host(self.xp, self.s[GO:GO + 1])[0]:
             body()
 
-    def _iteration(self, multiply, precondition, reduce):
+    def _iteration(self, multiply, precondition, reduce, test=None):
+        """One iteration; ``test``: the loop's (pcg.beta_step's), after it."""
         k = self.k
         multiply(self.p, self.w)
         if reduce is not None:
             self._dots(reduce, self.p, self.w)
         k.alpha_step(self.s, self.sums, self._step_dots(reduce, self.p, self.w))
         k.update_iterate(self.s, self.x, self.r, self.p, self.w)
-        self._new_residual(precondition, reduce)
+        self._new_residual(precondition, reduce, test=test)
 
-    def _new_residual(self, precondition, reduce, start=False):
+    def _new_residual(self, precondition, reduce, start=False, test=None):
         precondition(self.r, self.z)
         if reduce is not None:
             self._dots(reduce, self.r, self.z, self.r, self.r, self.z, self.z)
-        self.k.beta_step(self.s, self.sums, self.history, start, self._step_dots(reduce, self.r, self.z))
+        self.k.beta_step(self.s, self.sums, self.history, start, self._step_dots(reduce, self.r, self.z), test)
         self.k.update_direction(self.s, self.p, self.z)
 
     def _dots(self, reduce, *pairs):

@@ -333,6 +333,40 @@ def test_steps_with_their_dots_give_the_bits_of_dots_then_a_step(rng, n):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("norm", [0.4, 0.05])  # above the target (the loop goes on), below it (it stops)
+def test_a_beta_step_with_the_loop_test_gives_the_bits_of_the_two(rng, norm):
+    """beta_step given the loop's test takes it in the same launch as its dot
+    products: the scalars, history and verdict of beta_step then loop_test,
+    on the GPU and on the host."""
+    if not gpu_usable():
+        pytest.skip("no usable GPU")
+    import cupy
+
+    from gpu_mats.kernels import family
+    from gpu_mats.kernels.pcg import AFTER_ITERATION, GO
+
+    r, z = rng.standard_normal(5000), rng.standard_normal(5000)
+    r *= norm / numpy.linalg.norm(r)
+    z = abs(z) * numpy.sign(r)  # r . z positive: no flag
+    test = (1, 0.1, 0.0, 1e5, 10)  # the unpreconditioned norm's column, rtol, atol, dtol, limit
+    for xp in (cupy, numpy):
+        k = family("pcg", xp)
+        runs = []
+        for fused in (False, True):
+            s = xp.asarray([2.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.1, 1e5, 0.0])  # the target 0.1 (rtol x a norm of 1)
+            sums, history = xp.zeros(3), xp.zeros((4, 3))
+            partials, arrivals = xp.zeros((3, k.partial_count(r.size))), xp.zeros(1, dtype=numpy.uint32)
+            dots = (partials, arrivals, xp.asarray(r), xp.asarray(z))
+            k.beta_step(s, sums, history, False, dots, (*test, 0) if fused else None)
+            if not fused:
+                k.loop_test(s, history, *test, AFTER_ITERATION, 0)
+            runs.append([numpy.asarray(a.get() if xp is cupy else a) for a in (s, sums, history)])
+        for separate, fused in zip(*runs):
+            assert numpy.array_equal(separate, fused)
+        assert runs[1][0][GO] == (1.0 if norm > 0.1 else 0.0)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("loop", [True, False])
 def test_graph_replays_give_the_bits_of_launches(loop):
     """One KSP (one gpuamg hierarchy): the solve launched kernel by kernel,

@@ -39,13 +39,15 @@ def alpha_step(s, sums, dots=None):
     uint32 at 0, counts the blocks done and is left at 0)."""
 
 
-def beta_step(s, sums, history, start, dots=None):
+def beta_step(s, sums, history, start, dots=None, test=None):
     """From sums = (r . z, r . r, z . z) of the new residual: ROW = 0 at the
     start, else ROW + 1, and history[ROW] = sums; beta = (r . z) / rz (0 at
     the start, or where rz is 0) and rz = r . z; FLAG
     INDEFINITE_PRECONDITIONER where r . z is negative or not a number.
     ``dots``, (partials, arrivals, r, z): sums = (r . z, r . r, z . z)
-    first, as alpha_step's."""
+    first, as alpha_step's. ``test``, (column, rtol, atol, dtol, limit,
+    handle): then loop_test's AFTER_ITERATION (not with ``start``), with
+    ``dots`` in the same launch."""
 
 
 def remove_mean(v, sums):

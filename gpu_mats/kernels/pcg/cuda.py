@@ -6,6 +6,8 @@ import pathlib
 import cupy
 import numpy
 
+from . import AFTER_ITERATION
+
 BLOCK, SUM_BLOCK = 256, 1024  # as pcg.cu
 _NULL = numpy.uint64(0)
 
@@ -40,13 +42,23 @@ def alpha_step(s, sums, dots=None):
     _kernel("dots_alpha_step")((partials.shape[1],), (BLOCK,), (numpy.int64(x.size), x, y, partials, arrivals, sums, s))
 
 
-def beta_step(s, sums, history, start, dots=None):
+def beta_step(s, sums, history, start, dots=None, test=None):
+    if dots is not None and test is not None:
+        partials, arrivals, r, z = dots
+        column, rtol, atol, dtol, limit, handle = test
+        _loop_kernel("dots_beta_test_step")(
+            (partials.shape[1],), (BLOCK,),
+            (numpy.int64(r.size), r, z, partials, arrivals, sums, s, history, numpy.int32(column), numpy.float64(rtol),
+             numpy.float64(atol), numpy.float64(dtol), numpy.int32(limit), numpy.uint64(handle)))
+        return
     if dots is None:
         _kernel("beta_step")((1,), (1,), (s, sums, history, numpy.int32(bool(start))))
-        return
-    partials, arrivals, r, z = dots
-    _kernel("dots_beta_step")((partials.shape[1],), (BLOCK,), (numpy.int64(r.size), r, z, partials, arrivals, sums, s,
-                                                              history, numpy.int32(bool(start))))
+    else:
+        partials, arrivals, r, z = dots
+        _kernel("dots_beta_step")((partials.shape[1],), (BLOCK,), (numpy.int64(r.size), r, z, partials, arrivals, sums,
+                                                                  s, history, numpy.int32(bool(start))))
+    if test is not None:
+        loop_test(s, history, *test[:5], AFTER_ITERATION, test[5])
 
 
 def remove_mean(v, sums):
@@ -56,13 +68,15 @@ def remove_mean(v, sums):
 
 
 @functools.cache
-def _loop_kernel():
-    """loop.cu on its own: it calls the device runtime's cudaGraphSetConditional, which the other kernels do not."""
-    return cupy.RawModule(code=pathlib.Path(__file__).with_name("loop.cu").read_text()).get_function("loop_test")
+def _loop_kernel(name):
+    """loop.cu after pcg.cu, a module of their own: its kernels call the device runtime's
+    cudaGraphSetConditional, which the others do not."""
+    code = "".join(pathlib.Path(__file__).with_name(f).read_text() for f in ("pcg.cu", "loop.cu"))
+    return cupy.RawModule(code=code).get_function(name)
 
 
 def loop_test(s, history, column, rtol, atol, dtol, limit, mode, handle):
-    _loop_kernel()((1,), (1,), (s, history, numpy.int32(column), numpy.float64(rtol), numpy.float64(atol),
+    _loop_kernel("loop_test")((1,), (1,), (s, history, numpy.int32(column), numpy.float64(rtol), numpy.float64(atol),
                                 numpy.float64(dtol), numpy.int32(limit), numpy.int32(mode), numpy.uint64(handle)))
 
 

@@ -2,8 +2,8 @@
 
 import numpy
 
-from . import (ALPHA, BETA, DIVERGENCE, FLAG, GO, INDEFINITE_OPERATOR, INDEFINITE_PRECONDITIONER, REFERENCE,
-               RESUME, ROW, RZ, START, TARGET)
+from . import (AFTER_ITERATION, ALPHA, BETA, DIVERGENCE, FLAG, GO, INDEFINITE_OPERATOR, INDEFINITE_PRECONDITIONER,
+               REFERENCE, RESUME, ROW, RZ, START, TARGET)
 
 
 def partial_count(n):
@@ -36,7 +36,7 @@ def alpha_step(s, sums, dots=None):
         s[ALPHA] = s[RZ] / pap
 
 
-def beta_step(s, sums, history, start, dots=None):
+def beta_step(s, sums, history, start, dots=None, test=None):
     if dots is not None:
         partials, _, r, z = dots
         partial_dots(partials, r, z, r, r, z, z)
@@ -48,6 +48,9 @@ def beta_step(s, sums, history, start, dots=None):
     s[RZ] = rz
     if not rz >= 0.0:
         s[FLAG] = INDEFINITE_PRECONDITIONER
+    if test is not None:
+        column, rtol, atol, dtol, limit, handle = test
+        loop_test(s, history, column, rtol, atol, dtol, limit, AFTER_ITERATION, handle)
 
 
 def update_iterate(s, x, r, p, w):

@@ -1,5 +1,6 @@
 // The device-side convergence test of a loop of CG iterations (see __init__.py's loop_test): its verdict
 // goes to s[5] and, inside a CUDA graph, to the conditional handle of the WHILE node that repeats the loop.
+// Compiled after pcg.cu, in one module with it: dots_beta_test_step is its dots_beta_step and the test at once.
 
 // As cuda_device_runtime_api.h declares it (CUDA 12.4 and later): a builtin of the compiler. Declared here since
 // that header needs the toolkit's crt/host_defines.h, which NVRTC installed from pip wheels does not find.
@@ -7,10 +8,11 @@ extern "C" __device__ __attribute__((cudart_builtin)) void cudaGraphSetCondition
                                                                                    unsigned int value);
 
 #define START 0
+#define AFTER_ITERATION 1
 #define RESUME 2
 
-extern "C" __global__ void loop_test(double* s, const double* history, int column, double rtol, double atol,
-                                     double dtol, int limit, int mode, unsigned long long handle)
+__device__ void verdict(double* s, const double* history, int column, double rtol, double atol, double dtol,
+                        int limit, int mode, unsigned long long handle)
 {
     if (mode == RESUME) {
         s[5] = s[3] == 0.0 ? 1.0 : 0.0;
@@ -27,4 +29,25 @@ extern "C" __global__ void loop_test(double* s, const double* history, int colum
         s[5] = (s[3] == 0.0 && finite && s[6] < norm && norm < s[7] && row < limit) ? 1.0 : 0.0;
     }
     if (handle) cudaGraphSetConditional(handle, s[5] != 0.0);
+}
+
+extern "C" __global__ void loop_test(double* s, const double* history, int column, double rtol, double atol,
+                                     double dtol, int limit, int mode, unsigned long long handle)
+{
+    verdict(s, history, column, rtol, atol, dtol, limit, mode, handle);
+}
+
+// dots_beta_step, then the test after an iteration (AFTER_ITERATION), by the block that takes the step
+extern "C" __global__ void dots_beta_test_step(long long n, const double* r, const double* z, double* partials,
+                                               unsigned int* arrivals, double* sums, double* s, double* history,
+                                               int column, double rtol, double atol, double dtol, int limit,
+                                               unsigned long long handle)
+{
+    block_partials(n, 3, r, z, r, r, z, z, partials);
+    if (!last_block(arrivals)) return;
+    sum_rows(gridDim.x, partials, sums);
+    if (threadIdx.x == 0) {
+        beta(s, sums, history, 0);
+        verdict(s, history, column, rtol, atol, dtol, limit, AFTER_ITERATION, handle);
+    }
 }
