@@ -197,8 +197,9 @@ def test_cuda_local_solves_report_the_same_failing_task():
 @pytest.mark.parametrize("longest, lanes", [(8, 4), (36, 8), (72, 16), (400, 32)])
 def test_cuda_csr_warp_kernels_match_numpy(dtype, longest, lanes):
     """The CSR product with 4 to 32 threads per row (plain, and y = alpha A x
-    + beta z with z apart or z = y) and fused smoothing step, on rows from
-    empty to thousands of entries, against their NumPy twins and scipy."""
+    + beta z with z apart or z = y), fused smoothing step and coarse
+    correction, on rows from empty to thousands of entries, against their
+    NumPy twins and scipy."""
     import cupy
     import scipy.sparse
 
@@ -239,6 +240,24 @@ def test_cuda_csr_warp_kernels_match_numpy(dtype, longest, lanes):
     residual = z - square.astype(dtype).astype(numpy.float64) @ d
     numpy.testing.assert_allclose(outputs[0][0], residual, rtol=1e-12, atol=1e-12)
     numpy.testing.assert_allclose(outputs[0][1], 0.7 * d + 1.3 * scaling * residual, rtol=1e-12, atol=1e-12)
+    for got, expected in zip(outputs[1], outputs[0]):
+        numpy.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+    # the coarse correction: A's pattern taken for P's and A P's, xc as long as A's columns
+    xc, r0 = rng.standard_normal(5000), rng.standard_normal(lengths.size)
+    p_data, ap_data = A.data.astype(dtype), rng.standard_normal(A.nnz).astype(dtype)
+    outputs = []
+    for kernels, xp in ((host, numpy), (cuda, cupy)):
+        x_out, r, d = xp.asarray(x0.copy()), xp.asarray(r0.copy()), xp.full(lengths.size, xp.nan)
+        kernels.coarse_correction(*(xp.asarray(a) for a in (*arrays[:2], p_data, ap_data, xc)), x_out, r, d,
+                                  xp.asarray(scaling), 1.3)
+        outputs.append([v if xp is numpy else v.get() for v in (x_out, r, d)])
+    P, AP = (scipy.sparse.csr_matrix((v.astype(numpy.float64), A.indices, A.indptr), shape=A.shape)
+             for v in (p_data, ap_data))
+    residual = r0 - AP @ xc
+    numpy.testing.assert_allclose(outputs[0][1], residual, rtol=1e-12, atol=1e-12)
+    numpy.testing.assert_allclose(outputs[0][2], 1.3 * scaling * residual, rtol=1e-12, atol=1e-12)
+    numpy.testing.assert_allclose(outputs[0][0], x0 + P @ xc + 1.3 * scaling * residual, rtol=1e-12, atol=1e-12)
     for got, expected in zip(outputs[1], outputs[0]):
         numpy.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 

@@ -128,9 +128,11 @@ def test_the_v_cycle_is_symmetric():
 
 @pytest.mark.parametrize("cycle", ["v", "k"])
 def test_small_levels_multiplied_a_warp_per_row_give_the_sell_cycles_result(monkeypatch, cycle):
-    """The csr family's products and fused smoothing step on the levels below
-    WARP_ROWS rows against the sell family's on all levels, after a set-up
-    and after a refresh (which must renew the copies)."""
+    """The csr family's products, fused smoothing step and fused coarse
+    correction (CoarseCorrection: x += P x_c and the first smoothing step
+    over A P) on the levels below WARP_ROWS rows against the sell family's
+    products on all levels, after a set-up and after a refresh (which must
+    renew the copies and A P)."""
     import gpu_mats.amg.cycle
 
     A = stencil(12, 27)
@@ -140,6 +142,7 @@ def test_small_levels_multiplied_a_warp_per_row_give_the_sell_cycles_result(monk
         monkeypatch.setattr(gpu_mats.amg.cycle, "WARP_ROWS", warp_rows)
         amg = AggregationAMG(*csr_arrays(A), A.shape[0], numpy, coarse_size=20, cycle=cycle)
         assert all((level.A_cycle is None) == (warp_rows == 0) for level in amg.levels[:-1])
+        assert all((level.correction is None) == (warp_rows == 0) for level in amg.levels[:-1])
         assert amg.levels[-1].A_cycle is None  # the coarsest is solved by its inverse
         x, refreshed = numpy.empty_like(b), numpy.empty_like(b)
         amg.apply(b, x)

@@ -60,6 +60,41 @@ class WarpRows:
         self._kernels.chebyshev_step(self.indptr, self.indices, self.data, d, d_next, r, z, scaling, x, a, c)
 
 
+class CoarseCorrection:
+    """A level's coarse correction and its first smoothing step as one pass
+    (the csr family's coarse_correction), on one rank where the level is
+    multiplied a warp per row: P's and (A P)'s values on the pattern of A P,
+    which holds P's (A's diagonal is positive). Three launches become one on
+    a level whose products cost their launch more than their bytes."""
+
+    def __init__(self, A, P, value_dtype, xp):
+        P = P.tocsr()
+        AP = (A @ P).tocsr()
+        pattern = (abs(AP) + abs(P)).tocsr()  # the union: a product's exact zeros are dropped (a null space's rows)
+        pattern.sum_duplicates()
+        pattern.sort_indices()
+        self.indptr = xp.asarray(pattern.indptr, dtype=xp.int64)
+        self.indices = xp.asarray(pattern.indices, dtype=xp.int32)
+        self.p_data, self.ap_data = (_on_pattern(pattern, M, value_dtype, xp) for M in (P, AP))
+        self._kernels = family("csr", xp)
+
+    def apply(self, xc, x, r, d, scaling, c):
+        """x += P xc; r -= A P xc; d = c scaling r; x += d."""
+        self._kernels.coarse_correction(self.indptr, self.indices, self.p_data, self.ap_data, xc, x, r, d, scaling, c)
+
+
+def _on_pattern(pattern, M, value_dtype, xp):
+    """M's values on ``pattern`` (sorted CSR holding M's entries), zero elsewhere."""
+    M = M.tocsr()
+    M.sum_duplicates()
+    M = M.tocoo()
+    columns = pattern.shape[1]
+    keys = pattern.tocoo().row.astype(xp.int64) * columns + pattern.indices  # ascending: rows, sorted columns
+    values = xp.zeros(pattern.nnz, dtype=value_dtype)
+    values[xp.searchsorted(keys, M.row.astype(xp.int64) * columns + M.col)] = M.data
+    return values
+
+
 class Level:
     """One level: ``A`` (SellMatrix), and where it is not the coarsest the
     transfers ``P`` (SellMatrix) and ``R`` = P^T (WarpRows; ``galerkin_R``, the
@@ -76,6 +111,7 @@ class Level:
         self.A_cycle = None
         self.grid = None  # a box's (shape, periodic), where the application gave it (GeometricMultigrid)
         self.P = self.R = self.inverse = None
+        self.correction = None  # a CoarseCorrection where the cycle fuses the correction and first smoothing step
         # in parallel: the blocks on other ranks' columns (row_blocks.HaloColumns), and on the coarsest level
         # the vector gathered from every rank (row_blocks.WholeVector) that its rows of the inverse multiply
         self.A_halo = self.P_halo = self.R_halo = self.whole = None
@@ -146,6 +182,16 @@ class Multigrid:
         with self._phase("operators"):
             level.galerkin_R = R = P.T.tocsr()
             level.P, level.R = self._sell(P), WarpRows(R, self._value_dtype, self.xp)
+
+    def _fuse_correction(self, level, matrix, P):
+        """The level's CoarseCorrection of ``matrix`` (float64 CSR) and its P,
+        where the cycle multiplies the level a warp per row on one rank
+        (WarpRows: a level small enough that its launches, not its bytes,
+        cost); else None."""
+        level.correction = None
+        if self.comm is None and isinstance(level.A_cycle, WarpRows) and level.R is not None:
+            with self._phase("operators"):
+                level.correction = CoarseCorrection(matrix, P, self._value_dtype, self.xp)
 
     def _finish(self, matrix):
         """The coarsest level's inverse of ``matrix``, and the K-cycle's vectors."""
@@ -263,6 +309,10 @@ class Multigrid:
             self._krylov_correction(k + 1)
         else:
             self._cycle(k + 1, coarse.b, coarse.x)
+        if level.correction is not None:  # x += P x_c and the first smoothing step, r still b - A x from above
+            level.correction.apply(coarse.x, x, level.r, level.d, level.scaling, level.steps[0][1])
+            self._smooth(level, b, x, first_done=True)
+            return
         self._product(level.P, level.P_halo, coarse.x, x, beta=1.0)  # x += P x_c
         self._smooth(level, b, x)
 
@@ -292,8 +342,10 @@ class Multigrid:
         kernels.dot_pairs(level.s[2:], (level.c2, level.c2, level.c2), (level.v1, level.v2, level.rt))
         kernels.kcycle_combine(level.x, level.s, level.c1, level.c2)
 
-    def _smooth(self, level, b, x, zero=False):
-        """The level's smoothing steps on A x = b from x (x = 0 with ``zero``).
+    def _smooth(self, level, b, x, zero=False, first_done=False):
+        """The level's smoothing steps on A x = b from x (x = 0 with ``zero``;
+        ``first_done``: the first step taken, its residual in level.r and its
+        d in level.d, by the level's CoarseCorrection).
         The first step is an update (the multigrid family's chebyshev_step, or
         from x = 0 its chebyshev_start, which writes x without reading it);
         each later one, on one rank, a single kernel: r -= A d with the update
@@ -303,10 +355,12 @@ class Multigrid:
         r = level.r
         if zero:
             r = b
-        else:
+        elif not first_done:
             self._product(_operator(level), level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)
         d, d_next = level.d, level.d_next
         for step, (a, c) in enumerate(level.steps):
+            if step == 0 and first_done:
+                continue
             if step == 0:  # a = 0: d is written, not read; from zero, x too
                 if zero:
                     self._kernels.chebyshev_start(x, d, r, level.scaling, c)

@@ -50,6 +50,7 @@ class AggregationAMG(Multigrid):
             if self._in_null_space(coarse, P, d, coarse_rows):
                 self._unlink(level)  # this level is the coarsest
                 break
+            self._fuse_correction(level, matrix, P)
             matrix, rows = coarse, coarse_rows
         self._finish(matrix)
 
@@ -65,6 +66,7 @@ class AggregationAMG(Multigrid):
             self._refresh_level(level, matrix, k)
             if level.inverse is not None:
                 break
+            self._fuse_correction(level, matrix, self._kept_prolongation(level))
             with self._phase("smoother"):
                 self._smoother(level, matrix)
             with self._phase("galerkin"):

@@ -1,8 +1,9 @@
 """Products of CSR matrices with several threads per row on the GPU (4 to
 32, from the mean row length): for the restrictions R = P^T of
-gpu_mats.amg, whose few coarse rows gather hundreds of entries each, and for
+gpu_mats.amg, whose few coarse rows gather hundreds of entries each, for
 the coarse levels of its cycle, too few rows to fill the GPU with SELL's
-thread per row."""
+thread per row, and for a level's coarse correction and first smoothing
+step in one pass (coarse_correction)."""
 
 
 def spmv(indptr, indices, data, x, y, z=None, alpha=1.0, beta=0.0):
@@ -13,3 +14,10 @@ def spmv(indptr, indices, data, x, y, z=None, alpha=1.0, beta=0.0):
 def chebyshev_step(indptr, indices, data, d, d_next, r, z, scaling, x, a, c):
     """One smoothing step fused into the product: r = z - A d; d_next = a d + c scaling r; x += d_next
     (d_next is not d; z may be r)."""
+
+
+def coarse_correction(indptr, indices, p_data, ap_data, xc, x, r, d, scaling, c):
+    """The coarse correction and the first smoothing step after it in one
+    pass, from CSR arrays of one pattern with two sets of values, P's and
+    (A P)'s (P's zero where P has no entry): x += P xc; r -= A P xc (r = b - A x
+    before, so after it the residual of the corrected x); d = c scaling r; x += d."""

@@ -62,3 +62,30 @@ __global__ void csr_chebyshev(long long rows, const long long* __restrict__ indp
         x[row] += step;
     }
 }
+
+// A level's coarse correction and the first smoothing step after it, in one
+// pass over the rows of A P (multigrid's cycle): P's values (zero where P
+// has no entry) and A P's on one pattern. x += P xc; r -= A P xc (r held
+// b - A x before the correction); d = c scaling r; x += d. Every row reads
+// only xc, which no row writes.
+template <typename V, int L>
+__global__ void csr_coarse_correction(long long rows, const long long* __restrict__ indptr,
+                                      const int* __restrict__ indices, const V* __restrict__ p_data,
+                                      const V* __restrict__ ap_data, const double* __restrict__ xc,
+                                      double* __restrict__ x, double* __restrict__ r, double* __restrict__ d,
+                                      const double* __restrict__ scaling, double c)
+{
+    const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (thread / 32 * 32 >= rows * L) return;
+    const long long row = thread / L;
+    const int lane = threadIdx.x % L;
+    const double prolonged = row_sum<V, L>(row, rows, lane, indptr, indices, p_data, xc);
+    const double change = row_sum<V, L>(row, rows, lane, indptr, indices, ap_data, xc);
+    if (lane == 0 && row < rows) {
+        const double residual = r[row] - change;
+        const double step = c * scaling[row] * residual;
+        r[row] = residual;
+        d[row] = step;
+        x[row] = x[row] + prolonged + step;  // as the host twin: x += P xc, then x += d
+    }
+}

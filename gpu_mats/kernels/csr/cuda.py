@@ -23,7 +23,7 @@ def lanes(rows, nnz):
 @functools.cache
 def _module():
     source = pathlib.Path(__file__).with_name("csr.cu").read_text()
-    names = [f"{kernel}<{value},{count}>" for kernel in ("csr_spmv", "csr_chebyshev")
+    names = [f"{kernel}<{value},{count}>" for kernel in ("csr_spmv", "csr_chebyshev", "csr_coarse_correction")
              for value in _VALUE_TYPES.values() for count in LANES]
     return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
 
@@ -45,3 +45,8 @@ def chebyshev_step(indptr, indices, data, d, d_next, r, z, scaling, x, a, c):
     """r = z - A d; d_next = a d + c scaling r; x += d_next (csr.cu's csr_chebyshev)."""
     _launch("csr_chebyshev", indptr, indices, data, r.size, d, d_next, r, z, scaling, x, numpy.float64(a),
             numpy.float64(c))
+
+
+def coarse_correction(indptr, indices, p_data, ap_data, xc, x, r, d, scaling, c):
+    """x += P xc; r -= A P xc; d = c scaling r; x += d (csr.cu's csr_coarse_correction)."""
+    _launch("csr_coarse_correction", indptr, indices, p_data, x.size, ap_data, xc, x, r, d, scaling, numpy.float64(c))

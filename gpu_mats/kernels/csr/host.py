@@ -21,3 +21,11 @@ def chebyshev_step(indptr, indices, data, d, d_next, r, z, scaling, x, a, c):
     r[...] = z - _row_sums(indptr, indices, data, d, r.size)
     d_next[...] = a * d + c * scaling * r
     x += d_next
+
+
+def coarse_correction(indptr, indices, p_data, ap_data, xc, x, r, d, scaling, c):
+    """Twin of csr.cu's csr_coarse_correction."""
+    x += _row_sums(indptr, indices, p_data, xc, x.size)
+    r -= _row_sums(indptr, indices, ap_data, xc, x.size)
+    d[...] = c * scaling * r
+    x += d
