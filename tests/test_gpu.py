@@ -249,7 +249,8 @@ def test_cuda_csr_warp_kernels_match_numpy(dtype, longest, lanes):
     outputs = []
     for kernels, xp in ((host, numpy), (cuda, cupy)):
         x_out, r, d = xp.asarray(x0.copy()), xp.asarray(r0.copy()), xp.full(lengths.size, xp.nan)
-        kernels.coarse_correction(*(xp.asarray(a) for a in (*arrays[:2], p_data, ap_data, xc)), x_out, r, d,
+        pattern = (A.indptr.astype(numpy.int64), A.indices.astype(numpy.int32))
+        kernels.coarse_correction(*(xp.asarray(a) for a in (*pattern, p_data, ap_data, xc)), x_out, r, d,
                                   xp.asarray(scaling), 1.3)
         outputs.append([v if xp is numpy else v.get() for v in (x_out, r, d)])
     P, AP = (scipy.sparse.csr_matrix((v.astype(numpy.float64), A.indices, A.indptr), shape=A.shape)
