@@ -186,17 +186,18 @@ def overhead(n, profile=False):
     B.mult(x, y)
     xa, ya = get_array(x, "r"), get_array(y, "w")
     launch = cuda_kernels._launch(ctx.local)
+    kernels = launch.kernels(xa)
     driver, context = ctypes.CDLL("libcuda.so.1"), ctypes.c_void_p()
     graph = cuda_graphs.capture(lambda: spmv(ctx.local, xa, ya))
     args = launch.args + (xa, numpy.int64(0), ya, ya, numpy.int64(0), numpy.float64(1), numpy.float64(0))
     out = {"matrix": f"7-point {n}^3",
            "kernel (GPU time)": harness.event_us(lambda: spmv(ctx.local, xa, ya)),
-           "CuPy RawKernel launch (host)": host_us(lambda: launch.spmv[0](launch.grid, launch.block, args)),
+           "CuPy RawKernel launch (host)": host_us(lambda: kernels.spmv[0](launch.grid, launch.block, args)),
            "ctypes call of cuCtxGetCurrent (host)": host_us(lambda: driver.cuCtxGetCurrent(ctypes.byref(context))),
            "cuLaunchKernel, prebuilt C arguments (host)": host_us(
-               lambda: launch.vector_product.launch(xa.data.ptr, ya.data.ptr, ya.data.ptr, 1.0, 0.0)),
+               lambda: kernels.vector_product.launch(xa.data.ptr, ya.data.ptr, ya.data.ptr, 1.0, 0.0)),
            "CUDA graph replay of the product (host)": host_us(lambda: cuda_graphs.replay(graph)),
-           "the SELL family's product (host)": host_us(lambda: launch.vector_product(xa, ya, ya, 1.0, 0.0)),
+           "the SELL family's product (host)": host_us(lambda: kernels.vector_product(xa, ya, ya, 1.0, 0.0)),
            "gpu_mats.spmv (host)": host_us(lambda: spmv(ctx.local, xa, ya))}
     restore_array(x, "r"), restore_array(y, "w")
     out["GpuSellMat.mult (host)"] = host_us(lambda: ctx.mult(x.handle, y.handle))

@@ -62,8 +62,8 @@ class AggregationMultigridPC(PythonPC):
         Option("pc_gpuamg_value_type", "value_type", "float64", "precision of the hierarchy's stored values",
                choices=tuple(VALUE_DTYPES), view="values {}"),
         Option("pc_gpuamg_vector_type", "vector_type", "float64", "precision of the cycle's vectors (the Krylov "
-               "method's stay float64); float32 on one rank where every level is cycled as a stencil "
-               "(-pc_gpuamg_stencil, a box's levels)", choices=tuple(VALUE_DTYPES), view="cycle vectors {}"),
+               "method's stay float64); float32 on one rank with the V-cycle", choices=tuple(VALUE_DTYPES),
+               view="cycle vectors {}"),
         Option("pc_gpuamg_cuda_graph", "cuda_graph", True, "replay each V-cycle as one CUDA graph (CUDA vectors; "
                "a graph per pair of vector addresses, captured at its second use)", view="CUDA graph {}"),
         Option("pc_gpuamg_stencil", "stencil", True, "cycle a box's geometric levels as stencils from their grids "

@@ -267,6 +267,45 @@ def test_cuda_csr_warp_kernels_match_numpy(dtype, longest, lanes):
 VECTOR_TOLERANCES = {numpy.float64: 1e-13, numpy.float32: 1e-6}
 
 
+@pytest.mark.parametrize("value_type", [numpy.float64, numpy.float32])
+def test_cuda_sell_and_csr_kernels_on_float32_vectors_match_numpy(value_type):
+    """An aggregation cycle's kernels on float32 vectors (SELL's product and
+    smoothing step, the warp-per-row CSR product, smoothing step and coarse
+    correction): computed in float64, stored in float32, as the twins."""
+    import cupy
+    import scipy.sparse
+
+    from gpu_mats.kernels import family
+
+    rng = numpy.random.default_rng(21)
+    n = 3000
+    matrix = scipy.sparse.random(n, n, density=6 / n, random_state=21, format="csr") + scipy.sparse.eye(n)
+    matrix.sort_indices()
+    csr = (matrix.indptr.astype(numpy.int64), matrix.indices.astype(numpy.int32), matrix.data.astype(value_type))
+    sell = {xp: SellMatrix.from_csr(matrix.indptr, matrix.indices, matrix.data, matrix.shape, slice_height=32,
+                                    value_dtype=value_type, xp=xp) for xp in (numpy, cupy)}
+    vectors = rng.standard_normal((5, n)).astype(numpy.float32)
+    calls = {  # name: (family, its call on (xp, the vectors x, y, z, w, v in xp's memory))
+        "sell spmv": ("sell", lambda xp, x, y, z, w, v: (sell[xp], x, y, z, -0.5, 2.0)),
+        "sell chebyshev_step": ("sell", lambda xp, x, y, z, w, v: (sell[xp], x, y, z, w, v, 0.0 * x + 1.0, 0.7, 1.3)),
+        "csr spmv": ("csr", lambda xp, x, y, z, w, v: (*map(xp.asarray, csr), x, y, z, -0.5, 2.0)),
+        "csr chebyshev_step": ("csr", lambda xp, x, y, z, w, v: (*map(xp.asarray, csr), x, y, z, w, 0.5 * x, v, 0.7,
+                                                                  1.3)),
+        "csr coarse_correction": ("csr", lambda xp, x, y, z, w, v: (*map(xp.asarray, csr), xp.asarray(csr[2][::-1]),
+                                                                     x, y, z, w, v, 1.3)),
+    }
+    for name, (kernels, call) in calls.items():
+        outputs = []
+        for xp in (numpy, cupy):
+            arrays = [xp.asarray(v.copy()) for v in vectors]
+            getattr(family(kernels, xp), name.split()[1])(*call(xp, *arrays))
+            outputs.append([a if xp is numpy else a.get() for a in arrays])
+        for got, expected in zip(*outputs[::-1]):
+            assert got.dtype == expected.dtype == numpy.float32
+            numpy.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6, err_msg=name)
+        assert any((changed != vector).any() for changed, vector in zip(outputs[0], vectors)), name
+
+
 @pytest.mark.parametrize("vector_type", list(VECTOR_TOLERANCES))
 @pytest.mark.parametrize("value_type", [numpy.float64, numpy.float32])
 def test_cuda_stencil_kernels_match_numpy(value_type, vector_type):
@@ -680,18 +719,21 @@ def test_the_functional_kernel_matches_its_twin(rng):
     assert expected[1] == 0.0
 
 
-def test_a_float32_cycle_on_the_gpu_gives_the_hosts_flow():
-    """-pressure_pc_gpuamg_vector_type float32 on the box's levels (the
-    cycle's vectors float32, rounded from and back into cg's float64 ones),
-    replayed as CUDA graphs: the NumPy twin's steps, and the float64
-    cycle's, to the solvers' tolerance."""
-    f32 = {"pressure_pc_type": "gpuamg", "pressure_pc_gpuamg_vector_type": "float32"}
+@pytest.mark.parametrize("levels", ["auto", "algebraic"])
+def test_a_float32_cycle_on_the_gpu_gives_the_hosts_flow(levels):
+    """-pressure_pc_gpuamg_vector_type float32 on the box's levels or on an
+    aggregation (the cycle's vectors float32, rounded from and back into
+    cg's float64 ones), replayed as CUDA graphs: the NumPy twin's steps, and
+    the float64 cycle's, to the solvers' tolerance."""
+    coarsest = {"pressure_pc_gpuamg_coarse_size": 50} if levels == "algebraic" else {}  # levels, not one dense
+    levels = {"flow_pressure_levels": levels, **coarsest}
+    f32 = {"pressure_pc_type": "gpuamg", "pressure_pc_gpuamg_vector_type": "float32", **levels}
     solver, _, on_gpu = _cavity_steps("cupy", "explicit", **f32)
     amg = solver.pressure_ksp.getPC().getPythonContext().amg
-    assert {level.x.dtype for level in amg.levels} == {numpy.dtype(numpy.float32)}
+    assert {level.x.dtype for level in amg.levels} == {numpy.dtype(numpy.float32)} and len(amg.levels) > 2
     assert solver.pressure_ksp.getPC().getPythonContext().graphs.replays > 0
     _, _, on_host = _cavity_steps("numpy", "explicit", **f32)
-    _, _, float64 = _cavity_steps("cupy", "explicit", pressure_pc_type="gpuamg")
+    _, _, float64 = _cavity_steps("cupy", "explicit", pressure_pc_type="gpuamg", **levels)
     for name, value in on_host.items():
         for other in (on_gpu, float64):
             got = other[name]

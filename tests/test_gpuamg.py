@@ -10,7 +10,7 @@ from petsc4py import PETSc
 
 import plugin  # noqa: F401
 from conftest import krylov_solve
-from gpu_mats.amg import AggregationAMG, mis2_aggregates, pairwise_aggregates
+from gpu_mats.amg import AggregationAMG, AMGError, mis2_aggregates, pairwise_aggregates
 from meshes import unit_mesh
 from petsc_ext.options import OptionError, option_defaults
 from plugin.flow.mesh import mesh_geometry
@@ -541,13 +541,41 @@ def test_the_boxs_geometric_levels_run_on_gpuamgs_cycle(dim, vectors):
     assert runs["geometric"][1] <= runs["mg"][1] + 4, (runs["geometric"][1], runs["mg"][1])
 
 
-def test_float32_cycle_vectors_on_levels_that_are_not_stencils_are_refused():
-    """The SELL and CSR kernels of aggregated levels take float64 vectors only."""
-    A = stencil(16, 7)
-    with pytest.raises(PETSc.Error, match="float32 cycle vectors need every level cycled from its grid.*level 0"):
-        krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg",
-                                                 "pc_gpuamg_vector_type": "float32"}, comm=PETSc.COMM_SELF,
-                     mat_type="aij")
+@pytest.mark.parametrize("warp_rows", [0, None])  # SELL on every level; warp-per-row copies below the default
+def test_float32_cycle_vectors_on_aggregated_levels(monkeypatch, warp_rows):
+    """-pc_gpuamg_vector_type float32 on an aggregation (its SELL levels, or
+    its warp-per-row CSR copies with the fused coarse correction): every
+    level's vectors float32, the cycle the float64 cycle's to float32's
+    rounding, cg to the same tolerance in at most one iteration more; the
+    K-cycle with float32 vectors refused."""
+    import gpu_mats.amg.cycle
+
+    if warp_rows is not None:
+        monkeypatch.setattr(gpu_mats.amg.cycle, "WARP_ROWS", warp_rows)
+    A = stencil(12, 27)
+    b = numpy.random.default_rng(5).standard_normal(A.shape[0])
+    cycles = {}
+    for vectors in (numpy.float64, numpy.float32):
+        amg = AggregationAMG(*csr_arrays(A), A.shape[0], numpy, coarse_size=20, vector_dtype=vectors)
+        assert len(amg.levels) > 2 and {level.x.dtype for level in amg.levels} == {numpy.dtype(vectors)}
+        assert all((level.correction is None) == (warp_rows == 0) for level in amg.levels[:-1])
+        cycles[vectors] = numpy.empty_like(b)
+        amg.apply(b, cycles[vectors])
+    error = abs(cycles[numpy.float32] - cycles[numpy.float64]).max() / abs(cycles[numpy.float64]).max()
+    assert 0.0 < error < 1e-5, error  # rounded to float32 on the way, not computed in it
+    solves = {}
+    for vectors in ("float64", "float32"):
+        ksp, x = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg",
+                                                          "pc_gpuamg_coarse_size": 20,
+                                                          "pc_gpuamg_vector_type": vectors},
+                              comm=PETSc.COMM_SELF, rhs=b, mat_type="aij")
+        assert ksp.getConvergedReason() > 0
+        solves[vectors] = (ksp.getIterationNumber(), x.getArray().copy())
+    assert solves["float32"][0] <= solves["float64"][0] + 1, solves
+    numpy.testing.assert_allclose(solves["float32"][1], solves["float64"][1], rtol=0,
+                                  atol=1e-6 * abs(solves["float64"][1]).max())
+    with pytest.raises(AMGError, match="cycle vectors are for a V-cycle on one rank"):
+        AggregationAMG(*csr_arrays(A), A.shape[0], numpy, coarse_size=20, vector_dtype=numpy.float32, cycle="k")
 
 
 def test_geometric_levels_on_a_mesh_are_refused():

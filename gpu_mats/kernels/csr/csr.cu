@@ -4,62 +4,62 @@
 // restrictions; the coarse levels of a hierarchy), where one thread per row
 // starves: a 1,099-row level of 150 entries a row took 50 us per SELL product
 // at 256^3 (BENCHMARKS.md). Values are V (double, or float for mixed
-// precision); vectors and sums are double.
+// precision); vectors are T (double, or float in a mixed-precision cycle);
+// sums are double, rounded once to T.
 
 // The sum of the products of row `row` with x, in each of its L lanes
 // (`lane` counts 0..L-1). Every lane of the warp calls it, rows past the end
 // with no entries: the shuffles need the whole warp.
-template <typename V, int L>
+template <typename V, typename T, int L>
 __device__ __forceinline__ double row_sum(long long row, long long rows, int lane,
                                           const long long* __restrict__ indptr, const int* __restrict__ indices,
-                                          const V* __restrict__ data, const double* __restrict__ x)
+                                          const V* __restrict__ data, const T* __restrict__ x)
 {
     double sum = 0.0;
     if (row < rows)
         for (long long k = indptr[row] + lane; k < indptr[row + 1]; k += L)
-            sum = fma(static_cast<double>(data[k]), __ldg(x + indices[k]), sum);
+            sum = fma(static_cast<double>(data[k]), static_cast<double>(__ldg(x + indices[k])), sum);
     for (int offset = L / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
     return sum;
 }
 
 // y = alpha A x + beta z; beta == 0 never reads z; z may be y.
-template <typename V, int L>
+template <typename V, typename T, int L>
 __global__ void csr_spmv(long long rows, const long long* __restrict__ indptr, const int* __restrict__ indices,
-                         const V* __restrict__ data, const double* __restrict__ x, double* y, const double* z,
+                         const V* __restrict__ data, const T* __restrict__ x, T* y, const T* z,
                          double alpha, double beta)
 {
     const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     if (thread / 32 * 32 >= rows * L) return;  // the whole warp leaves together
     const long long row = thread / L;
     const int lane = threadIdx.x % L;
-    const double sum = row_sum<V, L>(row, rows, lane, indptr, indices, data, x);
+    const double sum = row_sum<V, T, L>(row, rows, lane, indptr, indices, data, x);
     if (lane == 0 && row < rows) {
         double out = alpha * sum;
-        if (beta != 0.0) out = fma(beta, z[row], out);
-        y[row] = out;
+        if (beta != 0.0) out = fma(beta, static_cast<double>(z[row]), out);
+        y[row] = static_cast<T>(out);
     }
 }
 
 // One smoothing step fused into the product, as sell.cu's sell_chebyshev:
 // r = z - A d, then d_next = a d + c scaling r and x += d_next. d_next is not
 // d (other rows read d); z may be r.
-template <typename V, int L>
+template <typename V, typename T, int L>
 __global__ void csr_chebyshev(long long rows, const long long* __restrict__ indptr, const int* __restrict__ indices,
-                              const V* __restrict__ data, const double* __restrict__ d, double* __restrict__ d_next,
-                              double* r, const double* z, const double* __restrict__ scaling, double* __restrict__ x,
-                              double a, double c)
+                              const V* __restrict__ data, const T* __restrict__ d, T* __restrict__ d_next, T* r,
+                              const T* z, const T* __restrict__ scaling, T* __restrict__ x, double a, double c)
 {
     const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     if (thread / 32 * 32 >= rows * L) return;
     const long long row = thread / L;
     const int lane = threadIdx.x % L;
-    const double sum = row_sum<V, L>(row, rows, lane, indptr, indices, data, d);
+    const double sum = row_sum<V, T, L>(row, rows, lane, indptr, indices, data, d);
     if (lane == 0 && row < rows) {
-        const double residual = z[row] - sum;
-        const double step = fma(a, d[row], c * scaling[row] * residual);
-        r[row] = residual;
-        d_next[row] = step;
-        x[row] += step;
+        const double residual = static_cast<double>(z[row]) - sum;
+        const double step = fma(a, static_cast<double>(d[row]), c * static_cast<double>(scaling[row]) * residual);
+        r[row] = static_cast<T>(residual);
+        d_next[row] = static_cast<T>(step);
+        x[row] = static_cast<T>(static_cast<double>(x[row]) + step);
     }
 }
 
@@ -68,24 +68,23 @@ __global__ void csr_chebyshev(long long rows, const long long* __restrict__ indp
 // has no entry) and A P's on one pattern. x += P xc; r -= A P xc (r held
 // b - A x before the correction); d = c scaling r; x += d. Every row reads
 // only xc, which no row writes.
-template <typename V, int L>
+template <typename V, typename T, int L>
 __global__ void csr_coarse_correction(long long rows, const long long* __restrict__ indptr,
                                       const int* __restrict__ indices, const V* __restrict__ p_data,
-                                      const V* __restrict__ ap_data, const double* __restrict__ xc,
-                                      double* __restrict__ x, double* __restrict__ r, double* __restrict__ d,
-                                      const double* __restrict__ scaling, double c)
+                                      const V* __restrict__ ap_data, const T* __restrict__ xc, T* __restrict__ x,
+                                      T* __restrict__ r, T* __restrict__ d, const T* __restrict__ scaling, double c)
 {
     const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     if (thread / 32 * 32 >= rows * L) return;
     const long long row = thread / L;
     const int lane = threadIdx.x % L;
-    const double prolonged = row_sum<V, L>(row, rows, lane, indptr, indices, p_data, xc);
-    const double change = row_sum<V, L>(row, rows, lane, indptr, indices, ap_data, xc);
+    const double prolonged = row_sum<V, T, L>(row, rows, lane, indptr, indices, p_data, xc);
+    const double change = row_sum<V, T, L>(row, rows, lane, indptr, indices, ap_data, xc);
     if (lane == 0 && row < rows) {
-        const double residual = r[row] - change;
-        const double step = c * scaling[row] * residual;
-        r[row] = residual;
-        d[row] = step;
-        x[row] = x[row] + prolonged + step;  // as the host twin: x += P xc, then x += d
+        const double residual = static_cast<double>(r[row]) - change;
+        const double step = c * static_cast<double>(scaling[row]) * residual;
+        r[row] = static_cast<T>(residual);
+        d[row] = static_cast<T>(step);
+        x[row] = static_cast<T>(static_cast<double>(x[row]) + prolonged + step);  // as the host twin
     }
 }

@@ -7,7 +7,7 @@ import pathlib
 import cupy
 import numpy
 
-_VALUE_TYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}
+_TYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}  # values' and vectors'
 BLOCK = 256
 LANES = (4, 8, 16, 32)  # threads per row compiled
 
@@ -21,32 +21,37 @@ def lanes(rows, nnz):
 
 
 @functools.cache
-def _module():
+def _module(vector_type):
+    """The kernels for one vector type, compiled on first use."""
     source = pathlib.Path(__file__).with_name("csr.cu").read_text()
-    names = [f"{kernel}<{value},{count}>" for kernel in ("csr_spmv", "csr_chebyshev", "csr_coarse_correction")
-             for value in _VALUE_TYPES.values() for count in LANES]
+    names = [f"{kernel}<{value},{vector_type},{count}>"
+             for kernel in ("csr_spmv", "csr_chebyshev", "csr_coarse_correction")
+             for value in _TYPES.values() for count in LANES]
     return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
 
 
-def _launch(kernel, indptr, indices, data, rows, *args):
+def _launch(kernel, vectors, indptr, indices, data, rows, *args):
+    """``kernel`` for ``data``'s values and vectors of the array ``vectors``' type."""
     if rows:
         count = lanes(rows, data.size)
-        function = _module().get_function(f"{kernel}<{_VALUE_TYPES[data.dtype]},{count}>")
+        vector_type = _TYPES[vectors.dtype]
+        function = _module(vector_type).get_function(f"{kernel}<{_TYPES[data.dtype]},{vector_type},{count}>")
         function((-(-rows * count // BLOCK),), (BLOCK,), (numpy.int64(rows), indptr, indices, data, *args))
 
 
 def spmv(indptr, indices, data, x, y, z=None, alpha=1.0, beta=0.0):
     """y = alpha A x + beta z (csr.cu's csr_spmv)."""
-    _launch("csr_spmv", indptr, indices, data, y.size, x, y, y if z is None else z, numpy.float64(alpha),
+    _launch("csr_spmv", x, indptr, indices, data, y.size, x, y, y if z is None else z, numpy.float64(alpha),
             numpy.float64(beta))
 
 
 def chebyshev_step(indptr, indices, data, d, d_next, r, z, scaling, x, a, c):
     """r = z - A d; d_next = a d + c scaling r; x += d_next (csr.cu's csr_chebyshev)."""
-    _launch("csr_chebyshev", indptr, indices, data, r.size, d, d_next, r, z, scaling, x, numpy.float64(a),
+    _launch("csr_chebyshev", d, indptr, indices, data, r.size, d, d_next, r, z, scaling, x, numpy.float64(a),
             numpy.float64(c))
 
 
 def coarse_correction(indptr, indices, p_data, ap_data, xc, x, r, d, scaling, c):
     """x += P xc; r -= A P xc; d = c scaling r; x += d (csr.cu's csr_coarse_correction)."""
-    _launch("csr_coarse_correction", indptr, indices, p_data, x.size, ap_data, xc, x, r, d, scaling, numpy.float64(c))
+    _launch("csr_coarse_correction", xc, indptr, indices, p_data, x.size, ap_data, xc, x, r, d, scaling,
+            numpy.float64(c))

@@ -1,31 +1,37 @@
-"""CSR products on the host: the NumPy twins of ``csr.cu``."""
+"""CSR products on the host: the NumPy twins of ``csr.cu``, computing in
+float64 and storing in the vectors' type, as the kernels do."""
 
 import numpy
+
+from .. import wide
 
 
 def _row_sums(indptr, indices, data, x, rows):
     """Each row's products with x, summed in float64."""
     entry_rows = numpy.repeat(numpy.arange(rows), numpy.diff(indptr))
-    return numpy.bincount(entry_rows, weights=data.astype(numpy.float64) * x[indices], minlength=rows)
+    return numpy.bincount(entry_rows, weights=wide(data) * x[indices], minlength=rows)
 
 
 def spmv(indptr, indices, data, x, y, z=None, alpha=1.0, beta=0.0):
     """Twin of csr.cu's csr_spmv."""
     z = y if z is None else z
     sums = alpha * _row_sums(indptr, indices, data, x, y.size)
-    y[...] = sums + beta * z if beta != 0.0 else sums
+    y[...] = sums + beta * wide(z) if beta != 0.0 else sums
 
 
 def chebyshev_step(indptr, indices, data, d, d_next, r, z, scaling, x, a, c):
     """Twin of csr.cu's csr_chebyshev."""
-    r[...] = z - _row_sums(indptr, indices, data, d, r.size)
-    d_next[...] = a * d + c * scaling * r
-    x += d_next
+    residual = wide(z) - _row_sums(indptr, indices, data, d, r.size)
+    step = a * wide(d) + c * wide(scaling) * residual
+    r[...] = residual
+    d_next[...] = step
+    x[...] = wide(x) + step
 
 
 def coarse_correction(indptr, indices, p_data, ap_data, xc, x, r, d, scaling, c):
     """Twin of csr.cu's csr_coarse_correction."""
-    x += _row_sums(indptr, indices, p_data, xc, x.size)
-    r -= _row_sums(indptr, indices, ap_data, xc, x.size)
-    d[...] = c * scaling * r
-    x += d
+    residual = wide(r) - _row_sums(indptr, indices, ap_data, xc, x.size)
+    step = c * wide(scaling) * residual
+    r[...] = residual
+    d[...] = step
+    x[...] = wide(x) + _row_sums(indptr, indices, p_data, xc, x.size) + step

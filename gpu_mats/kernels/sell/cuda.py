@@ -16,7 +16,7 @@ import numpy
 from ..cuda_graphs import capture
 
 MAX_VECTORS = 4  # widest generalized SpMV compiled; more vectors go in chunks
-_VALUE_TYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}
+_TYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}  # values' and vectors'
 _NULL = numpy.uint64(0)
 
 # Rows per thread and threads per block, per value type (BENCHMARKS.md,
@@ -29,16 +29,16 @@ TUNING = {
 }
 
 
-def _spmv_name(value_type, nvec, rows):
-    return f"sell_spmv<{value_type},{nvec},{rows}>"
+def _spmv_name(value_type, vector_type, nvec, rows):
+    return f"sell_spmv<{value_type},{vector_type},{nvec},{rows}>"
 
 
 @functools.cache
-def _module(value_type, rows):
-    """The kernels of one value type and row grouping, compiled on first use."""
+def _module(value_type, vector_type, rows):
+    """The kernels of one value type, vector type and row grouping, compiled on first use."""
     source = pathlib.Path(__file__).with_name("sell.cu").read_text()
-    names = [_spmv_name(value_type, n, rows) for n in range(1, MAX_VECTORS + 1)] + [
-        f"sell_diagonal<{value_type}>", f"sell_chebyshev<{value_type},{rows}>"]
+    names = [_spmv_name(value_type, vector_type, n, rows) for n in range(1, MAX_VECTORS + 1)] + [
+        f"sell_diagonal<{value_type}>", f"sell_chebyshev<{value_type},{vector_type},{rows}>"]
     return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
 
 
@@ -109,23 +109,41 @@ def _cuda_driver():
 
 
 class _Launch:
-    """What one matrix's launches share: kernels, grid, leading arguments."""
+    """What one matrix's launches share: grid, leading arguments, and its
+    kernels per vector type (``kernels``)."""
 
     def __init__(self, A):
         tuning = TUNING[A.vals.dtype]
-        rows = tuning["rows_per_thread"] if A.slice_height % tuning["rows_per_thread"] == 0 else 1
-        value_type = _VALUE_TYPES[A.vals.dtype]
-        module = _module(value_type, rows)
-        self.spmv = [module.get_function(_spmv_name(value_type, n, rows)) for n in range(1, MAX_VECTORS + 1)]
-        self.diagonal = module.get_function(f"sell_diagonal<{value_type}>")
-        self.chebyshev = module.get_function(f"sell_chebyshev<{value_type},{rows}>")
+        self.rows = tuning["rows_per_thread"] if A.slice_height % tuning["rows_per_thread"] == 0 else 1
+        self.value_type = _TYPES[A.vals.dtype]
+        self.diagonal = _module(self.value_type, "double", self.rows).get_function(f"sell_diagonal<{self.value_type}>")
         block = tuning["block"]
         self.block = (block,)
-        self.grid = (-(-A.shape[0] // (rows * block)),)
+        self.grid = (-(-A.shape[0] // (self.rows * block)),)
         self.diagonal_grid = (-(-A.shape[0] // block),)
         row_of = A.row_of if A.row_of is not None else _NULL
         self.args = (A.slice_ptr, A.cols, A.vals, row_of, numpy.int32(A.shape[0]), numpy.int32(A.slice_height))
-        self.vector_product = _VectorProduct(self.spmv[0], self.grid, self.block, self.args)
+        self._kernels = {}
+
+    def kernels(self, vectors):
+        """The products and smoothing step for vectors of the array ``vectors``' type."""
+        kernels = self._kernels.get(vectors.dtype)
+        if kernels is None:
+            kernels = self._kernels[vectors.dtype] = _VectorKernels(self, _TYPES[vectors.dtype])
+        return kernels
+
+
+class _VectorKernels:
+    """One matrix's kernels for one vector type: the products of 1 to
+    MAX_VECTORS vectors, the single vector's replayed (_VectorProduct), and
+    the smoothing step."""
+
+    def __init__(self, launch, vector_type):
+        module = _module(launch.value_type, vector_type, launch.rows)
+        self.spmv = [module.get_function(_spmv_name(launch.value_type, vector_type, n, launch.rows))
+                     for n in range(1, MAX_VECTORS + 1)]
+        self.chebyshev = module.get_function(f"sell_chebyshev<{launch.value_type},{vector_type},{launch.rows}>")
+        self.vector_product = _VectorProduct(self.spmv[0], launch.grid, launch.block, launch.args)
 
 
 # id(A) -> its _Launch, dropped when A goes (a plain dict: a WeakKeyDictionary
@@ -146,14 +164,15 @@ def spmv(A, x, y, z, alpha, beta):
     if A.shape[0] == 0:
         return
     launch = _launch(A)
+    kernels = launch.kernels(x)
     if x.ndim == 1:
-        launch.vector_product(x, y, z, alpha, beta)
+        kernels.vector_product(x, y, z, alpha, beta)
         return
     scalars = (numpy.float64(alpha), numpy.float64(beta))
-    ldx, ldy = numpy.int64(x.strides[0] // 8), numpy.int64(y.strides[0] // 8)
+    ldx, ldy = numpy.int64(x.strides[0] // x.itemsize), numpy.int64(y.strides[0] // y.itemsize)
     for j in range(0, x.shape[0], MAX_VECTORS):
         nvec = min(MAX_VECTORS, x.shape[0] - j)
-        launch.spmv[nvec - 1](launch.grid, launch.block, launch.args + (x[j], ldx, y[j], z[j], ldy) + scalars)
+        kernels.spmv[nvec - 1](launch.grid, launch.block, launch.args + (x[j], ldx, y[j], z[j], ldy) + scalars)
 
 
 def chebyshev_step(A, d, d_next, r, z, scaling, x, a, c):
@@ -161,8 +180,8 @@ def chebyshev_step(A, d, d_next, r, z, scaling, x, a, c):
     if A.shape[0] == 0:
         return
     launch = _launch(A)
-    launch.chebyshev(launch.grid, launch.block, launch.args + (d, d_next, r, z, scaling, x, numpy.float64(a),
-                                                               numpy.float64(c)))
+    launch.kernels(d).chebyshev(launch.grid, launch.block, launch.args + (d, d_next, r, z, scaling, x,
+                                                                          numpy.float64(a), numpy.float64(c)))
 
 
 def diagonal(A, d):

@@ -2,10 +2,13 @@
 on the same SELL arrays.
 
 Each stored entry is multiplied with the x it points at and summed per stored
-row in slot order (entry 0, 1, ... of the row), as the CUDA threads do.
+row in slot order (entry 0, 1, ... of the row), as the CUDA threads do, in
+float64 whatever the values' and vectors' types, and stored in the vectors'.
 """
 
 import numpy
+
+from .. import wide
 
 
 def _row_sums(A, products):
@@ -20,19 +23,22 @@ def spmv(A, x, y, z, alpha, beta):
         for j in range(x.shape[0]):
             spmv(A, x[j], y[j], z[j], alpha, beta)
         return
-    out = alpha * _row_sums(A, A.vals * x[A.cols])
+    out = alpha * _row_sums(A, wide(A.vals) * x[A.cols])
     rows = slice(None) if A.row_of is None else A.row_of
     if beta != 0.0:
-        out += beta * z[rows]
+        out += beta * wide(z[rows])
     y[rows] = out
 
 
 def chebyshev_step(A, d, d_next, r, z, scaling, x, a, c):
     """Twin of sell.cu's sell_chebyshev."""
     rows = slice(None) if A.row_of is None else A.row_of
-    r[rows] = z[rows] - _row_sums(A, A.vals * d[A.cols])
-    d_next[...] = a * d + c * scaling * r
-    x += d_next
+    residual = numpy.empty(r.size)
+    residual[rows] = wide(z[rows]) - _row_sums(A, wide(A.vals) * d[A.cols])
+    step = a * wide(d) + c * wide(scaling) * residual
+    r[...] = residual
+    d_next[...] = step
+    x[...] = wide(x) + step
 
 
 def diagonal(A, d):

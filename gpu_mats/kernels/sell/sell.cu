@@ -7,7 +7,8 @@
 // R, so the loads are aligned. Wide loads keep more bytes in flight per
 // instruction, which is what a memory-bound kernel needs (Oyarzún 2015, ch. 3
 // pairs rows the same way). Values are V (double, or float for mixed
-// precision); vectors and sums are double. Stored row p is original row
+// precision); vectors are T (double, or float in a mixed-precision cycle);
+// sums are double, rounded once to T. Stored row p is original row
 // row_of[p] (row_of == nullptr: the identity).
 
 // out[0..R) = p[0..R) with loads of up to 16 bytes; p is aligned to R*sizeof(T).
@@ -28,9 +29,9 @@ __device__ __forceinline__ void load_rows(const T* __restrict__ p, T (&out)[R])
 
 // acc[r][j] = the sum over the entries of stored row p0 + r (slots at, at +
 // C, ... below end) of value times X[j] at its column, for the NV vectors j.
-template <typename V, int NV, int R>
+template <typename V, typename T, int NV, int R>
 __device__ __forceinline__ void row_sums(const int* __restrict__ cols, const V* __restrict__ vals, long long at,
-                                         long long end, int C, const double* __restrict__ x, long long ldx,
+                                         long long end, int C, const T* __restrict__ x, long long ldx,
                                          double (&acc)[R][NV])
 {
 #pragma unroll
@@ -47,20 +48,21 @@ __device__ __forceinline__ void row_sums(const int* __restrict__ cols, const V* 
         for (int r = 0; r < R; ++r)
 #pragma unroll
             for (int j = 0; j < NV; ++j)
-                acc[r][j] = fma(static_cast<double>(v[r]), __ldg(x + j * ldx + c[r]), acc[r][j]);
+                acc[r][j] = fma(static_cast<double>(v[r]), static_cast<double>(__ldg(x + j * ldx + c[r])),
+                                acc[r][j]);
     }
 }
 
 // Y[j] = alpha * A X[j] + beta * Z[j] for the NV vectors j; vector j starts
 // at j*ldx in X and j*ldy in Y and Z. beta == 0 never reads Z; Z may be Y.
-template <typename V, int NV, int R>
+template <typename V, typename T, int NV, int R>
 __global__ void sell_spmv(const long long* __restrict__ slice_ptr,
                           const int* __restrict__ cols,
                           const V* __restrict__ vals,
                           const int* __restrict__ row_of,
                           int nrows, int C,
-                          const double* __restrict__ x, long long ldx,
-                          double* y, const double* z, long long ldy,
+                          const T* __restrict__ x, long long ldx,
+                          T* y, const T* z, long long ldy,
                           double alpha, double beta)
 {
     const int p0 = (blockIdx.x * blockDim.x + threadIdx.x) * R;
@@ -73,7 +75,7 @@ __global__ void sell_spmv(const long long* __restrict__ slice_ptr,
     if (at >= end && beta == 1.0 && z == y) return;
 
     double acc[R][NV];
-    row_sums<V, NV, R>(cols, vals, at, end, C, x, ldx, acc);
+    row_sums<V, T, NV, R>(cols, vals, at, end, C, x, ldx, acc);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         const int p = p0 + r;
@@ -82,8 +84,8 @@ __global__ void sell_spmv(const long long* __restrict__ slice_ptr,
 #pragma unroll
         for (int j = 0; j < NV; ++j) {
             double out = alpha * acc[r][j];
-            if (beta != 0.0) out = fma(beta, z[j * ldy + row], out);
-            y[j * ldy + row] = out;
+            if (beta != 0.0) out = fma(beta, static_cast<double>(z[j * ldy + row]), out);
+            y[j * ldy + row] = static_cast<T>(out);
         }
     }
 }
@@ -93,15 +95,15 @@ __global__ void sell_spmv(const long long* __restrict__ slice_ptr,
 // scaling r and x += d_next, each row's update right after its sum, so that
 // r, d and x are read and written once per step instead of a second time by
 // a separate update kernel. d_next is not d: other rows read d. z may be r.
-template <typename V, int R>
+template <typename V, typename T, int R>
 __global__ void sell_chebyshev(const long long* __restrict__ slice_ptr,
                                const int* __restrict__ cols,
                                const V* __restrict__ vals,
                                const int* __restrict__ row_of,
                                int nrows, int C,
-                               const double* __restrict__ d, double* __restrict__ d_next,
-                               double* r, const double* z, const double* __restrict__ scaling,
-                               double* __restrict__ x, double a, double c_)
+                               const T* __restrict__ d, T* __restrict__ d_next,
+                               T* r, const T* z, const T* __restrict__ scaling,
+                               T* __restrict__ x, double a, double c_)
 {
     const int p0 = (blockIdx.x * blockDim.x + threadIdx.x) * R;
     if (p0 >= nrows) return;
@@ -109,17 +111,17 @@ __global__ void sell_chebyshev(const long long* __restrict__ slice_ptr,
     const long long end = slice_ptr[s + 1];
     long long at = slice_ptr[s] + (p0 - s * C);
     double acc[R][1];
-    row_sums<V, 1, R>(cols, vals, at, end, C, d, 0, acc);
+    row_sums<V, T, 1, R>(cols, vals, at, end, C, d, 0, acc);
 #pragma unroll
     for (int k = 0; k < R; ++k) {
         const int p = p0 + k;
         if (p >= nrows) break;
         const int row = row_of ? row_of[p] : p;
-        const double residual = z[row] - acc[k][0];
-        const double step = fma(a, d[row], c_ * scaling[row] * residual);
-        r[row] = residual;
-        d_next[row] = step;
-        x[row] += step;
+        const double residual = static_cast<double>(z[row]) - acc[k][0];
+        const double step = fma(a, static_cast<double>(d[row]), c_ * static_cast<double>(scaling[row]) * residual);
+        r[row] = static_cast<T>(residual);
+        d_next[row] = static_cast<T>(step);
+        x[row] = static_cast<T>(static_cast<double>(x[row]) + step);
     }
 }
 
