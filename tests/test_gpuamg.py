@@ -307,6 +307,25 @@ def test_the_flow_drivers_pressure_solve_takes_gpuamg(where):
     (u_ainv, its_ainv), (u_amg, its_amg) = runs
     numpy.testing.assert_allclose(u_amg, u_ainv, rtol=0, atol=1e-9)
     assert its_amg < its_ainv
+    amg = solver.pressure_ksp.getPC().getPythonContext().amg  # the flow's defaults on one rank: float32
+    assert {level.x.dtype for level in amg.levels} == {level.A.value_dtype for level in amg.levels} == {
+        numpy.dtype(numpy.float32)}
+
+
+def test_the_flow_keeps_float64_cycle_vectors_under_the_k_cycle():
+    """The flow's float32 cycle vectors are a default of the V-cycle: a
+    K-cycle asked for gets float64 vectors, not a refusal."""
+    from plugin.flow.boundary import Wall
+    from plugin.flow.solver import FlowSolver
+
+    options = {"flow_max_steps": 2, "pressure_ksp_type": "fcg", "pressure_pc_type": "gpuamg",
+               "pressure_pc_gpuamg_cycle": "k"}
+    with option_defaults("", options):
+        g = mesh_geometry(unit_mesh(("quad", "triangle"), n=6, jitter=0.3))
+        solver = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
+    solver.run(solver.initial_state())
+    amg = solver.pressure_ksp.getPC().getPythonContext().amg
+    assert amg.cycle == "k" and {level.x.dtype for level in amg.levels} == {numpy.dtype(numpy.float64)}
 
 
 def test_cacg_takes_gpuamg_as_cg_does():

@@ -46,6 +46,16 @@ class LinearSolvers:
         matrices."""
         return self.matrices.poisson.getType() in (PETSc.Mat.Type.SEQAIJ, PETSc.Mat.Type.MPIAIJ)
 
+    def _gpuamg_precision(self, prefix):
+        """gpuamg's defaults in the flow: the hierarchy's values in float32,
+        and on one rank under the V-cycle its vectors too (the K-cycle and the
+        halo exchanges take float64 only): the same iterations in less time
+        (BENCHMARKS.md)."""
+        defaults = {"pc_gpuamg_value_type": "float32"}
+        if self.comm.getSize() == 1 and PETSc.Options(prefix).getString("pc_gpuamg_cycle", "v") == "v":
+            defaults["pc_gpuamg_vector_type"] = "float32"
+        return defaults
+
     def pressure_ksp(self, prefix="pressure_"):
         """The pressure KSP (options ``prefix``): cg (graphcg under gpuamg) to
         rtol 1e-8 of the true residual, from the last pressure. With
@@ -61,8 +71,7 @@ class LinearSolvers:
         ksp.getPC().setType(pc_type)
         ksp.setTolerances(rtol=1e-8)
         ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
-        # gpuamg's hierarchy in float32: the same iterations in less time (BENCHMARKS.md)
-        with option_defaults(prefix, {"pc_gpuamg_value_type": "float32"}):
+        with option_defaults(prefix, self._gpuamg_precision(prefix)):
             ksp.setFromOptions()
         # rtol on ||b - A q|| / ||b||, the discrete divergence left: PETSc's default for a nonzero guess,
         # ||B b|| with B the preconditioner, costs one more cycle per solve

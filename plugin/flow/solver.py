@@ -70,7 +70,8 @@ OPTIONS = (
     Option("flow_pressure_levels", "pressure_levels", "auto", "with -pressure_pc_type gpuamg: geometric, the "
            "box's grids (rediscretized levels, linear interpolation, as -pressure_pc_type mg has them) cycled as "
            "stencils by gpuamg (one rank); algebraic, gpuamg's aggregation; auto: geometric on a DMDA box on "
-           "one rank, else algebraic; either in float32 values unless -pressure_pc_gpuamg_value_type says otherwise",
+           "one rank, else algebraic; either in float32 values, and on one rank under the V-cycle float32 cycle "
+           "vectors, unless -pressure_pc_gpuamg_value_type or -pressure_pc_gpuamg_vector_type says otherwise",
            choices=PRESSURE_LEVELS),
     Option("flow_pressure_laplacian", "pressure_laplacian", "compact", "compact: L of Oyarzún 2015 (eq. 1.7) "
            "with the face velocities of eq. 2.9, which dissipates O(dt h^2) of the kinetic energy; wide: "
