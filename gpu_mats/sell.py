@@ -143,6 +143,11 @@ class SellMatrix:
         """r = z - A d; d_next = a d + c scaling r; x += d_next, in one pass."""
         family("sell", self.xp).chebyshev_step(self, d, d_next, r, z, scaling, x, a, c)
 
+    def chebyshev_first(self, b, scaling, d_next, r, x, c0, a, c):
+        """The first two smoothing steps from x = 0 in one pass (d0 = c0 scaling b; r = b - A d0;
+        d_next = a d0 + c scaling r; x = d0 + d_next)."""
+        family("sell", self.xp).chebyshev_first(self, b, scaling, d_next, r, x, c0, a, c)
+
     def refresh_values(self, data):
         """New values on the same nonzero pattern, in the CSR order the matrix was built from."""
         data = self.xp.asarray(data)

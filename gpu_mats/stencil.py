@@ -92,6 +92,11 @@ class StencilMatrix:
         """r = z - A d; d_next = a d + c scaling r; x += d_next, in one pass."""
         family("stencil", array_module(self.diag)).chebyshev_step(self, d, d_next, r, z, scaling, x, a, c)
 
+    def chebyshev_first(self, b, scaling, d_next, r, x, c0, a, c):
+        """The first two smoothing steps from x = 0 in one pass (d0 = c0 scaling b; r = b - A d0;
+        d_next = a d0 + c scaling r; x = d0 + d_next)."""
+        family("stencil", array_module(self.diag)).chebyshev_first(self, b, scaling, d_next, r, x, c0, a, c)
+
 
 # A transfer recognized as a tensor product must give the matrix's products on random vectors to this (relative).
 TRANSFER_TOLERANCE = 1e-12

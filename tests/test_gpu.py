@@ -346,6 +346,48 @@ def test_cuda_stencil_kernels_match_numpy(value_type, vector_type):
 
 
 @pytest.mark.parametrize("vector_type", list(VECTOR_TOLERANCES))
+@pytest.mark.parametrize("operator", ["sell", "csr", "stencil"])
+def test_the_first_two_smoothing_steps_in_one_kernel_give_the_bits_of_two(operator, vector_type):
+    """chebyshev_first (d0 = c0 scaling b, r = b - A d0, d_next = a d0 + c
+    scaling r, x = d0 + d_next) of SELL, warp-per-row CSR and stencil
+    operators: the bits of the multigrid family's chebyshev_start then the
+    operator's chebyshev_step, on the GPU; and the NumPy twin's values."""
+    import cupy
+
+    from gpu_mats.amg.cycle import WarpRows
+    from gpu_mats.kernels.multigrid import cuda as multigrid
+    from gpu_mats.stencil import StencilMatrix
+    from test_stencil import BOXES, box_laplacian
+
+    shape, periodic, lengths, open_sides = BOXES[next(iter(BOXES))]
+    A = box_laplacian(shape, periodic, lengths, open_sides).tocsr()
+    A.sort_indices()
+    made = {"sell": lambda xp: SellMatrix.from_csr(A.indptr, A.indices, A.data, A.shape, slice_height=32,
+                                                   value_dtype=numpy.float32, xp=xp),
+            "csr": lambda xp: WarpRows(A, numpy.float32, xp),
+            "stencil": lambda xp: StencilMatrix.from_csr(*(xp.asarray(a) for a in (A.indptr, A.indices, A.data)),
+                                                         shape, periodic, numpy.float32)}[operator]
+    rng = numpy.random.default_rng(17)
+    b, scaling = rng.standard_normal((2, A.shape[0])).astype(vector_type)
+    c0, a, c = 0.6, 0.3, 1.1
+    outputs = {}
+    for name, xp in (("fused", cupy), ("twin", numpy), ("two kernels", cupy)):
+        M = made(xp)
+        d, d_next, r, x = (xp.full(b.size, xp.nan, dtype=vector_type) for _ in range(4))
+        if name == "two kernels":
+            multigrid.chebyshev_start(x, d, cupy.asarray(b), cupy.asarray(scaling), c0)
+            M.chebyshev_step(d, d_next, r, cupy.asarray(b), cupy.asarray(scaling), x, a, c)
+        else:
+            M.chebyshev_first(xp.asarray(b), xp.asarray(scaling), d_next, r, x, c0, a, c)
+        outputs[name] = [v if xp is numpy else v.get() for v in (d_next, r, x)]
+    tolerance = VECTOR_TOLERANCES[vector_type]
+    for fused, two, twin in zip(outputs["fused"], outputs["two kernels"], outputs["twin"]):
+        assert fused.dtype == vector_type and not numpy.isnan(fused).any()
+        numpy.testing.assert_array_equal(fused, two)
+        numpy.testing.assert_allclose(fused, twin, rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("vector_type", list(VECTOR_TOLERANCES))
 def test_cuda_tensor_transfers_match_numpy(vector_type):
     """The stencil family's tensor_transfer (a box's interpolation between
     grids and its transpose) against the NumPy twin, on each box's hierarchy."""

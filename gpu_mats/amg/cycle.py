@@ -59,6 +59,11 @@ class WarpRows:
         """r = z - M d; d_next = a d + c scaling r; x += d_next, in one kernel."""
         self._kernels.chebyshev_step(self.indptr, self.indices, self.data, d, d_next, r, z, scaling, x, a, c)
 
+    def chebyshev_first(self, b, scaling, d_next, r, x, c0, a, c):
+        """The first two smoothing steps from x = 0 in one kernel (d0 = c0 scaling b; r = b - M d0;
+        d_next = a d0 + c scaling r; x = d0 + d_next)."""
+        self._kernels.chebyshev_first(self.indptr, self.indices, self.data, b, scaling, d_next, r, x, c0, a, c)
+
 
 class CoarseCorrection:
     """A level's coarse correction and its first smoothing step as one pass
@@ -344,16 +349,24 @@ class Multigrid:
         each later one, on one rank, a single kernel: r -= A d with the update
         fused in (the chebyshev_step of the level's operator: SELL, or its
         stencil or warp-row copy A_cycle; alternating d between two arrays);
-        in parallel an SpMV with its halo, then the update."""
+        in parallel an SpMV with its halo, then the update. From x = 0 on one
+        rank the first two steps are one kernel (the operator's chebyshev_first)."""
+        fused = level.A_cycle is not None or level.A_halo is None  # a step's product needs no halo
         r = level.r
         if zero:
             r = b
         elif not first_done:
             self._product(_operator(level), level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)
         d, d_next = level.d, level.d_next
-        for step, (a, c) in enumerate(level.steps):
-            if step == 0 and first_done:
-                continue
+        steps = list(enumerate(level.steps))
+        if first_done:
+            steps = steps[1:]
+        elif zero and fused and len(steps) > 1:
+            (_, (_, c0)), (_, (a1, c1)) = steps[:2]
+            _operator(level).chebyshev_first(b, level.scaling, d_next, level.r, x, c0, a1, c1)
+            d, d_next = d_next, d
+            steps = steps[2:]
+        for step, (a, c) in steps:
             if step == 0:  # a = 0: d is written, not read; from zero, x too
                 if zero:
                     self._kernels.chebyshev_start(x, d, r, level.scaling, c)
@@ -361,7 +374,7 @@ class Multigrid:
                     self._kernels.chebyshev_step(x, d, r, level.scaling, a, c)
                 continue
             z = b if zero and step == 1 else level.r
-            if level.A_cycle is not None or level.A_halo is None:
+            if fused:
                 _operator(level).chebyshev_step(d, d_next, level.r, z, level.scaling, x, a, c)
                 d, d_next = d_next, d
             else:

@@ -16,6 +16,12 @@ def chebyshev_step(indptr, indices, data, d, d_next, r, z, scaling, x, a, c):
     (d_next is not d; z may be r)."""
 
 
+def chebyshev_first(indptr, indices, data, b, scaling, d_next, r, x, c0, a, c):
+    """The first two smoothing steps from x = 0 in one pass: d0 = c0 scaling b (in the vectors' type);
+    r = b - A d0; d_next = a d0 + c scaling r; x = d0 + d_next (the multigrid family's chebyshev_start, then
+    chebyshev_step, bit for bit)."""
+
+
 def coarse_correction(indptr, indices, p_data, ap_data, xc, x, r, d, scaling, c):
     """The coarse correction and the first smoothing step after it in one
     pass, from CSR arrays of one pattern with two sets of values, P's and

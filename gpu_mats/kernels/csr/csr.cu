@@ -9,16 +9,24 @@
 
 // The sum of the products of row `row` with x, in each of its L lanes
 // (`lane` counts 0..L-1). Every lane of the warp calls it, rows past the end
-// with no entries: the shuffles need the whole warp.
-template <typename V, typename T, int L>
+// with no entries: the shuffles need the whole warp. FIRST: with d0 = c0
+// scaling x at each column instead, rounded to T as the step that stores it
+// rounds it (csr_chebyshev_first).
+template <typename V, typename T, int L, bool FIRST = false>
 __device__ __forceinline__ double row_sum(long long row, long long rows, int lane,
                                           const long long* __restrict__ indptr, const int* __restrict__ indices,
-                                          const V* __restrict__ data, const T* __restrict__ x)
+                                          const V* __restrict__ data, const T* __restrict__ x,
+                                          const T* __restrict__ scaling = nullptr, double c0 = 0.0)
 {
     double sum = 0.0;
     if (row < rows)
-        for (long long k = indptr[row] + lane; k < indptr[row + 1]; k += L)
-            sum = fma(static_cast<double>(data[k]), static_cast<double>(__ldg(x + indices[k])), sum);
+        for (long long k = indptr[row] + lane; k < indptr[row + 1]; k += L) {
+            const int column = indices[k];
+            double xc = static_cast<double>(__ldg(x + column));
+            if constexpr (FIRST)
+                xc = static_cast<double>(static_cast<T>(c0 * static_cast<double>(__ldg(scaling + column)) * xc));
+            sum = fma(static_cast<double>(data[k]), xc, sum);
+        }
     for (int offset = L / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
     return sum;
 }
@@ -60,6 +68,31 @@ __global__ void csr_chebyshev(long long rows, const long long* __restrict__ indp
         r[row] = static_cast<T>(residual);
         d_next[row] = static_cast<T>(step);
         x[row] = static_cast<T>(static_cast<double>(x[row]) + step);
+    }
+}
+
+// The first two smoothing steps from x = 0 in one pass, as sell.cu's
+// sell_chebyshev_first: d0 = c0 scaling b where read; r = b - A d0;
+// d_next = a d0 + c scaling r; x = d0 + d_next.
+template <typename V, typename T, int L>
+__global__ void csr_chebyshev_first(long long rows, const long long* __restrict__ indptr,
+                                    const int* __restrict__ indices, const V* __restrict__ data,
+                                    const T* __restrict__ b, const T* __restrict__ scaling, T* __restrict__ d_next,
+                                    T* __restrict__ r, T* __restrict__ x, double c0, double a, double c)
+{
+    const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (thread / 32 * 32 >= rows * L) return;
+    const long long row = thread / L;
+    const int lane = threadIdx.x % L;
+    const double sum = row_sum<V, T, L, true>(row, rows, lane, indptr, indices, data, b, scaling, c0);
+    if (lane == 0 && row < rows) {
+        const double d0 = static_cast<double>(static_cast<T>(c0 * static_cast<double>(scaling[row]) *
+                                                             static_cast<double>(b[row])));
+        const double residual = static_cast<double>(b[row]) - sum;
+        const double step = fma(a, d0, c * static_cast<double>(scaling[row]) * residual);
+        r[row] = static_cast<T>(residual);
+        d_next[row] = static_cast<T>(step);
+        x[row] = static_cast<T>(d0 + step);
     }
 }
 

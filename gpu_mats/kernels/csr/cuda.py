@@ -25,7 +25,7 @@ def _module(vector_type):
     """The kernels for one vector type, compiled on first use."""
     source = pathlib.Path(__file__).with_name("csr.cu").read_text()
     names = [f"{kernel}<{value},{vector_type},{count}>"
-             for kernel in ("csr_spmv", "csr_chebyshev", "csr_coarse_correction")
+             for kernel in ("csr_spmv", "csr_chebyshev", "csr_chebyshev_first", "csr_coarse_correction")
              for value in _TYPES.values() for count in LANES]
     return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
 
@@ -49,6 +49,12 @@ def chebyshev_step(indptr, indices, data, d, d_next, r, z, scaling, x, a, c):
     """r = z - A d; d_next = a d + c scaling r; x += d_next (csr.cu's csr_chebyshev)."""
     _launch("csr_chebyshev", d, indptr, indices, data, r.size, d, d_next, r, z, scaling, x, numpy.float64(a),
             numpy.float64(c))
+
+
+def chebyshev_first(indptr, indices, data, b, scaling, d_next, r, x, c0, a, c):
+    """The first two smoothing steps from x = 0 (csr.cu's csr_chebyshev_first)."""
+    _launch("csr_chebyshev_first", b, indptr, indices, data, r.size, b, scaling, d_next, r, x, numpy.float64(c0),
+            numpy.float64(a), numpy.float64(c))
 
 
 def coarse_correction(indptr, indices, p_data, ap_data, xc, x, r, d, scaling, c):

@@ -28,6 +28,12 @@ def chebyshev_step(indptr, indices, data, d, d_next, r, z, scaling, x, a, c):
     x[...] = wide(x) + step
 
 
+def chebyshev_first(indptr, indices, data, b, scaling, d_next, r, x, c0, a, c):
+    """Twin of csr.cu's csr_chebyshev_first: d0 = c0 scaling b stored in x, then the step from it."""
+    x[...] = c0 * wide(scaling) * wide(b)
+    chebyshev_step(indptr, indices, data, x.copy(), d_next, r, b, scaling, x, a, c)
+
+
 def coarse_correction(indptr, indices, p_data, ap_data, xc, x, r, d, scaling, c):
     """Twin of csr.cu's csr_coarse_correction."""
     residual = wide(r) - _row_sums(indptr, indices, ap_data, xc, x.size)

@@ -13,6 +13,12 @@ def chebyshev_step(A, d, d_next, r, z, scaling, x, a, c):
     must not be d, which other rows read)."""
 
 
+def chebyshev_first(A, b, scaling, d_next, r, x, c0, a, c):
+    """The first two smoothing steps from x = 0 in one pass: d0 = c0 scaling b
+    (in the vectors' type); r = b - A d0; d_next = a d0 + c scaling r;
+    x = d0 + d_next: chebyshev_start then chebyshev_step, bit for bit."""
+
+
 def diagonal(A, d):
     """d = the main diagonal of A, one entry per row (0 past min(rows, cols))."""
 

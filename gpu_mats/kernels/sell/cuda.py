@@ -38,7 +38,8 @@ def _module(value_type, vector_type, rows):
     """The kernels of one value type, vector type and row grouping, compiled on first use."""
     source = pathlib.Path(__file__).with_name("sell.cu").read_text()
     names = [_spmv_name(value_type, vector_type, n, rows) for n in range(1, MAX_VECTORS + 1)] + [
-        f"sell_diagonal<{value_type}>", f"sell_chebyshev<{value_type},{vector_type},{rows}>"]
+        f"sell_diagonal<{value_type}>", f"sell_chebyshev<{value_type},{vector_type},{rows}>",
+        f"sell_chebyshev_first<{value_type},{vector_type},{rows}>"]
     return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
 
 
@@ -136,13 +137,15 @@ class _Launch:
 class _VectorKernels:
     """One matrix's kernels for one vector type: the products of 1 to
     MAX_VECTORS vectors, the single vector's replayed (_VectorProduct), and
-    the smoothing step."""
+    the smoothing steps."""
 
     def __init__(self, launch, vector_type):
         module = _module(launch.value_type, vector_type, launch.rows)
         self.spmv = [module.get_function(_spmv_name(launch.value_type, vector_type, n, launch.rows))
                      for n in range(1, MAX_VECTORS + 1)]
         self.chebyshev = module.get_function(f"sell_chebyshev<{launch.value_type},{vector_type},{launch.rows}>")
+        self.chebyshev_first = module.get_function(
+            f"sell_chebyshev_first<{launch.value_type},{vector_type},{launch.rows}>")
         self.vector_product = _VectorProduct(self.spmv[0], launch.grid, launch.block, launch.args)
 
 
@@ -182,6 +185,15 @@ def chebyshev_step(A, d, d_next, r, z, scaling, x, a, c):
     launch = _launch(A)
     launch.kernels(d).chebyshev(launch.grid, launch.block, launch.args + (d, d_next, r, z, scaling, x,
                                                                           numpy.float64(a), numpy.float64(c)))
+
+
+def chebyshev_first(A, b, scaling, d_next, r, x, c0, a, c):
+    """The first two smoothing steps from x = 0 (sell.cu's sell_chebyshev_first)."""
+    if A.shape[0] == 0:
+        return
+    launch = _launch(A)
+    launch.kernels(b).chebyshev_first(launch.grid, launch.block, launch.args + (
+        b, scaling, d_next, r, x, numpy.float64(c0), numpy.float64(a), numpy.float64(c)))
 
 
 def diagonal(A, d):

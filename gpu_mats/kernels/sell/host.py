@@ -41,6 +41,13 @@ def chebyshev_step(A, d, d_next, r, z, scaling, x, a, c):
     x[...] = wide(x) + step
 
 
+def chebyshev_first(A, b, scaling, d_next, r, x, c0, a, c):
+    """Twin of sell.cu's sell_chebyshev_first: d0 = c0 scaling b stored in x,
+    then the step from it."""
+    x[...] = c0 * wide(scaling) * wide(b)
+    chebyshev_step(A, x.copy(), d_next, r, b, scaling, x, a, c)
+
+
 def diagonal(A, d):
     nrows = A.shape[0]
     stored_row = A.slot_rows()

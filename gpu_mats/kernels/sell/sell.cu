@@ -28,11 +28,14 @@ __device__ __forceinline__ void load_rows(const T* __restrict__ p, T (&out)[R])
 }
 
 // acc[r][j] = the sum over the entries of stored row p0 + r (slots at, at +
-// C, ... below end) of value times X[j] at its column, for the NV vectors j.
-template <typename V, typename T, int NV, int R>
+// C, ... below end) of value times X[j] at its column, for the NV vectors j;
+// FIRST: times d0 = c0 scaling x at its column instead, rounded to T as
+// the step that stores it rounds it (sell_chebyshev_first).
+template <typename V, typename T, int NV, int R, bool FIRST = false>
 __device__ __forceinline__ void row_sums(const int* __restrict__ cols, const V* __restrict__ vals, long long at,
                                          long long end, int C, const T* __restrict__ x, long long ldx,
-                                         double (&acc)[R][NV])
+                                         double (&acc)[R][NV], const T* __restrict__ scaling = nullptr,
+                                         double c0 = 0.0)
 {
 #pragma unroll
     for (int r = 0; r < R; ++r)
@@ -47,9 +50,12 @@ __device__ __forceinline__ void row_sums(const int* __restrict__ cols, const V* 
 #pragma unroll
         for (int r = 0; r < R; ++r)
 #pragma unroll
-            for (int j = 0; j < NV; ++j)
-                acc[r][j] = fma(static_cast<double>(v[r]), static_cast<double>(__ldg(x + j * ldx + c[r])),
-                                acc[r][j]);
+            for (int j = 0; j < NV; ++j) {
+                double xc = static_cast<double>(__ldg(x + j * ldx + c[r]));
+                if constexpr (FIRST)
+                    xc = static_cast<double>(static_cast<T>(c0 * static_cast<double>(__ldg(scaling + c[r])) * xc));
+                acc[r][j] = fma(static_cast<double>(v[r]), xc, acc[r][j]);
+            }
     }
 }
 
@@ -122,6 +128,43 @@ __global__ void sell_chebyshev(const long long* __restrict__ slice_ptr,
         r[row] = static_cast<T>(residual);
         d_next[row] = static_cast<T>(step);
         x[row] = static_cast<T>(static_cast<double>(x[row]) + step);
+    }
+}
+
+// The first two smoothing steps from x = 0 in one pass (gpu_mats.amg's
+// cycle on a level's right-hand side b): d0 = c0 scaling b, computed again
+// wherever a row reads it, so that no pass stores it first; r = b - A d0;
+// d_next = a d0 + c scaling r; x = d0 + d_next. The bits of multigrid.cu's
+// chebyshev_start then sell_chebyshev, one kernel and one pass fewer.
+template <typename V, typename T, int R>
+__global__ void sell_chebyshev_first(const long long* __restrict__ slice_ptr,
+                                     const int* __restrict__ cols,
+                                     const V* __restrict__ vals,
+                                     const int* __restrict__ row_of,
+                                     int nrows, int C,
+                                     const T* __restrict__ b, const T* __restrict__ scaling,
+                                     T* __restrict__ d_next, T* __restrict__ r, T* __restrict__ x,
+                                     double c0, double a, double c_)
+{
+    const int p0 = (blockIdx.x * blockDim.x + threadIdx.x) * R;
+    if (p0 >= nrows) return;
+    const int s = p0 / C;
+    const long long end = slice_ptr[s + 1];
+    long long at = slice_ptr[s] + (p0 - s * C);
+    double acc[R][1];
+    row_sums<V, T, 1, R, true>(cols, vals, at, end, C, b, 0, acc, scaling, c0);
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+        const int p = p0 + k;
+        if (p >= nrows) break;
+        const int row = row_of ? row_of[p] : p;
+        const double d0 = static_cast<double>(static_cast<T>(c0 * static_cast<double>(scaling[row]) *
+                                                             static_cast<double>(b[row])));
+        const double residual = static_cast<double>(b[row]) - acc[k][0];
+        const double step = fma(a, d0, c_ * static_cast<double>(scaling[row]) * residual);
+        r[row] = static_cast<T>(residual);
+        d_next[row] = static_cast<T>(step);
+        x[row] = static_cast<T>(d0 + step);
     }
 }
 

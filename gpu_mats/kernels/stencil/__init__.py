@@ -15,5 +15,11 @@ def chebyshev_step(S, d, d_next, r, z, scaling, x, a, c):
     be d, which neighbouring cells read)."""
 
 
+def chebyshev_first(S, b, scaling, d_next, r, x, c0, a, c):
+    """The first two smoothing steps from x = 0 in one pass: d0 = c0 scaling b
+    (in the vectors' type); r = b - S d0; d_next = a d0 + c scaling r;
+    x = d0 + d_next: chebyshev_start then chebyshev_step, bit for bit."""
+
+
 def transfer(T, x, y, z, alpha, beta):
     """y = alpha T x + beta z for a TensorTransfer T (beta = 0 never reads z; z may be y)."""

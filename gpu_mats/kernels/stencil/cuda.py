@@ -16,7 +16,7 @@ WIDTHS = (1, 2, 3, 4)  # table widths of tensor_transfer compiled
 def _module():
     source = pathlib.Path(__file__).with_name("stencil.cu").read_text()
     types = _VALUE_TYPES.values()
-    names = [f"{kernel}<{value},{vector}>" for kernel in ("stencil_spmv", "stencil_chebyshev")
+    names = [f"{kernel}<{value},{vector}>" for kernel in ("stencil_spmv", "stencil_chebyshev", "stencil_chebyshev_first")
              for value in types for vector in types] + [f"tensor_transfer<{width},{vector}>" for width in WIDTHS
                                                           for vector in types]
     return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
@@ -45,6 +45,12 @@ def spmv(S, x, y, z, alpha, beta):
 def chebyshev_step(S, d, d_next, r, z, scaling, x, a, c):
     """r = z - S d; d_next = a d + c scaling r; x += d_next (stencil.cu's stencil_chebyshev)."""
     _launch("stencil_chebyshev", S, d, d_next, r, z, scaling, x, numpy.float64(a), numpy.float64(c))
+
+
+def chebyshev_first(S, b, scaling, d_next, r, x, c0, a, c):
+    """The first two smoothing steps from x = 0 (stencil.cu's stencil_chebyshev_first)."""
+    _launch("stencil_chebyshev_first", S, b, scaling, d_next, r, x, numpy.float64(c0), numpy.float64(a),
+            numpy.float64(c))
 
 
 def transfer(T, x, y, z, alpha, beta):

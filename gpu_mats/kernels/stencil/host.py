@@ -37,6 +37,12 @@ def chebyshev_step(S, d, d_next, r, z, scaling, x, a, c):
     x[...] = wide(x) + step
 
 
+def chebyshev_first(S, b, scaling, d_next, r, x, c0, a, c):
+    """Twin of stencil.cu's stencil_chebyshev_first: d0 = c0 scaling b stored in x, then the step from it."""
+    x[...] = c0 * wide(scaling) * wide(b)
+    chebyshev_step(S, x.copy(), d_next, r, b, scaling, x, a, c)
+
+
 def transfer(T, x, y, z, alpha, beta):
     """Twin of stencil.cu's tensor_transfer, one axis at a time (T_x, then
     T_y, then T_z: three gathers of ``width`` entries where the kernel sums

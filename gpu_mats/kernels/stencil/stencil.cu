@@ -12,37 +12,56 @@ struct Grid {
     double cx, cy, cz;
 };
 
-// sum over the neighbours of c_d x[neighbour] for cell `cell` at (i, j, k).
+// What a product reads at a cell: x there (Plain), or the first smoothing
+// step's d0 = c0 scaling x there, rounded to T as the step that stores it
+// rounds it (FirstStep: stencil_chebyshev_first).
 template <typename T>
-__device__ __forceinline__ double neighbours(const Grid g, long long cell, int i, int j, int k,
-                                             const T* __restrict__ x)
+struct Plain {
+    const T* __restrict__ x;
+    __device__ __forceinline__ double operator()(long long i) const { return static_cast<double>(__ldg(x + i)); }
+};
+
+template <typename T>
+struct FirstStep {
+    const T* __restrict__ x;
+    const T* __restrict__ scaling;
+    double c0;
+    __device__ __forceinline__ double operator()(long long i) const
+    {
+        return static_cast<double>(static_cast<T>(c0 * static_cast<double>(__ldg(scaling + i)) *
+                                                  static_cast<double>(__ldg(x + i))));
+    }
+};
+
+// sum over the neighbours of c_d x[neighbour] for cell `cell` at (i, j, k), x read through `x`.
+template <typename X>
+__device__ __forceinline__ double neighbours(const Grid g, long long cell, int i, int j, int k, const X& x)
 {
     const long long plane = static_cast<long long>(g.nx) * g.ny;
     double sum = 0.0;
-    if (i > 0) sum += g.cx * __ldg(x + cell - 1);
-    else if (g.periodic & 1) sum += g.cx * __ldg(x + cell + g.nx - 1);
-    if (i < g.nx - 1) sum += g.cx * __ldg(x + cell + 1);
-    else if (g.periodic & 1) sum += g.cx * __ldg(x + cell - (g.nx - 1));
-    if (j > 0) sum += g.cy * __ldg(x + cell - g.nx);
-    else if (g.periodic & 2) sum += g.cy * __ldg(x + cell + plane - g.nx);
-    if (j < g.ny - 1) sum += g.cy * __ldg(x + cell + g.nx);
-    else if (g.periodic & 2) sum += g.cy * __ldg(x + cell - (plane - g.nx));
-    if (k > 0) sum += g.cz * __ldg(x + cell - plane);
-    else if (g.periodic & 4) sum += g.cz * __ldg(x + cell + plane * (g.nz - 1));
-    if (k < g.nz - 1) sum += g.cz * __ldg(x + cell + plane);
-    else if (g.periodic & 4) sum += g.cz * __ldg(x + cell - plane * (g.nz - 1));
+    if (i > 0) sum += g.cx * x(cell - 1);
+    else if (g.periodic & 1) sum += g.cx * x(cell + g.nx - 1);
+    if (i < g.nx - 1) sum += g.cx * x(cell + 1);
+    else if (g.periodic & 1) sum += g.cx * x(cell - (g.nx - 1));
+    if (j > 0) sum += g.cy * x(cell - g.nx);
+    else if (g.periodic & 2) sum += g.cy * x(cell + plane - g.nx);
+    if (j < g.ny - 1) sum += g.cy * x(cell + g.nx);
+    else if (g.periodic & 2) sum += g.cy * x(cell - (plane - g.nx));
+    if (k > 0) sum += g.cz * x(cell - plane);
+    else if (g.periodic & 4) sum += g.cz * x(cell + plane * (g.nz - 1));
+    if (k < g.nz - 1) sum += g.cz * x(cell + plane);
+    else if (g.periodic & 4) sum += g.cz * x(cell - plane * (g.nz - 1));
     return sum;
 }
 
-// (S x)[cell]: the cell's coordinates from its number.
-template <typename V, typename T>
-__device__ __forceinline__ double product(const Grid g, long long cell, const V* __restrict__ diag,
-                                          const T* __restrict__ x)
+// (S x)[cell]: the cell's coordinates from its number; x read through `x` (Plain or FirstStep).
+template <typename V, typename X>
+__device__ __forceinline__ double product(const Grid g, long long cell, const V* __restrict__ diag, const X& x)
 {
     const int c = static_cast<int>(cell);  // fewer than 2^31 cells (checked where the matrix is made)
     const int i = c % g.nx, rest = c / g.nx;
     const int j = rest % g.ny, k = rest / g.ny;
-    return static_cast<double>(diag[cell]) * static_cast<double>(__ldg(x + cell)) - neighbours(g, cell, i, j, k, x);
+    return static_cast<double>(diag[cell]) * x(cell) - neighbours(g, cell, i, j, k, x);
 }
 
 // y = alpha S x + beta z; beta == 0 never reads z; z may be y.
@@ -54,7 +73,7 @@ __global__ void stencil_spmv(long long n, int nx, int ny, int nz, int periodic, 
     const Grid g{nx, ny, nz, periodic, cx, cy, cz};
     const long long cell = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     if (cell >= n) return;
-    double out = alpha * product(g, cell, diag, x);
+    double out = alpha * product(g, cell, diag, Plain<T>{x});
     if (beta != 0.0) out = fma(beta, static_cast<double>(z[cell]), out);
     y[cell] = static_cast<T>(out);
 }
@@ -70,11 +89,32 @@ __global__ void stencil_chebyshev(long long n, int nx, int ny, int nz, int perio
     const Grid g{nx, ny, nz, periodic, cx, cy, cz};
     const long long cell = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     if (cell >= n) return;
-    const double residual = static_cast<double>(z[cell]) - product(g, cell, diag, d);
+    const double residual = static_cast<double>(z[cell]) - product(g, cell, diag, Plain<T>{d});
     const double step = fma(a, static_cast<double>(d[cell]), c * static_cast<double>(scaling[cell]) * residual);
     r[cell] = static_cast<T>(residual);
     d_next[cell] = static_cast<T>(step);
     x[cell] = static_cast<T>(static_cast<double>(x[cell]) + step);
+}
+
+// The first two smoothing steps from x = 0 in one pass, as sell.cu's
+// sell_chebyshev_first: d0 = c0 scaling b where read; r = b - S d0;
+// d_next = a d0 + c scaling r; x = d0 + d_next.
+template <typename V, typename T>
+__global__ void stencil_chebyshev_first(long long n, int nx, int ny, int nz, int periodic, double cx, double cy,
+                                        double cz, const V* __restrict__ diag, const T* __restrict__ b,
+                                        const T* __restrict__ scaling, T* __restrict__ d_next, T* __restrict__ r,
+                                        T* __restrict__ x, double c0, double a, double c)
+{
+    const Grid g{nx, ny, nz, periodic, cx, cy, cz};
+    const long long cell = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (cell >= n) return;
+    const FirstStep<T> d0_of{b, scaling, c0};
+    const double d0 = d0_of(cell);
+    const double residual = static_cast<double>(b[cell]) - product(g, cell, diag, d0_of);
+    const double step = fma(a, d0, c * static_cast<double>(scaling[cell]) * residual);
+    r[cell] = static_cast<T>(residual);
+    d_next[cell] = static_cast<T>(step);
+    x[cell] = static_cast<T>(d0 + step);
 }
 
 // y = alpha T x + beta z for T a tensor product of one operator per axis
