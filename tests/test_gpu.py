@@ -413,6 +413,29 @@ def test_cuda_tensor_transfers_match_numpy(vector_type):
                 numpy.testing.assert_allclose(y.get(), expected, rtol=tolerance, atol=tolerance)
 
 
+@pytest.mark.parametrize("dim", [2, 3])
+def test_cuda_eddy_viscosities_match_numpy(dim):
+    """The les family's kernel (Sigma's singular values in closed form)
+    against its twin (numpy.linalg.svd), on random gradients and on the
+    laminar flows of tests/test_subgrid.py."""
+    import cupy
+
+    from gpu_mats.subgrid import MODELS, eddy_viscosity
+    from test_subgrid import laminar_cases
+
+    rng = numpy.random.default_rng(23)
+    tensors = rng.standard_normal((1000, dim, dim))
+    if dim == 3:
+        tensors = numpy.concatenate([tensors, list(laminar_cases().values())])
+    gradient = numpy.moveaxis(tensors, 0, -1).reshape(dim * dim, -1)
+    width = rng.uniform(0.01, 0.1, gradient.shape[1])
+    for model in MODELS:
+        expected = eddy_viscosity(numpy, model, gradient, width, numpy.empty(width.size))
+        got = eddy_viscosity(cupy, model, cupy.asarray(gradient), cupy.asarray(width), cupy.full(width.size, cupy.nan))
+        numpy.testing.assert_allclose(got.get(), expected, rtol=1e-9, atol=1e-14 * expected.max(), err_msg=model)
+        assert (got.get() >= 0.0).all()
+
+
 def test_cuda_block_products_match_numpy():
     import cupy
 
