@@ -807,6 +807,25 @@ def test_a_float32_cycle_on_the_gpu_gives_the_hosts_flow(levels):
             assert abs(got - value).max() <= 1e-8 * abs(value).max(), name
 
 
+@pytest.mark.parametrize("model", ["smagorinsky", "wale"])
+def test_an_eddy_viscosity_on_the_gpu_gives_the_hosts_flow(model):
+    """-flow_les on the GPU, its kernels inside the captured steps: the
+    NumPy twin's flow, to the solvers' tolerance."""
+    from gpu_mats.backend import to_host
+
+    solver, _, on_gpu = _cavity_steps("cupy", "explicit", flow_les=model)
+    assert solver.stepper.step_graphs is not None and solver.stepper.step_graphs.replays > 0
+    host_solver, _, on_host = _cavity_steps("numpy", "explicit", flow_les=model)
+    nu_t = to_host(solver.xp, solver.stepper.eddy.nu_t)
+    assert nu_t.max() > 0.0
+    numpy.testing.assert_allclose(nu_t, host_solver.stepper.eddy.nu_t, rtol=1e-8, atol=1e-12 * nu_t.max())
+    for name, value in on_host.items():
+        got = on_gpu[name]
+        if name == "p":  # defined up to a constant
+            value, got = value - value.mean(), got - got.mean()
+        assert abs(got - value).max() <= 1e-8 * abs(value).max(), name
+
+
 @pytest.mark.parametrize("box", ["3D walls", "3D periodic x and z", "2D periodic y"])
 def test_the_box_transforms_on_the_gpu_give_the_hosts_solve(box):
     """boxfft's solve with cupyx.scipy.fft (cuFFT) against scipy.fft's."""

@@ -237,15 +237,19 @@ class FractionalStep:
     buffers the previous state does not use, so that state stays valid (the
     last good state when a step goes wrong)."""
 
-    def __init__(self, matrices, pressure_ksp, momentum_ksp=None, extrapolate_pressure=True, cuda_graphs=False):
+    def __init__(self, matrices, pressure_ksp, momentum_ksp=None, extrapolate_pressure=True, cuda_graphs=False,
+                 eddy=None):
         """``extrapolate_pressure``: the pressure solve starts from p^n
         extrapolated linearly in time (from the third step), else from p^n;
         a deferred non-orthogonal correction takes matrices.ops.scheme's
         pressure_correctors more solves after it; with a momentum KSP
         (Crank-Nicolson) and its scheme's implicit_rhie_chow, the guess's face
         term g above. ``cuda_graphs``: the explicit part replays as a CUDA
-        graph where it can be captured (explicit_graphs)."""
+        graph where it can be captured (explicit_graphs). ``eddy``: a subgrid
+        model (plugin.flow.les.EddyViscosity) whose eddy viscosity each step's
+        explicit part adds to the diffusion's, from u^n."""
         m = self.matrices = matrices
+        self.eddy = eddy
         self.extrapolate_pressure = extrapolate_pressure
         ops, xp = m.ops, m.xp
         self.xp, self.updates, self.flow_kernels = xp, family("blas", xp), family("flow", xp)
@@ -306,7 +310,7 @@ class FractionalStep:
         """Whether the explicit part can be captured: on the GPU, every product
         on arrays without the host (gpusell on one rank), and the boundary's
         values the same at every time (else they are worked out on the host)."""
-        m, names = self.matrices, ("E", "C", "K", "slip", "diffusion_correction", "velocity_gradient")
+        m, names = self.matrices, ("E", "C", "K", "slip", "diffusion_correction", "velocity_gradient", "E_D")
         products = [getattr(m, name) for name in names if getattr(m, name) is not None]
         return (self.xp is not numpy and m.ops.boundary_steady and self.comm.Get_size() == 1
                 and all(product.graph_key is not None for product in products))
@@ -506,7 +510,8 @@ class FractionalStep:
         readback of the face buffer ``u_s`` it writes (a new StepReadback
         where the arrays are new: only on a run before a capture)."""
         records = [ksp.getPythonContext().records(count) for _, ksp, count in self._solves()]
-        sources = [*records, self._largest_value, self._change_value, *(out for _, out in self.watchers)]
+        sources = [*records, self._largest_value, self._change_value, *(out for _, out in self.watchers),
+                   *(() if self.eddy is None else (self.eddy.largest,))]
         readback = self.readbacks.get(address(u_s))
         if readback is None or not readback.matches(sources):
             readback = self.readbacks[address(u_s)] = StepReadback(self.xp, sources)
@@ -518,6 +523,8 @@ class FractionalStep:
         k.three_term(self.u_star.ravel(), 1 + r / 2, state.u.ravel(), -r / 2, state.u_old.ravel(), 0.0,
                      state.u.ravel())
         m.refresh_convection(state.u_s)
+        if self.eddy is not None:
+            self.eddy.refresh(self.velocity_gradients(state.u, state.t), m)
         m.C(self.u_star, self.rate)
         diffused = state.u if implicit else self.u_star
         m.K(diffused, self.rate, self.rate)
@@ -739,6 +746,11 @@ class FractionalStep:
         _, inflow, _ = self.boundary(state.t)
         self.matrices.Ms(state.u_s, self.cell_scratch, inflow)
         return numpy.sqrt(self._sum((self.cell_scratch * self.cell_scratch).sum()))
+
+    def largest_eddy_viscosity(self, state):
+        """max nu_t over all ranks of the step that made ``state`` (its graph's copy where a graph made it)."""
+        largest = self.eddy.largest
+        return self._max((self._copied(largest) if self._made_by_graph(state) else to_host(self.xp, largest))[0])
 
     def change_rate(self, state):
         """max |u^{n+1} - u^n| / dt, the distance from a steady state (the step's graph's where one made ``state``)."""

@@ -48,7 +48,8 @@ class FlowMatrices:
     ``Ms``, ``Gamma``, ``Gs``, ``G``, ``C``, ``K`` (the explicit part of
     diffusion: D, or D/2 with Crank-Nicolson), ``flux_rate`` and ``E``, and
     where the boundary or the scheme asks for them ``slip``,
-    ``velocity_gradient`` (every velocity component's at once),
+    ``velocity_gradient`` (every velocity component's at once), ``E_D``
+    (the eddy viscosities' part of K's values, refresh_diffusion),
     ``diffusion_correction`` (times -nu), ``pressure_correction`` and
     ``skewness_correction`` (else None), each called as ``product(x, y)`` for
     y = A x or ``product(x, y, z)`` for A x + z."""
@@ -89,10 +90,20 @@ class FlowMatrices:
             loop["skewness_correction"] = (ops.skewness_correction, dim * dim * n, "K grad u (face interpolation)")
         self.mats = _LoopMatrices(self, loop, self._sell_operators_fit())
         self._values = value_target(self.mats.operator("C"))
-        E = self._storage_order(ops.E_C)
-        self.mats.add("E", (E, faces, "E_C (in C's storage order)"))
+        self.mats.add("E", (self._storage_order(ops.E_C, self._values), faces, "E_C (in C's storage order)"))
+        self._diffusion = self._molecular = None
+        if ops.eddy_diffusion is not None:
+            if implicit_diffusion:
+                raise ValueError("an eddy viscosity refreshes the explicit diffusion's values; the Crank-Nicolson "
+                                 "momentum matrix does not take it yet")
+            self._diffusion = target = value_target(self.mats.operator("K"))
+            molecular = numpy.zeros(target.buffer.size)  # D's values from nu alone, in D's storage
+            molecular[target.slots] = host_matrix(ops.D).data
+            self._molecular = self.xp.asarray(molecular)
+            self.mats.add("E_D", (self._storage_order(ops.eddy_diffusion, self._diffusion), n,
+                                  "E_D (in D's storage order)"))
         self.Ms, self.Gamma, self.Gs, self.G = map(self._product, ("Ms", "Gamma", "Gs", "G"))
-        self.K, self.flux_rate, self.C, self.E = map(self._product, ("K", "flux_rate", "C", "E"))
+        self.K, self.flux_rate, self.C, self.E, self.E_D = map(self._product, ("K", "flux_rate", "C", "E", "E_D"))
         self.slip, self.velocity_gradient = map(self._product, ("slip", "velocity_gradient"))
         self.diffusion_correction, self.pressure_correction, self.skewness_correction = map(
             self._product, ("diffusion_correction", "pressure_correction", "skewness_correction"))
@@ -136,13 +147,15 @@ class FlowMatrices:
         face_gradient = cls._multiplied(ops.Gamma, ops.G, ops.geometry.num_cells, comm)
         return cls._multiplied(ops.Ms, face_gradient, ops.geometry.num_cells, comm), face_gradient
 
-    def _storage_order(self, E_C):
-        """E: E_C (host or device) with each row moved to the slot where C stores that value, in E_C's module."""
+    @staticmethod
+    def _storage_order(E_C, target):
+        """E_C (host or device, rows in the CSR order of L's pattern) with each row moved to the slot where the
+        matrix of ``target`` (a ValueTarget: C's, or D's) stores that value, in E_C's module."""
         xp = array_module(E_C.data)
         entries = E_C.tocoo()
-        slots = xp.asarray(self._values.slots)
+        slots = xp.asarray(target.slots)
         E = sparse_module(xp).coo_matrix((entries.data, (slots[entries.row], entries.col)),
-                                         shape=(self._values.buffer.size, E_C.shape[1])).tocsr()
+                                         shape=(target.buffer.size, E_C.shape[1])).tocsr()
         E.sort_indices()
         return E
 
@@ -169,6 +182,12 @@ class FlowMatrices:
             u_s = self._convected
         self.E(u_s, self._values.buffer)
         self._values.commit()
+
+    def refresh_diffusion(self, nu_t):
+        """D's values from nu and the cells' eddy viscosities: D(nu) + E_D nu_t
+        (Oyarzún 2015, eq. 2.11), written into D's storage as C's are."""
+        self.E_D(nu_t, self._diffusion.buffer, self._molecular)
+        self._diffusion.commit()
 
     def _outflow_pressure(self, pressure_laplacian):
         """What outflow pressures p_b add for q = 1 x p_b, on this backend: {"cells": to

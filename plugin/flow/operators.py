@@ -180,6 +180,7 @@ class FlowOperators:
         self.D = pattern.matrix(-nu * conductance, nu * (walls - exchange))
         self.slip = self._slip(g, faces_of(tags_of(Slip)).on(xp)) if tags_of(Slip) else None  # the same on every rank
         self.E_C = self._convection_map(pattern, h, out, f.total)
+        self.eddy_diffusion = self._eddy_diffusion_map(pattern, h, conductance) if scheme.les != "none" else None
         self.flux_rate = csr(both((h.area, out.area)) / (2 * self._volumes[both((h.row, out.row))]),
                               both((h.row, out.row)), both((h.face, open_ids)), (n, f.total))
         self._inflow = numpy.isin(g.boundary_tags[held.index], tags_of(Inflow))
@@ -267,6 +268,19 @@ class FlowOperators:
         entries = xp.concatenate((pattern.off, pattern.diagonal[h.row], pattern.diagonal[out.row]))
         return csr(xp.concatenate((half, half, out.area)), entries,
                     xp.concatenate((h.face, h.face, xp.asarray(self.faces.open_ids))), (pattern.nnz, faces))
+
+    def _eddy_diffusion_map(self, pattern, h, conductance):
+        """E_D: the cells' eddy viscosities -> what they add to D's values, in
+        the CSR order of L's pattern (Oyarzún 2015, eq. 2.11): an interior face
+        f between cells i and j takes nu_t,f = (nu_t,i + nu_t,j) / 2, which
+        puts -A_f / delta_f nu_t,f on (i, j) and A_f / delta_f nu_t,f on (i, i).
+        Walls keep nu alone (the eddy viscosity vanishes there); outflows have
+        no diffusion term."""
+        xp = self.xp
+        half = conductance / 2
+        entries = xp.concatenate((pattern.off, pattern.off, pattern.diagonal[h.row], pattern.diagonal[h.row]))
+        return csr(xp.concatenate((-half, -half, half, half)), entries, xp.concatenate((h.cell, h.other) * 2),
+                   (pattern.nnz, self.geometry.num_global_cells))
 
     def _outflow_pressure(self, g, f, out):
         """The parts of Gs and G that the outflow pressures p_b give, for p_b = 1 x the

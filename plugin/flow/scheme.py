@@ -54,11 +54,12 @@ class Scheme:
     pressure_correctors: int = 0
     face_memory: bool = False
     implicit_rhie_chow: bool = True
+    les: str = "none"  # the subgrid model (plugin.flow.les), whose eddy viscosity adds to D's
 
     @property
     def velocity_gradients(self):
         """Whether a step needs cell gradients of the velocity."""
-        return self.diffusion_correction or self.skewness_correction
+        return self.diffusion_correction or self.skewness_correction or self.les != "none"
 
 
 PARTS = {
@@ -70,7 +71,7 @@ PARTS = {
 OPTION_PARTS = {"gradient": "gradient", "nonorthogonal": "diffusion_correction",
                 "pressure_nonorthogonal": "pressure_correction", "skewness": "skewness_correction",
                 "pressure_correctors": "pressure_correctors", "face_memory": "face_memory",
-                "implicit_rhie_chow": "implicit_rhie_chow"}
+                "implicit_rhie_chow": "implicit_rhie_chow", "les": "les"}
 
 
 def defaults(name, dim):

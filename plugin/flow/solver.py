@@ -38,6 +38,8 @@ from .box import dmda_partition, partition_geometry
 from .collective import on_every_rank
 from .integrator import FractionalStep, StepFailure
 from .least_squares import GradientError
+from .les import MODELS as LES_MODELS
+from .les import EddyViscosity
 from .linear_solvers import LinearSolvers
 from .matrices import FlowMatrices
 from .operators import FlowOperators
@@ -111,6 +113,13 @@ OPTIONS = (
            "guess returns through Gamma G, and on tetrahedra, where that can exceed the face gradient, a step "
            "with large a grows the pressure from the last guess's until the run blows up. On in the symmetric "
            "scheme; off in the consistent one, whose own corrections blow up at such steps with it or without"),
+    Option("flow_les", "les", "none", "subgrid model of large-eddy simulation: its eddy viscosity nu_t, from "
+           "each cell's velocity gradient and the cube root of its volume, adds to nu on the interior faces "
+           "(their cells' mean; walls keep nu) in the explicit diffusion: smagorinsky (|S|), wale (Nicoud and "
+           "Ducros 1999: none in pure shear), sigma (Nicoud et al. 2011: none in pure shear, solid-body rotation "
+           "and 2D flows)", choices=("none",) + LES_MODELS),
+    Option("flow_les_constant", "les_constant", 0.0, "the subgrid model's constant (0: the model's own, "
+           "smagorinsky 0.1, wale 0.325, sigma 1.35)", low=0.0),
     Option("flow_cuda_graphs", "cuda_graphs", True, "replay each step as one CUDA graph while dt stays the same "
            "(Crank-Nicolson holds it), its solves in loops the device ends (graphcg), read back once, and the next "
            "step launched before the host waits for this one: gpusell on one rank, boundary values steady in time; "
@@ -194,9 +203,13 @@ class FlowSolver:
         self.geometry = geometry
         self.scheme_parts = Scheme(**{part: getattr(self, attr) for attr, part in OPTION_PARTS.items()})
         if self.pressure_laplacian == "wide" and replace(self.scheme_parts, diffusion_correction=False,
-                                                         implicit_rhie_chow=True) != Scheme():
+                                                         implicit_rhie_chow=True, les="none") != Scheme():
             raise OptionError(f"-{prefix}flow_pressure_laplacian wide is the symmetric scheme's exact projection: "
                               f"it needs -{prefix}flow_scheme symmetric (with at most -flow_nonorthogonal)")
+        if self.les != "none" and self.diffusion == "implicit":
+            raise OptionError(f"-{prefix}flow_les {self.les} refreshes the explicit diffusion's values; with "
+                              f"-{prefix}flow_diffusion implicit the Crank-Nicolson momentum matrix does not take "
+                              "them yet: use -flow_diffusion explicit")
         folder = os.path.dirname(os.path.abspath(self.checkpoint_file))
         if self.checkpoint_every and not os.path.isdir(folder):  # refused now, not at the first write
             raise OptionError(f"-{prefix}flow_checkpoint_file {self.checkpoint_file}: the directory {folder} does "
@@ -229,9 +242,11 @@ class FlowSolver:
         with self.set_up_stage("solvers"):
             self.pressure_ksp = self.solvers.pressure_ksp()
             self.momentum_ksp = self.solvers.momentum_ksp() if implicit else None
+            eddy = (None if self.les == "none" else
+                    EddyViscosity(self.les, self.les_constant, self.operators, self.matrices.xp))
             self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp,
                                           extrapolate_pressure=self.pressure_guess == "extrapolated",
-                                          cuda_graphs=self.cuda_graphs)
+                                          cuda_graphs=self.cuda_graphs, eddy=eddy)
         self.xp = self.stepper.xp
         self.diffusion_rate = self.mpi.allreduce(self.operators.diffusion_rate(), op=MPI.MAX)
         self.unit_rate = self.stepper.unit_convective_rate()
@@ -325,6 +340,14 @@ class FlowSolver:
 
     # --- time steps --------------------------------------------------------------
 
+    def _diffusion_rate(self, state):
+        """max_i D_ii / Omega_i, at most: nu's, grown by (nu + max nu_t) / nu with
+        a subgrid model (nu_t of the step that made ``state``; walls keep nu)."""
+        if self.stepper.eddy is None or not state.step:
+            return self.diffusion_rate
+        nu = self.operators.nu
+        return self.diffusion_rate * (nu + self.stepper.largest_eddy_viscosity(state)) / nu
+
     def _time_step(self, state, rate):
         """The CFL (and explicit diffusion) limit, grown smoothly; with
         implicit diffusion held while the momentum matrix's dt is within the
@@ -335,7 +358,7 @@ class FlowSolver:
             rate = rate if rate > 0 else self.velocity_scale * self.unit_rate
             limits = [self.cfl / rate] if rate > 0 else []  # none on a grid without interior faces (one cell)
             if self.diffusion == "explicit" and self.diffusion_rate > 0:
-                limits.append(self.fourier / self.diffusion_rate)
+                limits.append(self.fourier / self._diffusion_rate(state))
             dt = min(limits, default=self.t_end - state.t)
             if state.dt_old:
                 dt = min(dt, _GROWTH[self.diffusion] * state.dt_old)  # the extrapolation stays smooth

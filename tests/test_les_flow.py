@@ -1,0 +1,134 @@
+"""Large-eddy simulation in the flow driver (-flow_les): the eddy viscosity
+refreshes the diffusion's values as a face-by-face assembly would make
+them, leaves a laminar channel alone where the model must, moves the time
+step's diffusion limit, and runs on several ranks as on one."""
+
+import numpy
+import pytest
+import scipy.sparse
+from mpi4py import MPI
+from petsc4py import PETSc
+
+import plugin  # noqa: F401
+from gpu_mats.backend import to_host
+from meshes import unit_mesh
+from petsc_ext.options import OptionError, option_defaults
+from plugin.flow.boundary import Inflow, Outflow, Wall
+from plugin.flow.box import dmda_partition
+from plugin.flow.mesh import mesh_geometry
+from plugin.flow.output import natural_field
+from plugin.flow.solver import FlowSolver
+from test_flow_solver import make_solver
+
+NU = 0.01
+LID = {"lid": Wall((1.0, 0.0)), "wall": Wall()}
+CHANNEL = {"xmin": Inflow(lambda x, t: numpy.column_stack([4 * x[:, 1] * (1 - x[:, 1]), 0 * x[:, 1]])),
+           "xmax": Outflow(), "ymin": Wall(), "ymax": Wall()}
+
+
+def cavity_on_a_mesh(options, mat_type="gpusell"):
+    g = mesh_geometry(unit_mesh(("quad", "triangle"), n=6, jitter=0.3))
+    with option_defaults("", {"flow_max_steps": 3, **options}):
+        return FlowSolver(g, PETSc.COMM_SELF, mat_type, NU, LID)
+
+
+def face_by_face(g, nu, nu_t, held_faces):
+    """D with nu + (nu_t,i + nu_t,j) / 2 on each interior face and nu on the faces in ``held_faces``
+    (boundary face index -> cell), assembled face by face (one rank)."""
+    n = g.num_cells
+    rows, cols, values = [], [], []
+    for (i, j), area, distance in zip(g.face_cells, g.face_areas, g.face_distances):
+        c = area / distance * (nu + 0.5 * (nu_t[i] + nu_t[j]))
+        rows += [i, i, j, j]
+        cols += [i, j, j, i]
+        values += [c, -c, c, -c]
+    for cell, conductance in held_faces:
+        rows.append(cell)
+        cols.append(cell)
+        values.append(nu * conductance)
+    return scipy.sparse.csr_matrix((values, (rows, cols)), shape=(n, n))
+
+
+@pytest.mark.parametrize("mat_type", ["gpusell", "aij"])
+def test_the_diffusion_takes_nu_plus_the_faces_eddy_viscosity(mat_type):
+    """After a refresh, K (the explicit diffusion) multiplies as D assembled
+    face by face with nu + the mean of the two cells' nu_t, walls with nu."""
+    solver = cavity_on_a_mesh({"flow_les": "smagorinsky"}, mat_type)
+    g, ops, m, xp = solver.geometry, solver.operators, solver.matrices, solver.xp
+    rng = numpy.random.default_rng(7)
+    nu_t = rng.uniform(0.0, 0.05, g.num_cells)
+    m.refresh_diffusion(xp.asarray(nu_t))
+    held = ops.held
+    expected = face_by_face(g, NU, nu_t, zip(to_host(ops.xp, held.row), to_host(ops.xp, held.area / held.distance)))
+    x = rng.standard_normal((2, g.num_cells))
+    y = xp.zeros((2, g.num_cells))
+    m.K(xp.asarray(x), y)
+    numpy.testing.assert_allclose(to_host(xp, y), (expected @ x.T).T, rtol=1e-12, atol=1e-14)
+    m.refresh_diffusion(xp.zeros(g.num_cells))  # nu_t = 0: nu's own D again
+    m.K(xp.asarray(x), y)
+    numpy.testing.assert_allclose(to_host(xp, y), (host(ops.D) @ x.T).T, rtol=1e-13, atol=1e-15)
+
+
+def host(matrix):
+    return matrix if isinstance(matrix, scipy.sparse.spmatrix) else matrix.get()
+
+
+def channel(les, sizes=(20, 8), steps=12, comm=PETSc.COMM_SELF, mat_type="gpusell", start=None):
+    options = {"flow_max_steps": steps, "flow_les": les, "flow_diffusion": "explicit", "pressure_ksp_rtol": 1e-12}
+    da, solver = make_solver(sizes, (False, False), NU, options, comm=comm, walls=CHANNEL, lengths=(3.0, 1.0),
+                             mat_type=mat_type)
+    y = solver.geometry.centroids[:, 1]
+    u0 = numpy.array([4 * y * (1 - y), 0 * y]) if start is None else start(solver.geometry)
+    state = solver.run(solver.initial_state(u0))
+    return da, solver, state
+
+
+def test_wale_and_sigma_leave_a_laminar_channel_alone_and_smagorinsky_does_not():
+    """Plane Poiseuille flow is pure shear, where WALE's and Sigma's eddy
+    viscosity vanishes (Nicoud and Ducros 1999; Nicoud et al. 2011); Sigma's
+    vanishes in every 2D flow. From the parabolic profile, Sigma's run is
+    the laminar one to the bit; WALE's sees only the inlet's few cells where
+    the discrete flow is not yet pure shear, four orders of magnitude below
+    Smagorinsky's |S|, which changes the flow and the diffusion's limit."""
+    _, laminar, reference = channel("none")
+    u = to_host(laminar.xp, reference.u)
+    runs = {}
+    for model in ("sigma", "wale", "smagorinsky"):
+        _, solver, state = channel(model)
+        runs[model] = (to_host(solver.xp, solver.stepper.eddy.nu_t).max(),
+                       abs(to_host(solver.xp, state.u) - u).max(), solver._diffusion_rate(state))
+    assert runs["sigma"][:2] == (0.0, 0.0) and runs["sigma"][2] == pytest.approx(laminar.diffusion_rate, rel=1e-15)
+    (wale, wale_change, _), (smagorinsky, change, rate) = runs["wale"], runs["smagorinsky"]
+    assert smagorinsky > 0.05 * NU and change > 1e-3 and rate > 1.05 * laminar.diffusion_rate, runs
+    assert 0.0 < wale < 1e-3 * smagorinsky and wale_change < 1e-3 * change, runs
+
+
+def test_an_eddy_viscosity_with_crank_nicolson_is_refused():
+    with pytest.raises(OptionError, match="-flow_les wale refreshes the explicit diffusion's values; with "
+                                          "-flow_diffusion implicit"):
+        cavity_on_a_mesh({"flow_les": "wale", "flow_diffusion": "implicit"})
+
+
+def test_the_constant_defaults_to_the_models_own():
+    eddy = cavity_on_a_mesh({"flow_les": "wale"}).stepper.eddy
+    assert (eddy.model, eddy.constant) == ("wale", 0.325)
+    eddy = cavity_on_a_mesh({"flow_les": "sigma", "flow_les_constant": 1.5}).stepper.eddy
+    assert (eddy.model, eddy.constant) == ("sigma", 1.5)
+    assert cavity_on_a_mesh({}).stepper.eddy is None
+
+
+@pytest.mark.mpi
+def test_ranks_agree_with_one_rank_under_an_eddy_viscosity():
+    """A disturbed channel under Smagorinsky (nu_t of cells on other ranks reaches each face's mean)."""
+    def disturbed(g):
+        x, y = g.centroids.T
+        return numpy.array([4 * y * (1 - y) + 0.3 * numpy.sin(2 * numpy.pi * x) * numpy.sin(numpy.pi * y),
+                            0.2 * numpy.sin(numpy.pi * x) * numpy.sin(2 * numpy.pi * y)])
+
+    fields = []
+    for comm in (PETSc.COMM_WORLD, PETSc.COMM_SELF):
+        da, solver, state = channel("smagorinsky", sizes=(18, 9), steps=6, comm=comm, start=disturbed)
+        assert to_host(solver.xp, solver.stepper.eddy.nu_t).max() > 0.0
+        fields.append(natural_field(comm.tompi4py(), dmda_partition(da), solver.xp, state.u))
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        numpy.testing.assert_allclose(fields[0], fields[1], rtol=0, atol=1e-9)
