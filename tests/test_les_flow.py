@@ -74,7 +74,8 @@ def host(matrix):
 
 
 def channel(les, sizes=(20, 8), steps=12, comm=PETSc.COMM_SELF, mat_type="gpusell", start=None):
-    options = {"flow_max_steps": steps, "flow_les": les, "flow_diffusion": "explicit", "pressure_ksp_rtol": 1e-12}
+    options = {"flow_max_steps": steps, "flow_les": les, "flow_diffusion": "explicit", "pressure_ksp_rtol": 1e-12,
+               "flow_dt": 0.02}  # one dt for all: a subgrid model holds an adaptive one apart from the laminar
     da, solver = make_solver(sizes, (False, False), NU, options, comm=comm, walls=CHANNEL, lengths=(3.0, 1.0),
                              mat_type=mat_type)
     y = solver.geometry.centroids[:, 1]
@@ -132,3 +133,22 @@ def test_ranks_agree_with_one_rank_under_an_eddy_viscosity():
         fields.append(natural_field(comm.tompi4py(), dmda_partition(da), solver.xp, state.u))
     if MPI.COMM_WORLD.Get_rank() == 0:
         numpy.testing.assert_allclose(fields[0], fields[1], rtol=0, atol=1e-9)
+
+
+def test_a_subgrid_model_holds_the_adaptive_time_step():
+    """The eddy viscosity moves the explicit diffusion's limit every step; the
+    dt is held in a band below it (as with Crank-Nicolson), so that a step's
+    CUDA graph replays, and never exceeds the limit that nu + max nu_t sets."""
+    solver = cavity_on_a_mesh({"flow_les": "smagorinsky", "flow_diffusion": "explicit", "flow_max_steps": 40,
+                               "flow_fourier": 0.4})
+    steps = []
+
+    def observe(state):
+        steps.append((state.dt_old, solver.fourier / solver._diffusion_rate(state)))
+
+    solver.run(solver.initial_state(), observe)
+    dts = numpy.array([dt for dt, _ in steps])
+    assert len(steps) == 40 and len(numpy.unique(dts[10:])) <= 5, numpy.unique(dts)
+    assert solver.stepper.eddy.nu_t.max() > 0.0
+    limits = [limit for _, limit in steps]
+    assert all(dt <= limit * (1 + 1e-12) for dt, limit in zip(dts[1:], limits[:-1]))  # each from the last's nu_t

@@ -251,6 +251,7 @@ class FlowSolver:
         self.diffusion_rate = self.mpi.allreduce(self.operators.diffusion_rate(), op=MPI.MAX)
         self.unit_rate = self.stepper.unit_convective_rate()
         self._momentum_dt, self._capture_noticed = None, False
+        self._held_dt = None  # with a subgrid model, the dt held as the momentum matrix's is
         self.steps_run, self.pressure_iterations, self.run_seconds = 0, 0, 0.0
 
     @staticmethod
@@ -350,7 +351,8 @@ class FlowSolver:
 
     def _time_step(self, state, rate):
         """The CFL (and explicit diffusion) limit, grown smoothly; with
-        implicit diffusion held while the momentum matrix's dt is within the
+        implicit diffusion (or a subgrid model, whose eddy viscosity moves
+        the explicit limit every step) held while the held dt is within the
         band below the limit; shortened to end on t_end without a sliver."""
         if self.fixed_dt:
             dt = self.fixed_dt
@@ -362,8 +364,8 @@ class FlowSolver:
             dt = min(limits, default=self.t_end - state.t)
             if state.dt_old:
                 dt = min(dt, _GROWTH[self.diffusion] * state.dt_old)  # the extrapolation stays smooth
-            held = self._momentum_dt
-            if self.momentum_ksp is not None and held:
+            held = self._momentum_dt if self.momentum_ksp is not None else self._held_dt
+            if held:
                 if held <= dt < _GROWTH["implicit"] * held:
                     dt = held
                 elif dt < held:
@@ -375,6 +377,8 @@ class FlowSolver:
             self.stepper.drop_ahead()  # a step launched ahead reads the matrix
             self.matrices.set_momentum_dt(dt)  # the KSP sees the new values and sets its PC up again
             self._momentum_dt = dt
+        if self.stepper.eddy is not None:  # an explicit limit that moves every step: held, so that graphs replay
+            self._held_dt = dt
         return dt
 
     def run(self, state, observe=None):
