@@ -807,15 +807,16 @@ def test_a_float32_cycle_on_the_gpu_gives_the_hosts_flow(levels):
             assert abs(got - value).max() <= 1e-8 * abs(value).max(), name
 
 
-@pytest.mark.parametrize("model", ["smagorinsky", "wale"])
-def test_an_eddy_viscosity_on_the_gpu_gives_the_hosts_flow(model):
+@pytest.mark.parametrize("model, diffusion", [("smagorinsky", "explicit"), ("wale", "explicit"),
+                                              ("wale", "implicit")])
+def test_an_eddy_viscosity_on_the_gpu_gives_the_hosts_flow(model, diffusion):
     """-flow_les on the GPU, its kernels inside the captured steps: the
     NumPy twin's flow, to the solvers' tolerance."""
     from gpu_mats.backend import to_host
 
-    solver, _, on_gpu = _cavity_steps("cupy", "explicit", flow_les=model, flow_max_steps=40)
+    solver, _, on_gpu = _cavity_steps("cupy", diffusion, flow_les=model, flow_max_steps=40)
     assert solver.stepper.step_graphs is not None and solver.stepper.step_graphs.replays > 0
-    host_solver, _, on_host = _cavity_steps("numpy", "explicit", flow_les=model, flow_max_steps=40)
+    host_solver, _, on_host = _cavity_steps("numpy", diffusion, flow_les=model, flow_max_steps=40)
     nu_t = to_host(solver.xp, solver.stepper.eddy.nu_t)
     assert nu_t.max() > 0.0
     numpy.testing.assert_allclose(nu_t, host_solver.stepper.eddy.nu_t, rtol=1e-8, atol=1e-12 * nu_t.max())

@@ -12,7 +12,7 @@ from petsc4py import PETSc
 import plugin  # noqa: F401
 from gpu_mats.backend import to_host
 from meshes import unit_mesh
-from petsc_ext.options import OptionError, option_defaults
+from petsc_ext.options import option_defaults
 from plugin.flow.boundary import Inflow, Outflow, Wall
 from plugin.flow.box import dmda_partition
 from plugin.flow.mesh import mesh_geometry
@@ -104,10 +104,29 @@ def test_wale_and_sigma_leave_a_laminar_channel_alone_and_smagorinsky_does_not()
     assert 0.0 < wale < 1e-3 * smagorinsky and wale_change < 1e-3 * change, runs
 
 
-def test_an_eddy_viscosity_with_crank_nicolson_is_refused():
-    with pytest.raises(OptionError, match="-flow_les wale refreshes the explicit diffusion's values; with "
-                                          "-flow_diffusion implicit"):
-        cavity_on_a_mesh({"flow_les": "wale", "flow_diffusion": "implicit"})
+def test_with_crank_nicolson_the_eddy_viscosity_is_explicit_and_the_momentum_matrix_stays():
+    """-flow_diffusion implicit: K is D(nu) / 2 plus the whole eddy part, the
+    momentum matrix Omega + dt/2 D(nu) keeps its values (and its
+    preconditioner), and the eddy viscosity sets an explicit limit on dt."""
+    solver = cavity_on_a_mesh({"flow_les": "smagorinsky", "flow_diffusion": "implicit", "flow_max_steps": 6})
+    g, ops, m, xp = solver.geometry, solver.operators, solver.matrices, solver.xp
+    state = solver.run(solver.initial_state())
+    nu_t = to_host(xp, solver.stepper.eddy.nu_t)
+    assert nu_t.max() > 0.0
+    expected = 0.5 * host(ops.D) + face_by_face(g, 0.0, nu_t, [])  # the eddy part: nu_t alone, whole
+    x = numpy.random.default_rng(8).standard_normal((2, g.num_cells))
+    y = xp.zeros((2, g.num_cells))
+    m.K(xp.asarray(x), y)
+    numpy.testing.assert_allclose(to_host(xp, y), (expected @ x.T).T, rtol=1e-12, atol=1e-14)
+    rate = solver._diffusion_rate(state)
+    assert rate == pytest.approx(solver.diffusion_rate * nu_t.max() / NU, rel=1e-12)
+    assert state.dt_old <= solver.fourier / rate * (1 + 1e-12)
+    z = numpy.random.default_rng(9).standard_normal((2, g.num_cells))  # the momentum matrix: nu's alone
+    zv, out = m.momentum.createVecs()
+    zv.setArray(z.ravel())
+    m.momentum.mult(zv, out)
+    expected = g.volumes * z + 0.5 * solver._momentum_dt * (host(ops.D) @ z.T).T
+    numpy.testing.assert_allclose(out.getArray().reshape(2, -1), expected, rtol=1e-12, atol=1e-14)
 
 
 def test_the_constant_defaults_to_the_models_own():

@@ -92,13 +92,10 @@ class FlowMatrices:
         self._values = value_target(self.mats.operator("C"))
         self.mats.add("E", (self._storage_order(ops.E_C, self._values), faces, "E_C (in C's storage order)"))
         self._diffusion = self._molecular = None
-        if ops.eddy_diffusion is not None:
-            if implicit_diffusion:
-                raise ValueError("an eddy viscosity refreshes the explicit diffusion's values; the Crank-Nicolson "
-                                 "momentum matrix does not take it yet")
+        if ops.eddy_diffusion is not None:  # explicit in time, with Crank-Nicolson too: the momentum matrix stays
             self._diffusion = target = value_target(self.mats.operator("K"))
-            molecular = numpy.zeros(target.buffer.size)  # D's values from nu alone, in D's storage
-            molecular[target.slots] = host_matrix(ops.D).data
+            molecular = numpy.zeros(target.buffer.size)  # K's values from nu alone, in K's storage
+            molecular[target.slots] = host_matrix(loop["K"][0]).data
             self._molecular = self.xp.asarray(molecular)
             self.mats.add("E_D", (self._storage_order(ops.eddy_diffusion, self._diffusion), n,
                                   "E_D (in D's storage order)"))
@@ -184,8 +181,11 @@ class FlowMatrices:
         self._values.commit()
 
     def refresh_diffusion(self, nu_t):
-        """D's values from nu and the cells' eddy viscosities: D(nu) + E_D nu_t
-        (Oyarzún 2015, eq. 2.11), written into D's storage as C's are."""
+        """K's values from nu and the cells' eddy viscosities: K(nu) + E_D nu_t
+        (Oyarzún 2015, eq. 2.11), written into K's storage as C's are. With
+        Crank-Nicolson K(nu) is D(nu) / 2 and the eddy viscosity's part stays
+        whole: explicit, so that the momentum matrix and its preconditioner
+        stay as they are."""
         self.E_D(nu_t, self._diffusion.buffer, self._molecular)
         self._diffusion.commit()
 

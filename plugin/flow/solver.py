@@ -115,7 +115,8 @@ OPTIONS = (
            "scheme; off in the consistent one, whose own corrections blow up at such steps with it or without"),
     Option("flow_les", "les", "none", "subgrid model of large-eddy simulation: its eddy viscosity nu_t, from "
            "each cell's velocity gradient and the cube root of its volume, adds to nu on the interior faces "
-           "(their cells' mean; walls keep nu) in the explicit diffusion: smagorinsky (|S|), wale (Nicoud and "
+           "(their cells' mean; walls keep nu), explicit in time (with Crank-Nicolson too: the momentum matrix keeps "
+           "nu alone): smagorinsky (|S|), wale (Nicoud and "
            "Ducros 1999: none in pure shear), sigma (Nicoud et al. 2011: none in pure shear, solid-body rotation "
            "and 2D flows)", choices=("none",) + LES_MODELS),
     Option("flow_les_constant", "les_constant", 0.0, "the subgrid model's constant (0: the model's own, "
@@ -206,10 +207,6 @@ class FlowSolver:
                                                          implicit_rhie_chow=True, les="none") != Scheme():
             raise OptionError(f"-{prefix}flow_pressure_laplacian wide is the symmetric scheme's exact projection: "
                               f"it needs -{prefix}flow_scheme symmetric (with at most -flow_nonorthogonal)")
-        if self.les != "none" and self.diffusion == "implicit":
-            raise OptionError(f"-{prefix}flow_les {self.les} refreshes the explicit diffusion's values; with "
-                              f"-{prefix}flow_diffusion implicit the Crank-Nicolson momentum matrix does not take "
-                              "them yet: use -flow_diffusion explicit")
         folder = os.path.dirname(os.path.abspath(self.checkpoint_file))
         if self.checkpoint_every and not os.path.isdir(folder):  # refused now, not at the first write
             raise OptionError(f"-{prefix}flow_checkpoint_file {self.checkpoint_file}: the directory {folder} does "
@@ -342,12 +339,14 @@ class FlowSolver:
     # --- time steps --------------------------------------------------------------
 
     def _diffusion_rate(self, state):
-        """max_i D_ii / Omega_i, at most: nu's, grown by (nu + max nu_t) / nu with
-        a subgrid model (nu_t of the step that made ``state``; walls keep nu)."""
+        """max_i D_ii / Omega_i of the diffusion taken explicitly, at most: nu's,
+        grown by (nu + max nu_t) / nu with a subgrid model (nu_t of the step
+        that made ``state``; walls keep nu); with Crank-Nicolson only the
+        eddy viscosity's, max nu_t / nu of nu's (0 before the first step)."""
         if self.stepper.eddy is None or not state.step:
-            return self.diffusion_rate
-        nu = self.operators.nu
-        return self.diffusion_rate * (nu + self.stepper.largest_eddy_viscosity(state)) / nu
+            return self.diffusion_rate if self.diffusion == "explicit" else 0.0
+        nu, largest = self.operators.nu, self.stepper.largest_eddy_viscosity(state)
+        return self.diffusion_rate * ((nu if self.diffusion == "explicit" else 0.0) + largest) / nu
 
     def _time_step(self, state, rate):
         """The CFL (and explicit diffusion) limit, grown smoothly; with
@@ -359,8 +358,9 @@ class FlowSolver:
         else:
             rate = rate if rate > 0 else self.velocity_scale * self.unit_rate
             limits = [self.cfl / rate] if rate > 0 else []  # none on a grid without interior faces (one cell)
-            if self.diffusion == "explicit" and self.diffusion_rate > 0:
-                limits.append(self.fourier / self._diffusion_rate(state))
+            explicit_rate = self._diffusion_rate(state)
+            if explicit_rate > 0:
+                limits.append(self.fourier / explicit_rate)
             dt = min(limits, default=self.t_end - state.t)
             if state.dt_old:
                 dt = min(dt, _GROWTH[self.diffusion] * state.dt_old)  # the extrapolation stays smooth
