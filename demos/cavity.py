@@ -94,7 +94,7 @@ def main():
     u = output.natural_field(comm, partition, solver.xp, state.u)
     p = output.natural_field(comm, partition, solver.xp, state.p)
     if comm.Get_rank() == 0:
-        report(dim, re, u, p, solver.boundary_conditions, directory, state)
+        report(dim, re, u, p, solver.boundary_conditions, directory, state, solver.widths)
     return 0
 
 
@@ -206,8 +206,8 @@ def compare_with_ghia(re, profiles):
              if left_out else ""))
 
 
-def report(dim, re, u, p, walls, directory, state):
-    profiles = output.centerlines(u, LENGTHS[dim], walls)
+def report(dim, re, u, p, walls, directory, state, widths=None):
+    profiles = output.centerlines(u, LENGTHS[dim], walls, widths)
     if dim == 2:
         compare_with_ghia(re, profiles)
     if not directory:
@@ -215,7 +215,7 @@ def report(dim, re, u, p, walls, directory, state):
     os.makedirs(directory, exist_ok=True)
     written = output.write_centerlines(directory, profiles)
     origin = (0.0, 0.0) if dim == 2 else (0.0, 0.0, -1.0)  # Vianello 2020's box is (0,1) x (0,1) x (-1,1)
-    written.append(output.write_xdmf(os.path.join(directory, "cavity.xdmf"), u, p, LENGTHS[dim], origin))
+    written.append(output.write_xdmf(os.path.join(directory, "cavity.xdmf"), u, p, LENGTHS[dim], origin, widths))
     title = f"{dim}D lid-driven cavity, Re = {re:g}, {'x'.join(map(str, u.shape[1:][::-1]))} cells, t = {state.t:.4g}"
     written.append(output.plot_centerlines(os.path.join(directory, "centerlines.png"), profiles, title,
                                            ghia_reference(re) if dim == 2 else None))

@@ -85,14 +85,17 @@ class BoxPartition:
         return out
 
 
-def partition_geometry(partition, lengths, rank, origin=None):
+def partition_geometry(partition, lengths, rank, origin=None, widths=None):
     """The geometry of ``rank``'s part of a box of side ``lengths`` cut into
-    equal cells, its low corner at ``origin`` (default 0). Built axis by axis
-    from strided index arithmetic over the rank's block, coordinates only for
-    its boundary layers: at 256^3 it is some 50M faces."""
+    equal cells, its low corner at ``origin`` (default 0); or, with
+    ``widths`` (one array per axis of its cells' widths, summing to that
+    side), into cells of those widths (a graded box: box_widths). Built axis
+    by axis from strided index arithmetic over the rank's block, coordinates
+    only for its boundary layers: at 256^3 it is some 50M faces."""
     p, dim, count, low = partition, partition.dim, partition.count[rank], partition.low[rank]
-    h = numpy.asarray(lengths, dtype=float) / numpy.asarray(p.shape)
-    volume = float(numpy.prod(h))
+    widths = uniform_widths(p.shape, lengths) if widths is None else [numpy.asarray(w, dtype=float) for w in widths]
+    nodes = [numpy.concatenate(([0.0], numpy.cumsum(w))) + (0.0 if origin is None else float(origin[d]))
+             for d, w in enumerate(widths)]
     stride = numpy.cumprod([1, *count[:-1]])  # of the rank's block, x fastest
     first = p.cell_ranges[rank]
     # Faces axis by axis: those the rank owns (the high side of every cell of its block trimmed where the
@@ -108,8 +111,9 @@ def partition_geometry(partition, lengths, rank, origin=None):
     total = sum(sizes)
     ids = numpy.empty(total, dtype=numpy.int64)
     cells = numpy.empty((total, 2), dtype=numpy.int64)
-    normals, offsets = numpy.zeros((total, dim)), numpy.zeros((total, dim))
-    walls = {"cells": [], "side": []}
+    normals, offsets, reach = numpy.zeros((total, dim)), numpy.zeros((total, dim)), numpy.zeros((total, dim))
+    areas, distances, weights = numpy.empty(total), numpy.empty(total), numpy.empty(total)
+    walls = {"cells": [], "side": [], "ijk": []}
     at = 0
     for d in range(dim):
         extent = p.face_count[rank, d]
@@ -125,37 +129,69 @@ def partition_geometry(partition, lengths, rank, origin=None):
         theirs = slice(owned.stop, at + sizes[d])
         ids[theirs] = p.face_index(d, below[d])
         cells[theirs, 0], cells[theirs, 1] = p.cell_index(below[d]), p.own_index(rank, layers[d])
-        normals[at:at + sizes[d], d], offsets[at:at + sizes[d], d] = 1.0, h[d]
+        # each face's cell 0, the lower along d, in natural coordinates
+        lower = numpy.concatenate((p.block(rank, extent), below[d]), axis=1)
+        upper = (lower[d] + 1) % p.shape[d]
+        span = slice(at, at + sizes[d])
+        areas[span] = _across(widths, lower, d)
+        distances[span] = (widths[d][lower[d]] + widths[d][upper]) / 2
+        normals[span, d], offsets[span, d], reach[span, d] = 1.0, distances[span], widths[d][lower[d]] / 2
+        weights[span] = reach[span, d] / distances[span]
         at += sizes[d]
         if not p.periodic[d]:
             high = low[d] + count[d] == p.shape[d]
             for side, layer, wall in ((2 * d, 0, low[d] == 0), (2 * d + 1, count[d] - 1, high)):
                 if wall:
-                    walls["cells"].append(p.own_index(rank, _layer(p, rank, d, layer, count)))
+                    ijk = _layer(p, rank, d, layer, count)
+                    walls["cells"].append(p.own_index(rank, ijk))
                     walls["side"].append(numpy.full(walls["cells"][-1].size, side))
-    spacing = numpy.repeat(h, sizes)
+                    walls["ijk"].append(ijk)
     sides = _join(walls["side"], numpy.int64)
     wall_axis = sides // 2
     wall_normals = numpy.zeros((sides.size, dim))
     wall_normals[numpy.arange(sides.size), wall_axis] = numpy.where(sides % 2 == 1, 1.0, -1.0)
     wall_cells = _join(walls["cells"], numpy.int64)
-    centroids = numpy.empty((*count[::-1], dim))
-    natural = numpy.zeros(count[::-1], dtype=numpy.int64)
-    for d in range(dim):
-        along = (low[d] + numpy.arange(count[d])).reshape([-1 if e == dim - 1 - d else 1 for e in range(dim)])
-        centroids[..., d] = (along + 0.5) * h[d] + (0.0 if origin is None else float(origin[d]))
-        natural += along * int(numpy.prod(p.shape[:d]))
-    centroids = centroids.reshape(-1, dim)
+    wall_ijk = numpy.concatenate(walls["ijk"], axis=1) if walls["ijk"] else numpy.zeros((dim, 0), dtype=numpy.int64)
+    wall_areas = numpy.array([_across(widths, wall_ijk[:, [k]], a)[0] for k, a in enumerate(wall_axis)])
+    wall_distances = numpy.array([widths[a][wall_ijk[a, k]] / 2 for k, a in enumerate(wall_axis)])
+    mine = p.block(rank, count)  # the rank's cells, natural coordinates, in its order
+    centroids = numpy.stack([(nodes[d][mine[d]] + nodes[d][mine[d] + 1]) / 2 for d in range(dim)], axis=1)
+    volumes = numpy.prod([widths[d][mine[d]] for d in range(dim)], axis=0)
+    natural = sum(mine[d] * int(numpy.prod(p.shape[:d])) for d in range(dim))
     return FiniteVolumeGeometry(
         cell_ranges=p.cell_ranges, face_ranges=p.face_ranges, rank=rank,
-        volumes=numpy.full(centroids.shape[0], volume), centroids=centroids, cell_numbers=natural.ravel(),
-        face_ids=ids, face_cells=cells, face_areas=volume / spacing, face_normals=normals,
-        face_distances=spacing, face_offsets=offsets, face_centre_offsets=offsets / 2,
-        face_weights=numpy.full(spacing.shape, 0.5),
-        boundary_cells=wall_cells, boundary_areas=volume / h[wall_axis], boundary_normals=wall_normals,
-        boundary_distances=h[wall_axis] / 2,
-        boundary_centroids=centroids[wall_cells - first] + wall_normals * (h[wall_axis] / 2)[:, None],
+        volumes=volumes, centroids=centroids, cell_numbers=natural,
+        face_ids=ids, face_cells=cells, face_areas=areas, face_normals=normals,
+        face_distances=distances, face_offsets=offsets, face_centre_offsets=reach, face_weights=weights,
+        boundary_cells=wall_cells, boundary_areas=wall_areas.reshape(-1), boundary_normals=wall_normals,
+        boundary_distances=wall_distances.reshape(-1),
+        boundary_centroids=centroids[wall_cells - first] + wall_normals * wall_distances.reshape(-1, 1),
         boundary_tags=sides, boundary_names=side_names(p.periodic), boundary_counts=side_counts(p))
+
+
+def uniform_widths(shape, lengths):
+    """Each axis's cell widths of a box of equal cells."""
+    return [numpy.full(n, float(length) / n) for n, length in zip(shape, lengths, strict=True)]
+
+
+def tanh_widths(n, length, beta):
+    """The widths of n cells over ``length`` clustered at both ends by the tanh
+    law of channel-flow simulations, nodes y_j = L/2 (1 + tanh(beta (2 j / n
+    - 1)) / tanh(beta)) (Moser, Kim and Mansour 1999 cluster theirs likewise);
+    beta = 0: equal cells."""
+    if beta == 0:
+        return numpy.full(n, float(length) / n)
+    eta = 2.0 * numpy.arange(n + 1) / n - 1.0
+    return numpy.diff(length / 2 * (1.0 + numpy.tanh(beta * eta) / numpy.tanh(beta)))
+
+
+def _across(widths, ijk, d):
+    """The area of the faces normal to axis d of the cells at natural coordinates ijk (dim, k)."""
+    area = numpy.ones(ijk.shape[1])
+    for e in range(len(widths)):
+        if e != d:
+            area = area * widths[e][ijk[e]]
+    return area
 
 
 def _strided(extent, stride):
@@ -203,13 +239,13 @@ def _join(parts, dtype, empty_shape=(0,)):
     return numpy.concatenate(parts).astype(dtype) if parts else numpy.zeros(empty_shape, dtype=dtype)
 
 
-def box_geometry(shape, lengths, periodic, origin=None):
+def box_geometry(shape, lengths, periodic, origin=None, widths=None):
     """A box of shape[d] equal cells along each axis d (x fastest, the DMDA
     natural numbering) on one rank, side lengths ``lengths``, low corner
     ``origin``, periodic along the axes where ``periodic[d]``; the other
-    sides are walls (boundary faces)."""
+    sides are walls (boundary faces). ``widths``: as partition_geometry's."""
     partition = BoxPartition(shape, [[n] for n in shape], periodic)
-    return partition_geometry(partition, lengths, 0, origin)
+    return partition_geometry(partition, lengths, 0, origin, widths)
 
 
 def dmda_partition(da):

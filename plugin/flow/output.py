@@ -49,30 +49,34 @@ def _gathered(comm, numbers, total, xp, array):
     return field
 
 
-def _at(field, axis, coordinate, spacing):
-    """The field interpolated linearly along ``axis`` (of cell centres) at ``coordinate``."""
-    s = coordinate / spacing - 0.5
-    i = int(numpy.clip(numpy.floor(s), 0, field.shape[axis] - 2))
-    w = s - i
+def _at(field, axis, coordinate, centres):
+    """The field interpolated linearly along ``axis`` at ``coordinate`` between its cell ``centres``."""
+    i = int(numpy.clip(numpy.searchsorted(centres, coordinate) - 1, 0, field.shape[axis] - 2))
+    w = (coordinate - centres[i]) / (centres[i + 1] - centres[i])
     return (1 - w) * numpy.take(field, i, axis=axis) + w * numpy.take(field, i + 1, axis=axis)
 
 
-def centerlines(u, lengths, walls):
+def _centres(lengths, counts, widths=None):
+    """Each axis's cell centres (from 0): equal cells, or of the given widths (a graded box)."""
+    widths = widths or [numpy.full(n, length / n) for length, n in zip(lengths, counts, strict=True)]
+    return [numpy.cumsum(w) - numpy.asarray(w) / 2 for w in widths]
+
+
+def centerlines(u, lengths, walls, widths=None):
     """((y, u along x = Lx/2), (x, v along y = Ly/2)) from the velocity (dim, [nz,] ny, nx),
     in the mid-plane z = Lz/2 in 3D, with the wall values at both ends
-    (``walls``: {box side tag: Wall}, plugin.flow.box)."""
+    (``walls``: {box side tag: Wall}, plugin.flow.box); ``widths``: a graded box's cells."""
     dim = u.shape[0]
-    h = [length / n for length, n in zip(lengths, u.shape[1:][::-1], strict=True)]
+    centres = _centres(lengths, u.shape[1:][::-1], widths)
     if dim == 3:
-        u = _at(u, 1, lengths[2] / 2, h[2])
-    along_y = _at(u[0], 1, lengths[0] / 2, h[0])  # u(y) on x = Lx/2
-    along_x = _at(u[1], 0, lengths[1] / 2, h[1])  # v(x) on y = Ly/2
+        u = _at(u, 1, lengths[2] / 2, centres[2])
+    along_y = _at(u[0], 1, lengths[0] / 2, centres[0])  # u(y) on x = Lx/2
+    along_x = _at(u[1], 0, lengths[1] / 2, centres[1])  # v(x) on y = Ly/2
 
     def with_walls(values, axis, component):
-        centres = (numpy.arange(values.size) + 0.5) * h[axis]
         low, high = (float(walls[2 * axis + side].velocity_at(numpy.zeros((1, dim)), 0.0)[0, component])
                      for side in (0, 1))
-        return numpy.concatenate(([0.0], centres, [lengths[axis]])), numpy.concatenate(([low], values, [high]))
+        return numpy.concatenate(([0.0], centres[axis], [lengths[axis]])), numpy.concatenate(([low], values, [high]))
 
     return with_walls(along_y, 1, 0), with_walls(along_x, 0, 1)
 
@@ -164,15 +168,19 @@ def plot_centerlines(path, profiles, title, reference=None):
     return path
 
 
-def write_xdmf(path, u, p, lengths, origin):
+def write_xdmf(path, u, p, lengths, origin, widths=None):
     """Velocity (dim, [nz,] ny, nx) and pressure on the quads or hexahedra of
-    the box from ``origin`` with side ``lengths``, as XDMF + HDF5."""
+    the box from ``origin`` with side ``lengths`` (cells of ``widths`` along
+    each axis where given: a graded box), as XDMF + HDF5."""
     import meshio
 
     dim = u.shape[0]
     cells_per_axis = u.shape[1:][::-1]  # nx, ny[, nz]
-    axes = [start + numpy.linspace(0.0, length, n + 1)
-            for start, length, n in zip(origin, lengths, cells_per_axis, strict=True)]
+    if widths is None:
+        axes = [start + numpy.linspace(0.0, length, n + 1)
+                for start, length, n in zip(origin, lengths, cells_per_axis, strict=True)]
+    else:
+        axes = [start + numpy.concatenate(([0.0], numpy.cumsum(w))) for start, w in zip(origin, widths, strict=True)]
     points = numpy.stack([a.ravel() for a in numpy.meshgrid(*axes[::-1], indexing="ij")[::-1]], axis=1)
     vertex = numpy.arange(len(points)).reshape([n + 1 for n in cells_per_axis[::-1]])  # [z,] y, x
 

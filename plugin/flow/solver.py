@@ -34,7 +34,7 @@ from petsc_ext.options import Option, OptionError, read_options
 from . import checkpoint
 from .boundary import OPTION as BOUNDARY_OPTION
 from .boundary import BoundaryError, conditions_by_tag, conditions_from_options, walls_at_rest
-from .box import dmda_partition, partition_geometry
+from .box import dmda_partition, partition_geometry, tanh_widths, uniform_widths
 from .collective import on_every_rank
 from .integrator import FractionalStep, StepFailure
 from .least_squares import GradientError
@@ -113,6 +113,9 @@ OPTIONS = (
            "guess returns through Gamma G, and on tetrahedra, where that can exceed the face gradient, a step "
            "with large a grows the pressure from the last guess's until the run blows up. On in the symmetric "
            "scheme; off in the consistent one, whose own corrections blow up at such steps with it or without"),
+    Option("flow_box_grading", "box_grading", 0.0, "on a DMDA box, cells clustered at both walls of the y axis by "
+           "the tanh law of channel flows with this beta (0: equal cells); such a box's pressure takes gpuamg's "
+           "aggregation (its geometric levels and boxfft need equal cells)", low=0.0),
     Option("flow_les", "les", "none", "subgrid model of large-eddy simulation: its eddy viscosity nu_t, from "
            "each cell's velocity gradient and the cube root of its volume, adds to nu on the interior faces "
            "(their cells' mean; walls keep nu), explicit in time (with Crank-Nicolson too: the momentum matrix keeps "
@@ -187,6 +190,26 @@ class FlowBlowUp(RuntimeError):
     """The run stopped: NaN, a CFL number above -flow_cfl_max, a collapsed time step, or a failed solve."""
 
 
+def graded_widths(partition, lengths, boundary_types, beta, prefix=""):
+    """The cell widths of a box graded along y by the tanh law (-flow_box_grading ``beta``); None for 0."""
+    if not beta:
+        return None
+    if partition.dim < 2 or boundary_types[1] == PETSc.DM.BoundaryType.PERIODIC:
+        raise OptionError(f"-{prefix}flow_box_grading clusters cells at the walls of the y axis: this box has none")
+    widths = uniform_widths(partition.shape, lengths)
+    widths[1] = tanh_widths(partition.shape[1], lengths[1], beta)
+    return widths
+
+
+def set_cell_coordinates(da, centroids):
+    """The DMDA's coordinates: its cells' centres (the rank's, in its order), for PETSc's viewers and the
+    application."""
+    da.setUniformCoordinates()  # makes the coordinate DM and vector
+    coordinates = da.getCoordinates()
+    coordinates.setArray(numpy.ascontiguousarray(centroids).ravel())
+    da.setCoordinates(coordinates)
+
+
 class FlowSolver:
     """Incompressible flow with viscosity ``nu`` on ``geometry`` (a
     FiniteVolumeGeometry on ``comm``), its operators as matrices of
@@ -196,12 +219,17 @@ class FlowSolver:
     ``-pressure_pc_type mg`` (a box's PressureMultigrid), None where the
     geometry has none."""
 
-    def __init__(self, geometry, comm, mat_type, nu, boundary_conditions, prefix="", pressure_multigrid=None):
+    def __init__(self, geometry, comm, mat_type, nu, boundary_conditions, prefix="", pressure_multigrid=None,
+                 box=False):
         self.comm, self.mpi = comm, comm.tompi4py()
         for attr, value in read_options(self, OPTIONS, prefix, "Incompressible flow (fractional step)", comm,
                                         lambda option, chosen: self._default(option, chosen, geometry.dim)).items():
             setattr(self, attr, value)
+        if self.box_grading and not box:
+            raise OptionError(f"-{prefix}flow_box_grading grades the cells of a DMDA box (FlowSolver.from_dmda); a "
+                              "mesh brings its own cells")
         self.geometry = geometry
+        self.widths = None  # a graded box's cell widths per axis (from_dmda)
         self.scheme_parts = Scheme(**{part: getattr(self, attr) for attr, part in OPTION_PARTS.items()})
         if self.pressure_laplacian == "wide" and replace(self.scheme_parts, diffusion_correction=False,
                                                          implicit_rhie_chow=True, les="none") != Scheme():
@@ -257,21 +285,34 @@ class FlowSolver:
         return part_default(option.attr, chosen["scheme"], dim) if option.attr in OPTION_PARTS else option.default
 
     @classmethod
-    def from_dmda(cls, da, lengths, nu, boundary_conditions=None, origin=None):
+    def from_dmda(cls, da, lengths, nu, boundary_conditions=None, origin=None, widths=None):
         """The flow on the cells of a DMDA over a box of side ``lengths`` (low corner ``origin``, default 0):
         the box's walls are the sides "xmin", "xmax", "ymin", ... (tags 0,
         1, 2, ...) of its non-periodic axes; those not in
         ``boundary_conditions`` are walls at rest. Matrices of the DM's type,
-        options with the DM's prefix, and the box's pressure multigrid."""
+        options with the DM's prefix, and the box's pressure multigrid.
+        ``widths``: each axis's cell widths (a graded box; default equal
+        cells, or -flow_box_grading's along y), set as the DMDA's
+        coordinates (the cell centres); a graded box has no geometric
+        pressure levels."""
         start = time.perf_counter()
+        prefix = da.getOptionsPrefix() or ""
         partition = dmda_partition(da)
-        geometry = partition_geometry(partition, lengths, da.getComm().getRank(), origin)
+        widths = widths if widths is not None else graded_widths(partition, lengths, da.getBoundaryType(),
+                                                                  PETSc.Options(prefix).getReal("flow_box_grading", 0.0),
+                                                                  prefix)
+        geometry = partition_geometry(partition, lengths, da.getComm().getRank(), origin, widths)
         conditions = {**walls_at_rest(geometry), **(boundary_conditions or {})}
         built = time.perf_counter()
-        multigrid = PressureMultigrid(partition, lengths, da.getComm())
+        multigrid = None
+        if widths is None:
+            multigrid = PressureMultigrid(partition, lengths, da.getComm())
+        else:
+            set_cell_coordinates(da, geometry.centroids)
         grids = time.perf_counter()
-        solver = cls(geometry, da.getComm(), dm_mat_type(da), nu, conditions, prefix=da.getOptionsPrefix() or "",
-                     pressure_multigrid=multigrid)
+        solver = cls(geometry, da.getComm(), dm_mat_type(da), nu, conditions, prefix=prefix,
+                     pressure_multigrid=multigrid, box=True)
+        solver.widths = widths
         solver.setup_seconds = {"geometry": built - start, "multigrid grids": grids - built, **solver.setup_seconds}
         return solver
 
