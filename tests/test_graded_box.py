@@ -139,3 +139,26 @@ def test_grading_is_refused_where_there_is_no_box_or_no_wall():
         FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
     with pytest.raises(OptionError, match="clusters cells at the walls of the y axis: this box has none"):
         make_solver((6, 6), (False, True), 0.01, {"flow_box_grading": 1.5})
+
+
+@pytest.mark.mpi
+def test_ranks_agree_with_one_rank_on_a_graded_box():
+    from mpi4py import MPI
+    from petsc4py import PETSc
+
+    from plugin.flow.boundary import Wall
+    from plugin.flow.box import dmda_partition
+    from plugin.flow.output import natural_field
+    from test_flow_solver import make_solver
+
+    fields = []
+    for comm in (PETSc.COMM_WORLD, PETSc.COMM_SELF):
+        da, solver = make_solver((9, 14), (True, False), 0.02, {"flow_box_grading": 2.0, "flow_max_steps": 6,
+                                                               "pressure_ksp_rtol": 1e-12},
+                                 comm=comm, walls={"ymax": Wall((1.0, 0.0))})
+        x, y = solver.geometry.centroids.T
+        state = solver.run(solver.initial_state(numpy.array([numpy.sin(2 * numpy.pi * x) * y, 0 * y])))
+        numpy.testing.assert_allclose(da.getCoordinates().getArray().reshape(-1, 2), solver.geometry.centroids)
+        fields.append(natural_field(comm.tompi4py(), dmda_partition(da), solver.xp, state.u))
+    if MPI.COMM_WORLD.Get_rank() == 0:
+        numpy.testing.assert_allclose(fields[0], fields[1], rtol=0, atol=1e-9)
