@@ -827,6 +827,25 @@ def test_an_eddy_viscosity_on_the_gpu_gives_the_hosts_flow(model, diffusion):
         assert abs(got - value).max() <= 1e-8 * abs(value).max(), name
 
 
+@pytest.mark.parametrize("forcing", ["pressure_gradient", "flow_rate"])
+def test_a_forced_channel_on_the_gpu_gives_the_hosts_flow(forcing):
+    """-flow_forcing inside the captured steps (the flow rate held by kernels
+    reading its correction from device memory): the NumPy twin's flow, and
+    the same mean pressure gradient."""
+    from gpu_mats.backend import to_host
+    from test_forcing import channel
+
+    runs = {}
+    for backend in ("cupy", "numpy"):
+        _, solver, state, history = channel(forcing, 1.0, steps=60, shape=(8, 12), diffusion="explicit",
+                                            gpu_backend=backend)
+        runs[backend] = (to_host(solver.xp, state.u), history[-1][1], solver)
+    gpu, host = runs["cupy"], runs["numpy"]
+    assert gpu[2].stepper.step_graphs is not None and gpu[2].stepper.step_graphs.replays > 0
+    assert abs(gpu[0] - host[0]).max() <= 1e-8 * abs(host[0]).max()
+    assert gpu[1] == pytest.approx(host[1], rel=1e-8)
+
+
 @pytest.mark.parametrize("box", ["3D walls", "3D periodic x and z", "2D periodic y"])
 def test_the_box_transforms_on_the_gpu_give_the_hosts_solve(box):
     """boxfft's solve with cupyx.scipy.fft (cuFFT) against scipy.fft's."""

@@ -238,7 +238,7 @@ class FractionalStep:
     last good state when a step goes wrong)."""
 
     def __init__(self, matrices, pressure_ksp, momentum_ksp=None, extrapolate_pressure=True, cuda_graphs=False,
-                 eddy=None):
+                 eddy=None, forcing=None):
         """``extrapolate_pressure``: the pressure solve starts from p^n
         extrapolated linearly in time (from the third step), else from p^n;
         a deferred non-orthogonal correction takes matrices.ops.scheme's
@@ -247,9 +247,11 @@ class FractionalStep:
         term g above. ``cuda_graphs``: the explicit part replays as a CUDA
         graph where it can be captured (explicit_graphs). ``eddy``: a subgrid
         model (plugin.flow.les.EddyViscosity) whose eddy viscosity each step's
-        explicit part adds to the diffusion's, from u^n."""
+        explicit part adds to the diffusion's, from u^n. ``forcing``: the mean
+        flow's (plugin.flow.forcing.Forcing): its body force in the explicit
+        part, its flow rate held after the correction."""
         m = self.matrices = matrices
-        self.eddy = eddy
+        self.eddy, self.forcing = eddy, forcing
         self.extrapolate_pressure = extrapolate_pressure
         ops, xp = m.ops, m.xp
         self.xp, self.updates, self.flow_kernels = xp, family("blas", xp), family("flow", xp)
@@ -494,6 +496,8 @@ class FractionalStep:
             with phase("Correct"):
                 self._correct(q, u_p, u_s, dt)  # u^p becomes u^{n+1}
                 xp.multiply(q, -1.0 / dt, out=p)
+                if self.forcing is not None:
+                    self.forcing.hold(u_p, u_s, dt)
         finally:  # also where a capture refused the work (PETSc's array must go back)
             restore_array(self.q, "r")
         new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
@@ -511,7 +515,8 @@ class FractionalStep:
         where the arrays are new: only on a run before a capture)."""
         records = [ksp.getPythonContext().records(count) for _, ksp, count in self._solves()]
         sources = [*records, self._largest_value, self._change_value, *(out for _, out in self.watchers),
-                   *(() if self.eddy is None else (self.eddy.largest,))]
+                   *(() if self.eddy is None else (self.eddy.largest,)),
+                   *(() if self.forcing is None or self.forcing.kind != "flow_rate" else (self.forcing.delta,))]
         readback = self.readbacks.get(address(u_s))
         if readback is None or not readback.matches(sources):
             readback = self.readbacks[address(u_s)] = StepReadback(self.xp, sources)
@@ -535,6 +540,8 @@ class FractionalStep:
                                    self.rate.ravel(), self.rate.ravel())
         xp.multiply(self.inverse_volume, dt, out=self.weight)
         source, _, _ = self.boundary(state.t + dt / 2)
+        if self.forcing is not None:
+            source = self.forcing.source(source)
         self.flow_kernels.explicit_update(target, state.u, source, self.rate, self.weight)
 
     def project(self, state):
@@ -751,6 +758,12 @@ class FractionalStep:
         """max nu_t over all ranks of the step that made ``state`` (its graph's copy where a graph made it)."""
         largest = self.eddy.largest
         return self._max((self._copied(largest) if self._made_by_graph(state) else to_host(self.xp, largest))[0])
+
+    def mean_pressure_gradient(self, state):
+        """-dP/dx of the step that made ``state`` under a forcing (its graph's copy where a graph made it)."""
+        f = self.forcing
+        made = self._made_by_graph(state) and f.kind == "flow_rate"
+        return f.implied(self._copied(f.delta) if made else None)
 
     def change_rate(self, state):
         """max |u^{n+1} - u^n| / dt, the distance from a steady state (the step's graph's where one made ``state``)."""

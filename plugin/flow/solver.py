@@ -33,11 +33,13 @@ from petsc_ext.options import Option, OptionError, read_options
 
 from . import checkpoint
 from .boundary import OPTION as BOUNDARY_OPTION
-from .boundary import BoundaryError, conditions_by_tag, conditions_from_options, walls_at_rest
+from .boundary import BoundaryError, Inflow, Outflow, conditions_by_tag, conditions_from_options, walls_at_rest
 from .box import dmda_partition, partition_geometry, tanh_widths, uniform_widths
 from .collective import on_every_rank
 from .integrator import FractionalStep, StepFailure
 from .least_squares import GradientError
+from .forcing import KINDS as FORCING_KINDS
+from .forcing import Forcing
 from .les import MODELS as LES_MODELS
 from .les import EddyViscosity
 from .linear_solvers import LinearSolvers
@@ -116,6 +118,11 @@ OPTIONS = (
     Option("flow_box_grading", "box_grading", 0.0, "on a DMDA box, cells clustered at both walls of the y axis by "
            "the tanh law of channel flows with this beta (0: equal cells); such a box's pressure takes gpuamg's "
            "aggregation (its geometric levels and boxfft need equal cells)", low=0.0),
+    Option("flow_forcing", "forcing", "none", "the mean flow's forcing along x (a periodic channel's): "
+           "pressure_gradient, a constant body force -dP/dx = -flow_forcing_value per unit mass; flow_rate, the "
+           "bulk velocity held at -flow_forcing_value after each step by one velocity added along x to every cell "
+           "(the mean pressure gradient it implies reported)", choices=FORCING_KINDS),
+    Option("flow_forcing_value", "forcing_value", 0.0, "-dP/dx, or the bulk velocity held, of -flow_forcing"),
     Option("flow_les", "les", "none", "subgrid model of large-eddy simulation: its eddy viscosity nu_t, from "
            "each cell's velocity gradient and the cube root of its volume, adds to nu on the interior faces "
            "(their cells' mean; walls keep nu), explicit in time (with Crank-Nicolson too: the momentum matrix keeps "
@@ -246,6 +253,10 @@ class FlowSolver:
         self.setup_seconds = {}  # stage -> seconds of this constructor (set_up_stage); from_dmda adds its own
         with self.set_up_stage("operators"):
             self.boundary_conditions = self._conditions(boundary_conditions, prefix)
+            through = [tag for tag, c in self.boundary_conditions.items() if isinstance(c, (Inflow, Outflow))]
+            if self.forcing == "flow_rate" and through:
+                raise OptionError(f"-{prefix}flow_forcing flow_rate holds the flow rate of a closed or periodic "
+                                  f"flow; here inflows and outflows set it (groups {through})")
             self.operators = on_every_rank(self.mpi, lambda: FlowOperators(
                 geometry, nu, self.boundary_conditions, assembly_module(self.assembly, mat_type), self.scheme_parts),
                 GradientError)
@@ -269,9 +280,11 @@ class FlowSolver:
             self.momentum_ksp = self.solvers.momentum_ksp() if implicit else None
             eddy = (None if self.les == "none" else
                     EddyViscosity(self.les, self.les_constant, self.operators, self.matrices.xp))
+            forcing = None if self.forcing == "none" else Forcing(self.forcing, self.forcing_value, self.matrices,
+                                                                  self.mpi)
             self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp,
                                           extrapolate_pressure=self.pressure_guess == "extrapolated",
-                                          cuda_graphs=self.cuda_graphs, eddy=eddy)
+                                          cuda_graphs=self.cuda_graphs, eddy=eddy, forcing=forcing)
         self.xp = self.stepper.xp
         self.diffusion_rate = self.mpi.allreduce(self.operators.diffusion_rate(), op=MPI.MAX)
         self.unit_rate = self.stepper.unit_convective_rate()
