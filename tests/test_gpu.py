@@ -846,6 +846,22 @@ def test_a_forced_channel_on_the_gpu_gives_the_hosts_flow(forcing):
     assert gpu[1] == pytest.approx(host[1], rel=1e-8)
 
 
+def test_plane_statistics_on_the_gpu_match_numpy():
+    from plugin.flow.statistics import PlaneStatistics
+    from test_statistics import box, manufactured
+
+    results = []
+    for backend in ("cupy", "numpy"):
+        _, solver = box(gpu_backend=backend)
+        assert solver.xp.__name__ == backend
+        stats = PlaneStatistics(solver)
+        for t, a in ((0.0, 1.0), (1.0, 2.0), (3.0, 0.5)):
+            stats.sample(manufactured(solver, t, a, 1.0))
+        results.append(stats.profiles())
+    for got, expected in zip(*results):
+        numpy.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
+
+
 @pytest.mark.parametrize("box", ["3D walls", "3D periodic x and z", "2D periodic y"])
 def test_the_box_transforms_on_the_gpu_give_the_hosts_solve(box):
     """boxfft's solve with cupyx.scipy.fft (cuFFT) against scipy.fft's."""

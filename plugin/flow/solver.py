@@ -237,6 +237,7 @@ class FlowSolver:
                               "mesh brings its own cells")
         self.geometry = geometry
         self.widths = None  # a graded box's cell widths per axis (from_dmda)
+        self.box_shape = None  # a DMDA box's cells per axis (from_dmda)
         self.scheme_parts = Scheme(**{part: getattr(self, attr) for attr, part in OPTION_PARTS.items()})
         if self.pressure_laplacian == "wide" and replace(self.scheme_parts, diffusion_correction=False,
                                                          implicit_rhie_chow=True, les="none") != Scheme():
@@ -325,7 +326,7 @@ class FlowSolver:
         grids = time.perf_counter()
         solver = cls(geometry, da.getComm(), dm_mat_type(da), nu, conditions, prefix=prefix,
                      pressure_multigrid=multigrid, box=True)
-        solver.widths = widths
+        solver.widths, solver.box_shape = widths, partition.shape
         solver.setup_seconds = {"geometry": built - start, "multigrid grids": grids - built, **solver.setup_seconds}
         return solver
 
