@@ -23,6 +23,23 @@ mesh and sends each rank its part.
     python demos/channel.py -channel_cells triangles -channel_size 0.05 -flow_output_dir out
     python demos/channel.py -channel_case kovasznay -channel_cells quads -channel_levels 3 -flow_output_dir out
 
+-channel_case turbulent: the plane channel at Re_tau = -channel_re_tau (180;
+Moser, Kim and Mansour, Phys. Fluids 11, 1999) as a large-eddy simulation on
+a DMDA box (-da_grid_x, -da_grid_y, -da_grid_z; -channel_box 2pi: 2 pi x 2 x
+pi, or 4pi: 4 pi x 2 x 4 pi / 3), x and z periodic, walls at y = 0 and 2
+(h = 1), nu = 1 / Re_tau, cells clustered at the walls (-flow_box_grading
+2), WALE (-flow_les), driven by -dP/dx = 1 (-flow_forcing, so that u_tau is
+1 once the flow settles). It starts from a 1/7-law mean profile with random
+disturbances, skips -channel_transient time units, then averages over the
+planes and over time (plugin.flow.statistics, kept with every checkpoint);
+summary.json holds Re_tau, Ub_plus, Uc_plus, u_rms_plus_peak and
+y_plus_of_peak (null until there are statistics), profiles.csv and
+profiles.png the profiles in wall units against -channel_reference (a CSV
+naming its columns y+, U+, u_rms+, v_rms+, w_rms+, uv+; the DNS's data
+files are public).
+
+    python demos/channel.py -channel_case turbulent -da_grid_x 32 -da_grid_y 48 -da_grid_z 32 -flow_output_dir out
+
 With -flow_output_dir DIR it writes summary.json (the case's figures),
 profile.csv (Poiseuille: y, u, exact) or errors.csv (Kovasznay: level, cells,
 h, error, order), a PNG of either, and each level's fields as XDMF.
@@ -55,7 +72,10 @@ from plugin.flow.partition import PARTITIONERS  # noqa: E402
 from plugin.flow.solver import FlowBlowUp, FlowSolver, program_mat_type  # noqa: E402
 
 CELLS = ("triangles", "quads", "mixed", "box")
-CASES = ("poiseuille", "kovasznay")
+CASES = ("poiseuille", "kovasznay", "turbulent")
+CHANNEL_BOXES = {"2pi": (2 * math.pi, 2.0, math.pi), "4pi": (4 * math.pi, 2.0, 4 * math.pi / 3)}
+TURBULENT = {"flow_les": "wale", "flow_forcing": "pressure_gradient", "flow_forcing_value": 1.0,
+             "flow_box_grading": 2.0, "flow_diffusion": "implicit"}
 # case -> (rectangle (x0, y0, width, height), demos/meshes.py domain, {group: box side})
 DOMAINS = {
     "poiseuille": ((0.0, 0.0, 4.0, 1.0), "channel", {"inlet": "xmin", "outlet": "xmax"}),
@@ -109,6 +129,8 @@ def main():
     if directory:
         output.prepare_directory(directory, mpi)
     mat_type = program_mat_type("channel")
+    if case == "turbulent":
+        return _turbulent(reader, comm, mat_type, directory)
     kovasznay = Kovasznay(re)
     nu = 1.0 / re
     results = []
@@ -123,6 +145,90 @@ def main():
     if mpi.rank == 0:
         _report(case, cells if not mesh_path else os.path.basename(mesh_path), re, results, directory)
     return 0
+
+
+def _turbulent(reader, comm, mat_type, directory):
+    """The turbulent channel: a run, its statistics, summary.json, the profiles against a reference."""
+    from plugin.flow.statistics import PlaneStatistics
+
+    mpi = comm.tompi4py()
+    re_tau = reader.real("channel_re_tau", 180.0, "friction Reynolds number u_tau h / nu", low=1.0)
+    box = reader.choice("channel_box", "2pi", tuple(CHANNEL_BOXES), "the box: 2pi (2 pi x 2 x pi) or 4pi")
+    transient = reader.real("channel_transient", 50.0, "time units (h / u_tau) skipped before the averages",
+                            low=0.0)
+    reference = reader.string("channel_reference", "", "CSV of reference profiles in wall units (columns named "
+                              "y+, U+, u_rms+, v_rms+, w_rms+, uv+)")
+    lengths = CHANNEL_BOXES[box]
+    defaults = {**TURBULENT, "flow_t_end": transient + 50.0,
+                **({"flow_checkpoint_file": os.path.join(directory, "flow_checkpoint.h5")} if directory else {})}
+    try:
+        with option_defaults("", defaults):
+            da = PETSc.DMDA().create(dim=3, sizes=(32, 48, 32), stencil_width=1, comm=comm, setup=False,
+                                     boundary_type=(PETSc.DM.BoundaryType.PERIODIC, PETSc.DM.BoundaryType.NONE,
+                                                    PETSc.DM.BoundaryType.PERIODIC))
+            da.setFromOptions()
+            da.setMatType(mat_type)
+            da.setUp()
+            solver = FlowSolver.from_dmda(da, lengths, 1.0 / re_tau)
+    except (BoundaryError, OptionError) as exc:
+        exit_with(mpi, f"channel: {exc}")
+    stats = PlaneStatistics(solver, start=transient)
+    solver.keep(stats, ".stats.npz")
+    PETSc.Sys.Print(f"channel: turbulent, Re_tau {re_tau:g}, box {box} ({' x '.join(f'{a:.3f}' for a in lengths)}), "
+                    f"{' x '.join(map(str, da.getSizes()))} cells on {mpi.size} ranks; {solver.describe_conditions()}")
+    if help_requested():
+        raise SystemExit(0)
+    try:
+        state = solver.run(solver.initial_state(_disturbed_channel(solver.geometry), project=True), stats.sample)
+    except FlowBlowUp as exc:
+        PETSc.Sys.Print(str(exc))
+        return 1
+    except CheckpointError as exc:
+        exit_with(mpi, f"channel: {exc}")
+    solver.print_timing()
+    summary = _turbulent_summary(stats, re_tau, box, da.getSizes(), state, solver)
+    if directory:
+        written = stats.write(directory, reference or None) if stats.time > 0 else []
+        if mpi.rank == 0:
+            with open(os.path.join(directory, "summary.json"), "w") as stream:
+                json.dump(summary, stream, indent=1)
+            print("channel: wrote " + ", ".join(os.path.abspath(w) for w in
+                                                [os.path.join(directory, "summary.json"), *written]))
+    return 0
+
+
+def _disturbed_channel(g, amplitude=0.3, seed=1):
+    """A 1/7-law mean profile (bulk velocity 15.7, MKM's U_b+) with random disturbances of ``amplitude``
+    times it, largest mid-channel: the start of the turbulent case (projected before the first step)."""
+    y = g.centroids[:, 1]
+    eta = numpy.clip(1.0 - abs(y - 1.0), 0.0, 1.0)  # distance from the nearer wall, h = 1
+    mean = 15.7 * 8.0 / 7.0 * eta ** (1.0 / 7.0)
+    rng = numpy.random.default_rng(seed + g.cell_ranges[g.rank])
+    noise = rng.uniform(-1.0, 1.0, (3, y.size)) * amplitude * mean
+    return numpy.vstack([mean + noise[0], noise[1], noise[2]])
+
+
+def _turbulent_summary(stats, re_tau, box, sizes, state, solver):
+    """The figures of the turbulent case: those of the statistics in wall units (None before any)."""
+    summary = {"case": "turbulent", "re_tau_target": re_tau, "box": box, "cells": list(sizes), "t": state.t,
+               "steps": state.step, "averaged_time": stats.time, "Re_tau": None, "Ub_plus": None, "Uc_plus": None,
+               "u_rms_plus_peak": None, "y_plus_of_peak": None,
+               "reference_mkm_1999": {"Re_tau": 178.12, "Ub_plus": 15.68, "Uc_plus": 18.30, "u_rms_plus_peak": 2.66,
+                                      "y_plus_of_peak": 15.0}}
+    if stats.time > 0:
+        u_tau, measured, table = stats.wall_units()
+        y, U = stats.profiles()[:2]
+        weights = stats.plane_volumes / stats.plane_volumes.sum()
+        peak = int(numpy.argmax(table[:, 3]))
+        summary.update(Re_tau=float(measured), Ub_plus=float(weights @ U / u_tau), Uc_plus=float(U[len(U) // 2] / u_tau),
+                       u_rms_plus_peak=float(table[peak, 3]), y_plus_of_peak=float(table[peak, 1]))
+    if solver.mpi.rank == 0:
+        figures = ", ".join(f"{k} {v:.4g}" for k, v in summary.items() if k in ("Re_tau", "Ub_plus", "Uc_plus",
+                                                                                   "u_rms_plus_peak", "y_plus_of_peak")
+                            and v is not None) or "no statistics yet (the run ended within the transient)"
+        print(f"channel: turbulent, t = {state.t:.4g}, averaged over {stats.time:.4g}: {figures} (Moser, Kim and "
+              "Mansour 1999: Re_tau 178.12, Ub_plus 15.68, Uc_plus 18.30, u_rms_plus_peak 2.66 at y+ about 15)")
+    return summary
 
 
 def _gmsh_mesh(directory, case, cells, h, mpi):

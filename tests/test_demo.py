@@ -191,3 +191,28 @@ def test_channel_demo_names_a_group_the_mesh_lacks(tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         "channel: boundary condition for 'inlet': the mesh has no such boundary group (groups: lid (tag 2), "
         "wall (tag 3))")
+
+
+def test_the_turbulent_channel_writes_its_summary_and_keeps_its_statistics_across_a_restart(tmp_path):
+    """A few steps of the turbulent case at a toy size (no turbulence is
+    claimed here): within the transient summary.json has no figures; past it
+    the figures, profiles.csv and profiles.png; a restart from the last
+    checkpoint goes on with the statistics it kept."""
+    grid = ["-da_grid_x", "6", "-da_grid_y", "8", "-da_grid_z", "4", "-dm_mat_type", "gpusell"]
+    short = tmp_path / "short"
+    out = run_script("channel.py", "-channel_case", "turbulent", *grid, "-flow_max_steps", "3", "-flow_output_dir",
+                     str(short))
+    assert "no statistics yet" in out
+    summary = json.loads((short / "summary.json").read_text())
+    assert summary["steps"] == 3 and summary["Re_tau"] is None and summary["cells"] == [6, 8, 4]
+    longer = tmp_path / "longer"
+    run = ["channel.py", "-channel_case", "turbulent", *grid, "-channel_transient", "0.005", "-flow_output_dir",
+           str(longer), "-flow_checkpoint_every", "5"]
+    run_script(*run, "-flow_max_steps", "10")
+    first = json.loads((longer / "summary.json").read_text())
+    assert first["steps"] == 10 and first["Re_tau"] > 0 and first["averaged_time"] > 0
+    assert (longer / "flow_checkpoint.h5.stats.npz").exists() and (longer / "profiles.png").exists()
+    run_script(*run, "-flow_max_steps", "5", "-flow_restart", str(longer / "flow_checkpoint.h5"))
+    second = json.loads((longer / "summary.json").read_text())
+    assert second["steps"] == 15 and second["averaged_time"] > first["averaged_time"]
+    assert (longer / "profiles.csv").read_text().splitlines()[0] == "y,y+,U+,u_rms+,v_rms+,w_rms+,uv+"

@@ -238,6 +238,7 @@ class FlowSolver:
         self.geometry = geometry
         self.widths = None  # a graded box's cell widths per axis (from_dmda)
         self.box_shape = None  # a DMDA box's cells per axis (from_dmda)
+        self.companions = []  # see keep()
         self.scheme_parts = Scheme(**{part: getattr(self, attr) for attr, part in OPTION_PARTS.items()})
         if self.pressure_laplacian == "wide" and replace(self.scheme_parts, diffusion_correction=False,
                                                          implicit_rhie_chow=True, les="none") != Scheme():
@@ -384,11 +385,23 @@ class FlowSolver:
                 self.matrices.set_momentum_dt(self._momentum_dt)
             PETSc.Sys.Print(f"flow: restarted from {self.restart_file} at step {state.step}, t = {state.t:.6g}",
                             comm=self.comm)
+            for companion, suffix in self.companions:
+                if not os.path.exists(self.restart_file + suffix):
+                    raise checkpoint.CheckpointError(f"-flow_restart {self.restart_file}: its companion "
+                                                     f"{self.restart_file + suffix} is missing")
+                companion.load(self.restart_file + suffix)
         return state
+
+    def keep(self, companion, suffix):
+        """Save ``companion`` (save(path), load(path): running statistics, say) with every checkpoint, at the
+        checkpoint's path + ``suffix``, and load it from there on a restart."""
+        self.companions.append((companion, suffix))
 
     def save(self, state, path=None):
         path = path or self.checkpoint_file
         checkpoint.save(path, self.mpi, self.xp, state, self.operators, {"momentum_dt": self._momentum_dt or 0.0})
+        for companion, suffix in self.companions:
+            companion.save(path + suffix)
         return path
 
     # --- time steps --------------------------------------------------------------
