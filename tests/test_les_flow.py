@@ -100,7 +100,7 @@ def test_wale_and_sigma_leave_a_laminar_channel_alone_and_smagorinsky_does_not()
                        abs(to_host(solver.xp, state.u) - u).max(), solver._diffusion_rate(state))
     assert runs["sigma"][:2] == (0.0, 0.0) and runs["sigma"][2] == pytest.approx(laminar.diffusion_rate, rel=1e-15)
     (wale, wale_change, _), (smagorinsky, change, rate) = runs["wale"], runs["smagorinsky"]
-    assert smagorinsky > 0.05 * NU and change > 1e-3 and rate > 1.05 * laminar.diffusion_rate, runs
+    assert smagorinsky > 0.05 * NU and change > 1e-3 and rate > 1.01 * laminar.diffusion_rate, runs
     assert 0.0 < wale < 1e-3 * smagorinsky and wale_change < 1e-3 * change, runs
 
 
@@ -118,8 +118,8 @@ def test_with_crank_nicolson_the_eddy_viscosity_is_explicit_and_the_momentum_mat
     y = xp.zeros((2, g.num_cells))
     m.K(xp.asarray(x), y)
     numpy.testing.assert_allclose(to_host(xp, y), (expected @ x.T).T, rtol=1e-12, atol=1e-14)
-    rate = solver._diffusion_rate(state)
-    assert rate == pytest.approx(solver.diffusion_rate * nu_t.max() / NU, rel=1e-12)
+    rate = solver._diffusion_rate(state)  # the eddy part's largest D_ii / Omega_i, assembled face by face
+    assert rate == pytest.approx((face_by_face(g, 0.0, nu_t, []).diagonal() / g.volumes).max(), rel=1e-12)
     assert state.dt_old <= solver.fourier / rate * (1 + 1e-12)
     z = numpy.random.default_rng(9).standard_normal((2, g.num_cells))  # the momentum matrix: nu's alone
     zv, out = m.momentum.createVecs()

@@ -312,7 +312,8 @@ class FractionalStep:
         """Whether the explicit part can be captured: on the GPU, every product
         on arrays without the host (gpusell on one rank), and the boundary's
         values the same at every time (else they are worked out on the host)."""
-        m, names = self.matrices, ("E", "C", "K", "slip", "diffusion_correction", "velocity_gradient", "E_D")
+        m, names = self.matrices, ("E", "C", "K", "slip", "diffusion_correction", "velocity_gradient", "E_D",
+                                   "eddy_rate")
         products = [getattr(m, name) for name in names if getattr(m, name) is not None]
         return (self.xp is not numpy and m.ops.boundary_steady and self.comm.Get_size() == 1
                 and all(product.graph_key is not None for product in products))
@@ -754,8 +755,9 @@ class FractionalStep:
         self.matrices.Ms(state.u_s, self.cell_scratch, inflow)
         return numpy.sqrt(self._sum((self.cell_scratch * self.cell_scratch).sum()))
 
-    def largest_eddy_viscosity(self, state):
-        """max nu_t over all ranks of the step that made ``state`` (its graph's copy where a graph made it)."""
+    def largest_eddy_rate(self, state):
+        """The largest D_ii / Omega_i that the eddy viscosity of the step that made ``state`` added, over all
+        ranks (its graph's copy where a graph made it)."""
         largest = self.eddy.largest
         return self._max((self._copied(largest) if self._made_by_graph(state) else to_host(self.xp, largest))[0])
 

@@ -14,8 +14,9 @@ __all__ = ["MODELS", "EddyViscosity"]
 class EddyViscosity:
     """One run's subgrid model ``model`` (constant ``constant``, 0: the
     model's own) on the cells of ``ops`` (FlowOperators), in ``xp``'s memory:
-    ``nu_t`` of the last step, and ``largest``, its maximum over the rank's
-    cells, for the explicit diffusion's time step limit."""
+    ``nu_t`` of the last step, and ``largest``, the largest over the rank's
+    cells of what it adds to D_ii / Omega_i (the eddy diffusion's explicit
+    time step limit is about 1 / that)."""
 
     def __init__(self, model, constant, ops, xp):
         if model not in MODELS:
@@ -24,12 +25,13 @@ class EddyViscosity:
         n = ops.geometry.num_cells
         self.xp, self.updates = xp, family("blas", xp)
         self.width = xp.asarray(filter_width(ops.volumes, ops.dim))
-        self.nu_t, self.largest = xp.zeros(n), xp.zeros(1)
+        self.nu_t, self.rate, self.largest = xp.zeros(n), xp.zeros(n), xp.zeros(1)
         self._scratch = xp.zeros(self.updates.reduction_slots(n))
 
     def refresh(self, gradients, matrices):
-        """nu_t from the cell velocity gradients (dim * dim, n) and D's values from it; its maximum queued into
-        ``largest`` (not read)."""
+        """nu_t from the cell velocity gradients (dim * dim, n) and D's values from it; the largest rate it
+        adds queued into ``largest`` (not read)."""
         eddy_viscosity(self.xp, self.model, gradients, self.width, self.nu_t, self.constant)
         matrices.refresh_diffusion(self.nu_t)
-        self.updates.max_abs(self.largest, self.nu_t, None, self._scratch)
+        matrices.eddy_rate(self.nu_t, self.rate)
+        self.updates.max_abs(self.largest, self.rate, None, self._scratch)

@@ -49,7 +49,8 @@ class FlowMatrices:
     diffusion: D, or D/2 with Crank-Nicolson), ``flux_rate`` and ``E``, and
     where the boundary or the scheme asks for them ``slip``,
     ``velocity_gradient`` (every velocity component's at once), ``E_D``
-    (the eddy viscosities' part of K's values, refresh_diffusion),
+    (the eddy viscosities' part of K's values, refresh_diffusion) and
+    ``eddy_rate`` (their part of each D_ii / Omega_i),
     ``diffusion_correction`` (times -nu), ``pressure_correction`` and
     ``skewness_correction`` (else None), each called as ``product(x, y)`` for
     y = A x or ``product(x, y, z)`` for A x + z."""
@@ -99,8 +100,10 @@ class FlowMatrices:
             self._molecular = self.xp.asarray(molecular)
             self.mats.add("E_D", (self._storage_order(ops.eddy_diffusion, self._diffusion), n,
                                   "E_D (in D's storage order)"))
+            self.mats.add("eddy_rate", (ops.eddy_rate, n, "the eddy viscosities' D_ii / Omega_i"))
         self.Ms, self.Gamma, self.Gs, self.G = map(self._product, ("Ms", "Gamma", "Gs", "G"))
-        self.K, self.flux_rate, self.C, self.E, self.E_D = map(self._product, ("K", "flux_rate", "C", "E", "E_D"))
+        self.K, self.flux_rate, self.C, self.E, self.E_D, self.eddy_rate = map(
+            self._product, ("K", "flux_rate", "C", "E", "E_D", "eddy_rate"))
         self.slip, self.velocity_gradient = map(self._product, ("slip", "velocity_gradient"))
         self.diffusion_correction, self.pressure_correction, self.skewness_correction = map(
             self._product, ("diffusion_correction", "pressure_correction", "skewness_correction"))

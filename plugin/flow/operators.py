@@ -180,7 +180,13 @@ class FlowOperators:
         self.D = pattern.matrix(-nu * conductance, nu * (walls - exchange))
         self.slip = self._slip(g, faces_of(tags_of(Slip)).on(xp)) if tags_of(Slip) else None  # the same on every rank
         self.E_C = self._convection_map(pattern, h, out, f.total)
-        self.eddy_diffusion = self._eddy_diffusion_map(pattern, h, conductance) if scheme.les != "none" else None
+        self.eddy_diffusion = self.eddy_rate = None
+        if scheme.les != "none":
+            self.eddy_diffusion = self._eddy_diffusion_map(pattern, h, conductance)
+            # each cell's D_ii / Omega_i from the eddy viscosities: the explicit limit they set
+            half = conductance / 2 / self._volumes[h.row]
+            self.eddy_rate = csr(xp.concatenate((half, half)), xp.concatenate((h.row, h.row)),
+                                 xp.concatenate((h.cell, h.other)), (n, g.num_global_cells))
         self.flux_rate = csr(both((h.area, out.area)) / (2 * self._volumes[both((h.row, out.row))]),
                               both((h.row, out.row)), both((h.face, open_ids)), (n, f.total))
         self._inflow = numpy.isin(g.boundary_tags[held.index], tags_of(Inflow))

@@ -408,13 +408,13 @@ class FlowSolver:
 
     def _diffusion_rate(self, state):
         """max_i D_ii / Omega_i of the diffusion taken explicitly, at most: nu's,
-        grown by (nu + max nu_t) / nu with a subgrid model (nu_t of the step
-        that made ``state``; walls keep nu); with Crank-Nicolson only the
-        eddy viscosity's, max nu_t / nu of nu's (0 before the first step)."""
+        plus with a subgrid model the largest its eddy viscosity adds (of the
+        step that made ``state``); with Crank-Nicolson the eddy viscosity's
+        alone (0 before the first step)."""
+        molecular = self.diffusion_rate if self.diffusion == "explicit" else 0.0
         if self.stepper.eddy is None or not state.step:
-            return self.diffusion_rate if self.diffusion == "explicit" else 0.0
-        nu, largest = self.operators.nu, self.stepper.largest_eddy_viscosity(state)
-        return self.diffusion_rate * ((nu if self.diffusion == "explicit" else 0.0) + largest) / nu
+            return molecular
+        return molecular + self.stepper.largest_eddy_rate(state)
 
     def _time_step(self, state, rate):
         """The CFL (and explicit diffusion) limit, grown smoothly; with
