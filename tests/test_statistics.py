@@ -112,3 +112,18 @@ def test_ranks_agree_with_one_rank():
     if MPI.COMM_WORLD.Get_rank() == 0:
         for got, expected in zip(*results):
             numpy.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
+
+
+def test_statistics_on_a_flow_without_homogeneous_planes_are_refused():
+    from meshes import unit_mesh
+    from plugin.flow.boundary import Wall
+    from plugin.flow.mesh import mesh_geometry
+    from plugin.flow.solver import FlowSolver
+
+    g = mesh_geometry(unit_mesh(("quad", "triangle"), n=4, jitter=0.2))
+    mesh = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.1, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
+    with pytest.raises(ValueError, match="average over the planes normal to y of a DMDA box"):
+        PlaneStatistics(mesh)
+    _, periodic = make_solver((4, 4), (True, True), 0.1, {})
+    with pytest.raises(ValueError, match="this flow has no such homogeneous planes"):
+        PlaneStatistics(periodic)

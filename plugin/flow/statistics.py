@@ -23,6 +23,9 @@ class PlaneStatistics:
     box_shape known) over the planes normal to y, from time ``start`` on."""
 
     def __init__(self, solver, start=0.0):
+        if solver.box_shape is None or solver.geometry.dim < 2 or "ymin" not in solver.geometry.boundary_names:
+            raise ValueError("plane statistics average over the planes normal to y of a DMDA box with walls at "
+                             "ymin and ymax (FlowSolver.from_dmda): this flow has no such homogeneous planes")
         g, xp, mpi = solver.geometry, solver.xp, solver.mpi
         nx, ny = solver.box_shape[0], solver.box_shape[1]
         self.solver, self.start, self.dim, self.ny = solver, float(start), g.dim, ny
