@@ -146,3 +146,134 @@ class SpectralBoxSolver:
         for axis in self.walled:
             field = idct2(field, axis)
         x[...] = field.ravel()
+
+
+class GradedBoxSolver:
+    """x = S^+ b for a box's 7-point operator whose couplings vary along one
+    walled axis only: a graded box, its cells' widths changing along that
+    axis and equal along the others (the channel's wall-normal axis). Along
+    the others the transforms diagonalize S as in SpectralBoxSolver, each
+    coupling a_d a function of the graded index j; what is left is one
+    tridiagonal system in j per wavenumber, sum_d a_d(j) mu_d(k) added to its
+    diagonal, solved for all wavenumbers at once by the Thomas algorithm
+    (the periodic direction's solver of Borrell, Lehmkuhl, Trias and Oliva,
+    "Parallel direct Poisson solver for discretisations with one Fourier
+    diagonalisable direction", J. Comput. Phys. 230, 2011, with a direct solve
+    of its 1D systems). The constants' mode is singular: its solution is the
+    one of zero mean (the pseudo-inverse)."""
+
+    def __init__(self, shape, periodic, graded, couplings, graded_couplings, xp):
+        """``couplings[d]``: axis d's coupling at each graded index (length
+        shape[graded]; ignored for d = graded); ``graded_couplings``: between
+        graded indices j and j + 1 (length shape[graded] - 1)."""
+        self.shape, self.periodic, self.graded, self.xp = tuple(shape), tuple(periodic), graded, xp
+        dims = len(self.shape)
+        others = [d for d in range(dims) if d != graded]
+        self.walled = tuple(dims - 1 - d for d in others if not self.periodic[d])
+        self.wrapped = tuple(sorted(dims - 1 - d for d in others if self.periodic[d]))
+        m = self.shape[graded]
+        axis = dims - 1 - graded
+        # the transformed grid's shape, and each other axis's eigenvalues spread over it
+        last_wrapped = self.wrapped[-1] if self.wrapped else None
+        spectral = [self.shape[::-1][a] // 2 + 1 if a == last_wrapped else self.shape[::-1][a] for a in range(dims)]
+        shift = numpy.zeros(spectral)
+        for d in others:
+            n, a = self.shape[d], dims - 1 - d
+            k = numpy.arange(spectral[a])
+            mu = 4.0 * numpy.sin(numpy.pi * k / (n if self.periodic[d] else 2 * n)) ** 2
+            along_k, along_j = [1] * dims, [1] * dims
+            along_k[a], along_j[axis] = k.size, m
+            shift = shift + numpy.asarray(couplings[d]).reshape(along_j) * mu.reshape(along_k)
+        shift = numpy.moveaxis(shift, axis, 0)  # (m, the other axes' wavenumbers)
+        b = numpy.asarray(graded_couplings, dtype=float)
+        below, above = numpy.concatenate(([0.0], b)), numpy.concatenate((b, [0.0]))
+        diagonal = (below + above).reshape([m] + [1] * (dims - 1)) + shift
+        pivots = numpy.empty_like(diagonal)
+        pivots[0] = diagonal[0]
+        for j in range(1, m):
+            pivots[j] = diagonal[j] - b[j - 1] ** 2 / pivots[j - 1]
+        self.null = tuple([slice(None)] + [0] * (dims - 1))  # the constants' mode, k = 0 along every other axis
+        pivots[m - 1][self.null[1:]] = numpy.inf  # its last equation singular: p = 0 there, the mean removed after
+        self.b = [float(v) for v in b]
+        self.inverse_pivots = xp.asarray(1.0 / pivots)
+        self.axis = axis
+
+    @classmethod
+    def from_csr(cls, indptr, indices, data, shape, periodic):
+        """The solver of the matrix (CSR, one row per cell, numbered x fastest)
+        on the box ``shape``, ``periodic``; a SpectralError saying why not."""
+        import scipy.sparse
+
+        xp = array_module(data)
+        host = [numpy.asarray(a.get() if hasattr(a, "get") else a) for a in (indptr, indices, data)]
+        shape, periodic = tuple(int(n) for n in shape), tuple(bool(p) for p in periodic)
+        n, dims = int(numpy.prod(shape)), len(shape)
+        A = scipy.sparse.csr_matrix((host[2].astype(float), host[1], host[0]), shape=(n, n))
+        ijk = numpy.indices(shape[::-1]).reshape(dims, -1)[::-1]  # natural coordinates, x fastest
+        strides = numpy.cumprod([1, *shape[:-1]])
+        couplings, total = [], numpy.zeros(n)
+        for d in range(dims):
+            up = ijk[d] + 1
+            inside = up < shape[d]
+            if periodic[d]:
+                up, inside = up % shape[d], numpy.ones(n, dtype=bool)
+            neighbour = numpy.arange(n) + (up - ijk[d]) * strides[d]
+            c = numpy.zeros(n)
+            c[inside] = -numpy.asarray(A[numpy.flatnonzero(inside), neighbour[inside]]).ravel()
+            couplings.append(c.reshape(shape[::-1]))
+            total += c
+        for d in range(dims):  # each cell's couplings to its lower neighbours too
+            total += numpy.roll(couplings[d], 1, axis=dims - 1 - d).ravel() if periodic[d] else numpy.concatenate(
+                [numpy.zeros_like(numpy.take(couplings[d], [0], axis=dims - 1 - d)),
+                 numpy.take(couplings[d], range(shape[d] - 1), axis=dims - 1 - d)], axis=dims - 1 - d).ravel()
+        if abs(A.nnz - (n + 2 * sum(int((c != 0).sum()) for c in couplings))) > 0 or \
+                abs(A.diagonal() - total).max() > DIAGONAL_TOLERANCE * max(abs(total).max(), 1.0):
+            raise SpectralError("not a 7-point operator whose diagonal is the sum of its couplings on this box "
+                                "(another pattern, or a side that holds a value)")
+        profiles, graded = [], []
+        for d in range(dims):
+            c = couplings[d]
+            interior = c if periodic[d] else numpy.take(c, range(shape[d] - 1), axis=dims - 1 - d)
+            varies = [e for e in range(dims) if e != d and float(numpy.ptp(interior, axis=dims - 1 - e).max()) >
+                      DIAGONAL_TOLERANCE * float(abs(interior).max())]
+            scale = DIAGONAL_TOLERANCE * float(abs(interior).max())
+            along_self = float(numpy.ptp(interior, axis=dims - 1 - d).max()) > scale
+            profiles.append(interior)
+            graded += varies + ([d] if along_self else [])
+        graded = sorted(set(graded))
+        if len(graded) != 1 or periodic[graded[0]]:
+            raise SpectralError(f"the couplings vary along {', '.join('xyz'[g] for g in graded) or 'no axis'}: the "
+                                "graded solver takes boxes graded along one walled axis (others: boxfft's uniform "
+                                "transforms, or gpuamg)")
+        g = graded[0]
+        for d in range(dims):  # constant along every axis but g
+            other_axes = tuple(dims - 1 - e for e in range(dims) if e != g)
+            mean = profiles[d].mean(axis=other_axes, keepdims=True)
+            if float(abs(profiles[d] - mean).max()) > DIAGONAL_TOLERANCE * float(abs(mean).max()):
+                raise SpectralError(f"the couplings along {'xyz'[d]} vary along more than the graded axis {'xyz'[g]}")
+        def along_g(d):
+            return profiles[d].mean(axis=tuple(dims - 1 - e for e in range(dims) if e != g)).ravel()
+        return cls(shape, periodic, g, [along_g(d) for d in range(dims)], along_g(g), xp)
+
+    def solve(self, b, x):
+        """x = S^+ b (b, x flat, cells numbered x fastest)."""
+        xp, fft = self.xp, self.xp.fft
+        field = b.reshape(self.shape[::-1])
+        for axis in self.walled:
+            field = dct2(field, axis)
+        if self.wrapped:
+            field = fft.rfftn(field, axes=self.wrapped)
+        rows = xp.moveaxis(field, self.axis, 0).astype(complex if self.wrapped else float)
+        m = rows.shape[0]
+        for j in range(1, m):  # forward: y_j = r_j + b_{j-1} y_{j-1} / w_{j-1}
+            rows[j] += self.b[j - 1] * rows[j - 1] * self.inverse_pivots[j - 1]
+        rows[m - 1] *= self.inverse_pivots[m - 1]
+        for j in range(m - 2, -1, -1):  # backward: p_j = (y_j + b_j p_{j+1}) / w_j
+            rows[j] = (rows[j] + self.b[j] * rows[j + 1]) * self.inverse_pivots[j]
+        rows[self.null] -= rows[self.null].mean()
+        field = xp.moveaxis(rows, 0, self.axis)
+        if self.wrapped:
+            field = fft.irfftn(field, s=[self.shape[::-1][a] for a in self.wrapped], axes=self.wrapped)
+        for axis in self.walled:
+            field = idct2(field, axis)
+        x[...] = field.ravel()

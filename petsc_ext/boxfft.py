@@ -2,8 +2,10 @@
 cosine and Fourier transforms (gpu_mats.spectral), on the GPU with cuFFT for
 CUDA vectors, with scipy.fft for host ones. For the constant-coefficient
 7-point operator of a uniform box whose sides are walls or periodic (the
-flow driver's pressure on a DMDA box without an outflow): under cg it
-converges in one iteration, the limit multigrid approaches (BENCHMARKS.md).
+flow driver's pressure on a DMDA box without an outflow), or one graded
+along a walled axis (tridiagonal solves along it: gpu_mats.spectral's
+GradedBoxSolver, the turbulent channel's): under cg it converges in one
+iteration, the limit multigrid approaches (BENCHMARKS.md).
 
 The box is the application's (``set_box``, as the flow driver gives it), or
 the preconditioning matrix's: its DMDA (one unknown per cell, one rank), or
@@ -14,7 +16,7 @@ PETSc error with the reason.
 
 from petsc4py import PETSc
 
-from gpu_mats.spectral import SpectralBoxSolver
+from gpu_mats.spectral import GradedBoxSolver, SpectralBoxSolver, SpectralError
 from gpu_mats.stencil import StencilMatrix
 
 from . import gpusell
@@ -63,11 +65,15 @@ class BoxTransformPC(PythonPC):
         shape, periodic = box
         indptr, indices, data = gpusell.local_block(P, self.xp).to_csr()
         S = StencilMatrix.from_csr(indptr, indices, data, shape, periodic)
-        if S is None:
-            raise ValueError(f"boxfft needs a constant-coefficient 7-point operator on the "
-                             f"{' x '.join(map(str, shape))} box; this matrix is not one (another pattern, or "
-                             "couplings that vary along an axis)")
-        self.solver = SpectralBoxSolver(S)
+        if S is not None:
+            self.solver = SpectralBoxSolver(S)
+            return
+        try:
+            self.solver = GradedBoxSolver.from_csr(indptr, indices, data, shape, periodic)
+        except SpectralError as exc:
+            raise ValueError(f"boxfft needs a 7-point operator on the {' x '.join(map(str, shape))} box, its "
+                             f"couplings constant, or varying along one walled axis only (a graded box); this "
+                             f"matrix: {exc}") from exc
 
     def release(self):
         self.solver = None
@@ -87,6 +93,11 @@ class BoxTransformPC(PythonPC):
         if self.solver is None:
             return []
         s = self.solver
+        if isinstance(s, GradedBoxSolver):
+            axes = "; ".join(f"{axis}: {n} cells, " + ("graded: tridiagonal solves" if d == s.graded else
+                                                       "Fourier (periodic)" if wraps else "cosine (walls)")
+                             for d, (axis, n, wraps) in enumerate(zip(AXES, s.shape, s.periodic)))
+            return [f"  {axes}", self.setup_line(pc)]
         transforms = "; ".join(f"{axis}: {n} cells, {'Fourier (periodic)' if wraps else 'cosine (walls)'}, "
                                f"coupling {c:.6g}" for axis, n, wraps, c in zip(AXES, s.shape, s.periodic,
                                                                               s.couplings))

@@ -862,6 +862,31 @@ def test_plane_statistics_on_the_gpu_match_numpy():
         numpy.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
 
 
+def test_the_graded_box_solver_on_the_gpu_gives_the_hosts_solve():
+    """GradedBoxSolver with cuFFT and the Thomas sweeps on CuPy arrays against NumPy's."""
+    import cupy
+
+    from gpu_mats.spectral import GradedBoxSolver
+    from plugin.flow.box import box_geometry, tanh_widths, uniform_widths
+    from plugin.flow.operators import compact_laplacian
+
+    shape, periodic = (16, 24, 8), (True, False, True)
+    widths = uniform_widths(shape, (6.0, 2.0, 3.0))
+    widths[1] = tanh_widths(24, 2.0, 2.0)
+    A = (-compact_laplacian(box_geometry(shape, (6.0, 2.0, 3.0), periodic, widths=widths))).tocsr()
+    A.sort_indices()
+    b = numpy.random.default_rng(6).standard_normal(A.shape[0])
+    b -= b.mean()
+    solves = []
+    for xp in (numpy, cupy):
+        S = GradedBoxSolver.from_csr(*(xp.asarray(a) for a in (A.indptr, A.indices, A.data)), shape, periodic)
+        x = xp.full(b.size, xp.nan)
+        S.solve(xp.asarray(b), x)
+        solves.append(x if xp is numpy else x.get())
+    numpy.testing.assert_allclose(solves[1], solves[0], rtol=0, atol=1e-12 * abs(solves[0]).max())
+    assert abs(A @ solves[1] - b).max() < 1e-11 * abs(b).max()
+
+
 @pytest.mark.parametrize("box", ["3D walls", "3D periodic x and z", "2D periodic y"])
 def test_the_box_transforms_on_the_gpu_give_the_hosts_solve(box):
     """boxfft's solve with cupyx.scipy.fft (cuFFT) against scipy.fft's."""

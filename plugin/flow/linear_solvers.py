@@ -25,17 +25,23 @@ def _true_residual_norm(ksp, prefix, types):
 
 class LinearSolvers:
     """The KSPs of one flow: ``matrices`` (FlowMatrices), ``operators``
-    (FlowOperators), ``multigrid`` (a box's PressureMultigrid, None on a
-    mesh), ``comm``; ``pressure_levels`` and ``pressure_laplacian`` as the
-    -flow_ options give them."""
+    (FlowOperators), ``multigrid`` (a box of equal cells' PressureMultigrid,
+    None on a mesh or a graded box), ``comm``; ``pressure_levels`` and
+    ``pressure_laplacian`` as the -flow_ options give them; ``box``: a DMDA
+    box's (shape, periodic), None on a mesh."""
 
-    def __init__(self, matrices, operators, multigrid, comm, pressure_levels, pressure_laplacian):
+    def __init__(self, matrices, operators, multigrid, comm, pressure_levels, pressure_laplacian, box=None):
         self.matrices, self.operators, self.multigrid, self.comm = matrices, operators, multigrid, comm
-        self.pressure_levels, self.pressure_laplacian = pressure_levels, pressure_laplacian
+        self.pressure_levels, self.pressure_laplacian, self.box = pressure_levels, pressure_laplacian, box
 
     @property
     def box_on_one_rank(self):
-        """Whether the geometry is a DMDA box (it has grids) held on one rank."""
+        """Whether the geometry is a DMDA box held on one rank."""
+        return self.box is not None and self.comm.getSize() == 1
+
+    @property
+    def grids_on_one_rank(self):
+        """Whether it is a box of equal cells (it has grids: the geometric levels) held on one rank."""
         return self.multigrid is not None and self.comm.getSize() == 1
 
     @property
@@ -86,10 +92,12 @@ class LinearSolvers:
             self.multigrid.attach(pc, self.matrices.poisson.getType(), self.operators.open_tags)
         if pc.getType() == "boxfft":
             self._need_box_on_one_rank(f"-{prefix}pc_type boxfft", "; use gpuamg")
-            finest = self.multigrid.grids[0]
-            pc.getPythonContext().set_box(finest.shape, finest.periodic)
+            pc.getPythonContext().set_box(*self.box)
         if pc.getType() == "gpuamg" and self._pressure_levels() == "geometric":
             self._need_box_on_one_rank("-flow_pressure_levels geometric")
+            if self.multigrid is None:
+                raise OptionError("-flow_pressure_levels geometric needs a box of equal cells: a graded box's "
+                                  "pressure takes gpuamg's aggregation")
             pc.getPythonContext().set_levels(*self.multigrid.array_levels(self.operators.open_tags))
         return ksp
 
@@ -126,7 +134,7 @@ class LinearSolvers:
         rank (faster per step, at seconds of host set-up), else algebraic."""
         if self.pressure_levels != "auto":
             return self.pressure_levels
-        return "geometric" if self.box_on_one_rank else "algebraic"
+        return "geometric" if self.grids_on_one_rank else "algebraic"
 
     def _pressure_pc_default(self):
         if self.petsc_defaults:
@@ -138,4 +146,4 @@ class LinearSolvers:
         sides walls or periodic (an outflow holds the pressure), the compact Laplacian (a 7-point stencil). In
         2D gpuamg is faster (the transforms' kernel launches outweigh their work on small grids)."""
         return (self.box_on_one_rank and not self.operators.has_outflow
-                and self.pressure_laplacian == "compact" and len(self.multigrid.grids[0].shape) == 3)
+                and self.pressure_laplacian == "compact" and len(self.box[0]) == 3)

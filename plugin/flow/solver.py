@@ -227,12 +227,12 @@ class FlowSolver:
     geometry has none."""
 
     def __init__(self, geometry, comm, mat_type, nu, boundary_conditions, prefix="", pressure_multigrid=None,
-                 box=False):
+                 box=None):
         self.comm, self.mpi = comm, comm.tompi4py()
         for attr, value in read_options(self, OPTIONS, prefix, "Incompressible flow (fractional step)", comm,
                                         lambda option, chosen: self._default(option, chosen, geometry.dim)).items():
             setattr(self, attr, value)
-        if self.box_grading and not box:
+        if self.box_grading and box is None:
             raise OptionError(f"-{prefix}flow_box_grading grades the cells of a DMDA box (FlowSolver.from_dmda); a "
                               "mesh brings its own cells")
         self.geometry = geometry
@@ -273,10 +273,10 @@ class FlowSolver:
                 self.matrices.poisson.setTransposeNullSpace(nullspace)  # KSPSolve projects the rhs onto the range
         self.multigrid = pressure_multigrid
         self.solvers = LinearSolvers(self.matrices, self.operators, pressure_multigrid, comm, self.pressure_levels,
-                                     self.pressure_laplacian)
+                                     self.pressure_laplacian, box)
         if self.solvers.box_on_one_rank and self.matrices.poisson.getType() == gpusell.SEQ_TYPE:
-            finest = pressure_multigrid.grids[0]  # the pressure's MatMult from the grid (-mat_gpusell_stencil)
-            gpusell.context(self.matrices.poisson).set_grid(finest.shape, finest.periodic)
+            # the pressure's MatMult from the grid where its values are a stencil (-mat_gpusell_stencil)
+            gpusell.context(self.matrices.poisson).set_grid(*box)
         with self.set_up_stage("solvers"):
             self.pressure_ksp = self.solvers.pressure_ksp()
             self.momentum_ksp = self.solvers.momentum_ksp() if implicit else None
@@ -325,8 +325,9 @@ class FlowSolver:
         else:
             set_cell_coordinates(da, geometry.centroids)
         grids = time.perf_counter()
+        periodic = tuple(kind == PETSc.DM.BoundaryType.PERIODIC for kind in da.getBoundaryType())
         solver = cls(geometry, da.getComm(), dm_mat_type(da), nu, conditions, prefix=prefix,
-                     pressure_multigrid=multigrid, box=True)
+                     pressure_multigrid=multigrid, box=(partition.shape, periodic))
         solver.widths, solver.box_shape = widths, partition.shape
         solver.setup_seconds = {"geometry": built - start, "multigrid grids": grids - built, **solver.setup_seconds}
         return solver
