@@ -142,8 +142,10 @@ class LinearSolvers:
         return "boxfft" if self._transformable_box() else "gpuamg"
 
     def _transformable_box(self):
-        """Whether the pressure matrix is a 3D box's Laplacian that boxfft inverts: a DMDA box on one rank, its
-        sides walls or periodic (an outflow holds the pressure), the compact Laplacian (a 7-point stencil). In
-        2D gpuamg is faster (the transforms' kernel launches outweigh their work on small grids)."""
-        return (self.box_on_one_rank and not self.operators.has_outflow
+        """Whether boxfft is the default: a 3D DMDA box of equal cells on one rank, its sides walls or periodic
+        (an outflow holds the pressure), the compact Laplacian (a 7-point stencil). In 2D gpuamg is faster (the
+        transforms' kernel launches outweigh their work on small grids), and on a graded box too, where boxfft
+        (asked for) solves along the graded axis by sweeps launched from the host, outside the step's graph
+        (BENCHMARKS.md)."""
+        return (self.grids_on_one_rank and not self.operators.has_outflow
                 and self.pressure_laplacian == "compact" and len(self.box[0]) == 3)
