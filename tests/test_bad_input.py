@@ -241,3 +241,17 @@ def test_a_demo_told_to_restart_from_a_file_that_is_no_checkpoint_says_so_once(t
                           "4", "-flow_restart", str(bad)], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 1
     assert out.stderr.count("cannot read the checkpoint") == 1 and "Traceback" not in out.stderr, out.stderr
+
+
+def test_a_failed_projection_of_the_start_is_one_clear_error():
+    """The starting velocity's projection whose pressure solve fails (here
+    one iteration allowed) stops the run as a failed step does: FlowBlowUp,
+    naming the solve and its reason."""
+    from plugin.flow.solver import FlowBlowUp
+
+    _, solver = make_solver((8, 8), (False, False), 0.01, {"pressure_ksp_max_it": 1, "pressure_ksp_rtol": 1e-14},
+                            walls=LID)
+    start = numpy.random.default_rng(2).standard_normal((2, 64))
+    with pytest.raises(FlowBlowUp, match="the projection of the starting velocity failed: the pressure solve "
+                                         "failed: .* stopped with KSPConvergedReason -3"):
+        solver.initial_state(start, project=True)

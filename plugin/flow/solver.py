@@ -378,7 +378,10 @@ class FlowSolver:
         rest), made discretely divergence-free first with ``project``."""
         state = self.stepper.initial_state(u)
         if project and not self.restart_file:
-            self.stepper.project(state)
+            try:
+                self.stepper.project(state)
+            except StepFailure as exc:  # as a step's failure is reported: one line, no traceback
+                raise FlowBlowUp(f"flow: the projection of the starting velocity failed: {exc}") from exc
         if self.restart_file:
             extra = checkpoint.load(self.restart_file, self.mpi, self.operators, state, self.xp)
             if self.momentum_ksp is not None:  # implicit diffusion: its matrix as it was (explicit keeps none)
