@@ -202,58 +202,50 @@ class GradedBoxSolver:
     def from_csr(cls, indptr, indices, data, shape, periodic):
         """The solver of the matrix (CSR, one row per cell, numbered x fastest)
         on the box ``shape``, ``periodic``; a SpectralError saying why not."""
-        import scipy.sparse
+        from .stencil import neighbour_entries
 
         xp = array_module(data)
-        host = [numpy.asarray(a.get() if hasattr(a, "get") else a) for a in (indptr, indices, data)]
+        indptr, indices, values = (numpy.asarray(a.get() if hasattr(a, "get") else a) for a in (indptr, indices, data))
         shape, periodic = tuple(int(n) for n in shape), tuple(bool(p) for p in periodic)
         n, dims = int(numpy.prod(shape)), len(shape)
-        A = scipy.sparse.csr_matrix((host[2].astype(float), host[1], host[0]), shape=(n, n))
-        ijk = numpy.indices(shape[::-1]).reshape(dims, -1)[::-1]  # natural coordinates, x fastest
-        strides = numpy.cumprod([1, *shape[:-1]])
-        couplings, total = [], numpy.zeros(n)
+        entries = neighbour_entries(numpy, indptr, indices, shape, periodic)
+        if entries is None:
+            raise SpectralError("not a 7-point operator on this box (another pattern)")
+        rows, cols, direction = entries
+        values = values.astype(float)
+        couplings = []  # axis d's coupling of each cell to its higher neighbour (0 at a wall)
         for d in range(dims):
-            up = ijk[d] + 1
-            inside = up < shape[d]
-            if periodic[d]:
-                up, inside = up % shape[d], numpy.ones(n, dtype=bool)
-            neighbour = numpy.arange(n) + (up - ijk[d]) * strides[d]
-            c = numpy.zeros(n)
-            c[inside] = -numpy.asarray(A[numpy.flatnonzero(inside), neighbour[inside]]).ravel()
-            couplings.append(c.reshape(shape[::-1]))
-            total += c
-        for d in range(dims):  # each cell's couplings to its lower neighbours too
-            total += numpy.roll(couplings[d], 1, axis=dims - 1 - d).ravel() if periodic[d] else numpy.concatenate(
-                [numpy.zeros_like(numpy.take(couplings[d], [0], axis=dims - 1 - d)),
-                 numpy.take(couplings[d], range(shape[d] - 1), axis=dims - 1 - d)], axis=dims - 1 - d).ravel()
-        if abs(A.nnz - (n + 2 * sum(int((c != 0).sum()) for c in couplings))) > 0 or \
-                abs(A.diagonal() - total).max() > DIAGONAL_TOLERANCE * max(abs(total).max(), 1.0):
-            raise SpectralError("not a 7-point operator whose diagonal is the sum of its couplings on this box "
-                                "(another pattern, or a side that holds a value)")
-        profiles, graded = [], []
+            c, up = numpy.zeros(n), direction == 2 * d + 1
+            c[rows[up]] = -values[up]
+            couplings.append(c)
+            down = direction == 2 * d  # the same coupling seen from the higher cell: the solver takes it symmetric
+            if bool((abs(c[cols[down]] + values[down]) > DIAGONAL_TOLERANCE * abs(values[down])).any()):
+                raise SpectralError(f"not symmetric along {'xyz'[d]}")
+        scale = max(float(abs(values).max(initial=0.0)), 1.0)
+        if float(abs(numpy.bincount(rows, values, n)).max()) > DIAGONAL_TOLERANCE * scale:
+            raise SpectralError("not an operator whose diagonal is the sum of its couplings on this box (a side that "
+                                "holds a value)")
+        couplings = [c.reshape(shape[::-1]) for c in couplings]
+        profiles, graded = [], set()
         for d in range(dims):
             c = couplings[d]
             interior = c if periodic[d] else numpy.take(c, range(shape[d] - 1), axis=dims - 1 - d)
-            varies = [e for e in range(dims) if e != d and float(numpy.ptp(interior, axis=dims - 1 - e).max()) >
-                      DIAGONAL_TOLERANCE * float(abs(interior).max())]
             scale = DIAGONAL_TOLERANCE * float(abs(interior).max())
-            along_self = float(numpy.ptp(interior, axis=dims - 1 - d).max()) > scale
+            graded |= {e for e in range(dims) if float(numpy.ptp(interior, axis=dims - 1 - e).max()) > scale}
             profiles.append(interior)
-            graded += varies + ([d] if along_self else [])
-        graded = sorted(set(graded))
+        graded = sorted(graded)
         if len(graded) != 1 or periodic[graded[0]]:
             raise SpectralError(f"the couplings vary along {', '.join('xyz'[g] for g in graded) or 'no axis'}: the "
                                 "graded solver takes boxes graded along one walled axis (others: boxfft's uniform "
                                 "transforms, or gpuamg)")
         g = graded[0]
-        for d in range(dims):  # constant along every axis but g
-            other_axes = tuple(dims - 1 - e for e in range(dims) if e != g)
-            mean = profiles[d].mean(axis=other_axes, keepdims=True)
-            if float(abs(profiles[d] - mean).max()) > DIAGONAL_TOLERANCE * float(abs(mean).max()):
+        others = tuple(dims - 1 - e for e in range(dims) if e != g)  # the array axes but g's
+        for d, profile in enumerate(profiles):  # constant across them, jointly
+            mean = profile.mean(axis=others, keepdims=True)
+            if float(abs(profile - mean).max()) > DIAGONAL_TOLERANCE * float(abs(mean).max()):
                 raise SpectralError(f"the couplings along {'xyz'[d]} vary along more than the graded axis {'xyz'[g]}")
-        def along_g(d):
-            return profiles[d].mean(axis=tuple(dims - 1 - e for e in range(dims) if e != g)).ravel()
-        return cls(shape, periodic, g, [along_g(d) for d in range(dims)], along_g(g), xp)
+        along_g = [profile.mean(axis=others).ravel() for profile in profiles]
+        return cls(shape, periodic, g, along_g, along_g[g], xp)
 
     def solve(self, b, x):
         """x = S^+ b (b, x flat, cells numbered x fastest)."""

@@ -48,27 +48,14 @@ class StencilMatrix:
         xp = array_module(data)
         shape, periodic = tuple(int(n) for n in shape), tuple(bool(p) for p in periodic)
         n = int(numpy.prod(shape))
-        if indptr.size != n + 1 or n > INT32_MAX or any(p and s < 3 for s, p in zip(shape, periodic)):
+        if n > INT32_MAX:
             return None
-        rows = entry_rows(xp, xp.asarray(indptr, dtype=xp.int64))
-        cols = xp.asarray(indices, dtype=xp.int64)
-        strides = numpy.cumprod((1,) + shape[:-1])
-        diagonal = rows == cols
-        # direction of each off-diagonal entry: 2 d + (1 towards higher cells), -1 for none
-        direction = xp.full(rows.size, -1, dtype=xp.int64)
-        moves = xp.zeros(rows.size, dtype=xp.int64)  # axes along which an entry's cells differ
-        for d, (size, stride) in enumerate(zip(shape, strides)):
-            step = (cols // stride) % size - (rows // stride) % size
-            if periodic[d]:
-                step = xp.where(step == size - 1, -1, xp.where(step == 1 - size, 1, step))
-            moves += step != 0
-            direction = xp.where(step == 1, 2 * d + 1, xp.where(step == -1, 2 * d, direction))
+        entries = neighbour_entries(xp, indptr, indices, shape, periodic)
+        if entries is None:
+            return None
+        rows, _, direction = entries
+        diagonal = direction < 0
         off = ~diagonal
-        if bool((off & ((moves != 1) | (direction < 0))).any()):
-            return None  # an entry that is not a neighbour
-        found = xp.bincount(rows[off] * 2 * len(shape) + direction[off], minlength=n * 2 * len(shape))
-        if not bool((found.reshape(n, -1) == _neighbours(xp, shape, periodic)).all()):
-            return None  # a neighbour missing, or one entered twice
         off_values, off_axes = -xp.asarray(data)[off], direction[off] // 2
         couplings = []
         for d in range(len(shape)):
@@ -183,6 +170,37 @@ def _axis_factor(P, fine, coarse, d):
     factor.sum_duplicates()
     factor.eliminate_zeros()
     return factor
+
+
+def neighbour_entries(xp, indptr, indices, shape, periodic):
+    """(rows, cols, direction) of a CSR matrix's entries (arrays in ``xp``'s
+    memory) whose rows are the cells of a box of ``shape``, numbered x
+    fastest: direction 2 d + 1 towards the higher cell along axis d, 2 d
+    towards the lower, -1 on the diagonal; None where the matrix is not a
+    7-point operator on the box (an entry off the neighbours, a neighbour
+    missing or entered twice, a periodic axis of fewer than 3 cells: its two
+    neighbours would be one)."""
+    n = int(numpy.prod(shape))
+    if indptr.size != n + 1 or any(p and s < 3 for s, p in zip(shape, periodic)):
+        return None
+    rows = entry_rows(xp, xp.asarray(indptr, dtype=xp.int64))
+    cols = xp.asarray(indices, dtype=xp.int64)
+    strides = numpy.cumprod((1,) + tuple(shape[:-1]))
+    off = rows != cols
+    direction = xp.full(rows.size, -1, dtype=xp.int64)
+    moves = xp.zeros(rows.size, dtype=xp.int64)  # axes along which an entry's cells differ
+    for d, (size, stride) in enumerate(zip(shape, strides)):
+        step = (cols // stride) % size - (rows // stride) % size
+        if periodic[d]:
+            step = xp.where(step == size - 1, -1, xp.where(step == 1 - size, 1, step))
+        moves += step != 0
+        direction = xp.where(step == 1, 2 * d + 1, xp.where(step == -1, 2 * d, direction))
+    if bool((off & ((moves != 1) | (direction < 0))).any()):
+        return None  # an entry that is not a neighbour
+    found = xp.bincount(rows[off] * 2 * len(shape) + direction[off], minlength=n * 2 * len(shape))
+    if not bool((found.reshape(n, -1) == _neighbours(xp, shape, periodic)).all()):
+        return None  # a neighbour missing, or one entered twice
+    return rows, cols, direction
 
 
 def _neighbours(xp, shape, periodic):
