@@ -225,7 +225,8 @@ class FlowSolver:
     (plugin.flow.boundary) for every boundary group, keyed by tag or name.
     ``prefix`` prefixes the -flow_ options. ``pressure_multigrid``: grids for
     ``-pressure_pc_type mg`` (a box's PressureMultigrid), None where the
-    geometry has none."""
+    geometry has none. ``box``: a DMDA box's (shape, periodic), None on a
+    mesh (from_dmda gives it)."""
 
     def __init__(self, geometry, comm, mat_type, nu, boundary_conditions, prefix="", pressure_multigrid=None,
                  box=None):
@@ -238,7 +239,7 @@ class FlowSolver:
                               "mesh brings its own cells")
         self.geometry = geometry
         self.widths = None  # a graded box's cell widths per axis (from_dmda)
-        self.box_shape = None  # a DMDA box's cells per axis (from_dmda)
+        self.box_shape = None if box is None else box[0]  # a DMDA box's cells per axis
         self.companions = []  # see keep()
         self.scheme_parts = Scheme(**{part: getattr(self, attr) for attr, part in OPTION_PARTS.items()})
         if self.pressure_laplacian == "wide" and replace(self.scheme_parts, diffusion_correction=False,
@@ -329,7 +330,7 @@ class FlowSolver:
         periodic = tuple(kind == PETSc.DM.BoundaryType.PERIODIC for kind in da.getBoundaryType())
         solver = cls(geometry, da.getComm(), dm_mat_type(da), nu, conditions, prefix=prefix,
                      pressure_multigrid=multigrid, box=(partition.shape, periodic))
-        solver.widths, solver.box_shape = widths, partition.shape
+        solver.widths = widths
         solver.setup_seconds = {"geometry": built - start, "multigrid grids": grids - built, **solver.setup_seconds}
         return solver
 

@@ -68,7 +68,7 @@ class PlaneStatistics:
                     for k, (a, b) in enumerate(PRODUCTS)]
         return (self.heights, U[0], *stresses)
 
-    def wall_units(self, height=None):
+    def wall_units(self):
         """(u_tau, Re_tau, table): the friction velocity from the mean profile's
         slope at both walls (its first cells' U over their distance), and
         the rows of COLUMNS over the lower half of the channel."""
@@ -77,7 +77,7 @@ class PlaneStatistics:
         lower, upper = self.walls
         slope = (U[0] / (y[0] - lower) + U[-1] / (upper - y[-1])) / 2
         u_tau = numpy.sqrt(nu * abs(slope))
-        half = (upper - lower) / 2 if height is None else height
+        half = (upper - lower) / 2
         below = y - lower <= half
         distance = numpy.where(below, y - lower, upper - y)
         table = numpy.column_stack([distance, distance * u_tau / nu, U / u_tau, *(numpy.sqrt(abs(s)) / u_tau
