@@ -13,6 +13,11 @@ finite-difference solver for massively-parallel direct numerical
 simulations of turbulent flows", Comput. Math. Appl. 76, 2018). The zero
 eigenvalue of constants (no Dirichlet side) is left out: the pseudo-inverse.
 
+The Fourier transforms along periodic axes and the graded solver's
+tridiagonal sweeps are the kernel family ``spectral``: on the GPU they write
+into arrays the solver holds, so that a solve on a box whose only walled axis
+(if any) is the graded one allocates nothing and a CUDA graph can hold it.
+
 The cosine transforms are computed from real FFTs of the reordered data
 (Makhoul, "A fast cosine transform in one and two dimensions", IEEE Trans.
 Acoust. Speech Signal Process. 28, 1980), numpy.fft on the host and
@@ -23,6 +28,7 @@ dctn and idctn took several times as long as a real FFT and its inverse.
 import numpy
 
 from .backend import array_module
+from .kernels import family
 
 # The diagonal must be the sum of the couplings to the cell's neighbours to this (relative): the operator of
 # walls and periodic sides only; an outflow's held pressure adds to the diagonals of its cells.
@@ -84,21 +90,65 @@ def idct2(X, axis):
     return xp.take(v, xp.argsort(_makhoul_order(xp, n)), axis=axis)
 
 
-class SpectralBoxSolver:
+class _BoxTransforms:
+    """What both solvers share: cosine transforms along the ``transformed``
+    axes that are walls (new arrays: Makhoul's reordering), real Fourier
+    transforms along the periodic ones into the solver's own buffer, and
+    between them ``_solve_spectrum``, the solve of the transformed system in
+    place."""
+
+    def __init__(self, shape, periodic, transformed, xp):
+        self.shape, self.periodic, self.xp = tuple(shape), tuple(periodic), xp
+        dims = len(self.shape)
+        self.grid = self.shape[::-1]  # the array's shape: cells numbered x fastest, x the last axis
+        self.walled = tuple(dims - 1 - d for d in transformed if not self.periodic[d])
+        self.wrapped = tuple(sorted(dims - 1 - d for d in transformed if self.periodic[d]))
+        spectral = list(self.grid)
+        if self.wrapped:
+            spectral[self.wrapped[-1]] = self.grid[self.wrapped[-1]] // 2 + 1  # the real FFT's half spectrum
+        self.spectral_shape = tuple(spectral)
+        self.points = int(numpy.prod([self.grid[a] for a in self.wrapped]))  # the unnormalized inverse's factor
+        self.spectrum = xp.empty(self.spectral_shape, dtype=complex) if self.wrapped else None
+        self.kernels = family("spectral", xp)
+
+    @property
+    def capturable(self):
+        """Whether a solve allocates nothing (no walled axis transformed), so that a CUDA graph can replay it."""
+        return not self.walled
+
+    def solve(self, b, x):
+        """x = S^+ b (b, x flat and contiguous, cells numbered x fastest)."""
+        field = b.reshape(self.grid)
+        for axis in self.walled:
+            field = dct2(field, axis)
+        if not self.wrapped:
+            field = field if self.walled else field.copy()
+            self._solve_spectrum(field)
+        else:
+            self.kernels.real_transform(field, self.wrapped, self.spectrum)
+            self._solve_spectrum(self.spectrum)
+            field = self.xp.empty(self.grid) if self.walled else x.reshape(self.grid)
+            self.kernels.inverse_real_transform(self.spectrum, self.wrapped, field)
+        for axis in self.walled:
+            field = idct2(field, axis)
+        if self.walled or not self.wrapped:
+            x[...] = field.ravel()
+
+    def _solve_spectrum(self, spectrum):
+        raise NotImplementedError
+
+
+class SpectralBoxSolver(_BoxTransforms):
     """x = S^+ b for the StencilMatrix S: ``solve(b, x)`` on flat arrays in S's memory (float64)."""
 
     def __init__(self, S):
         xp = array_module(S.diag)
-        self.shape, self.periodic, self.couplings = tuple(S.shape), tuple(S.periodic), tuple(S.couplings)
+        super().__init__(S.shape, S.periodic, range(len(S.shape)), xp)
+        self.couplings = tuple(S.couplings)
         self._check_diagonal(S, xp)
-        self.xp = xp
-        # array axes: the grid is numbered x fastest, so x is the last axis of the (..., ny, nx) array
-        dims = len(self.shape)
-        self.walled = tuple(dims - 1 - d for d in range(dims) if not self.periodic[d])
-        self.wrapped = tuple(sorted(dims - 1 - d for d in range(dims) if self.periodic[d]))
         eigenvalues = self._eigenvalues(xp)
         null = eigenvalues == 0.0  # k = 0 along every axis, the constants: exactly 0 (sin 0), the others above
-        self.inverse = xp.where(null, 0.0, 1.0 / xp.where(null, 1.0, eigenvalues))
+        self.inverse = xp.where(null, 0.0, 1.0 / (self.points * xp.where(null, 1.0, eigenvalues)))
 
     def _check_diagonal(self, S, xp):
         """A SpectralError where the diagonal is not the sum of the cell's couplings: a held value (couplings
@@ -122,33 +172,20 @@ class SpectralBoxSolver:
         """sum_d c_d mu_d(k_d) on the transformed grid (along the last periodic axis, rfft's n // 2 + 1)."""
         dims = len(self.shape)
         total = 0.0
-        last_wrapped = self.wrapped[-1] if self.wrapped else None
         for d, (n, c, wraps) in enumerate(zip(self.shape, self.couplings, self.periodic)):
             axis = dims - 1 - d
-            k = numpy.arange(n // 2 + 1 if axis == last_wrapped else n)
+            k = numpy.arange(self.spectral_shape[axis])
             mu = 4.0 * numpy.sin(numpy.pi * k / n) ** 2 if wraps else 4.0 * numpy.sin(numpy.pi * k / (2 * n)) ** 2
             along = [1] * dims
             along[axis] = k.size
             total = total + c * xp.asarray(mu).reshape(along)
         return total  # each axis's term spans its axis: the sum has the whole shape
 
-    def solve(self, b, x):
-        """x = S^+ b (b, x flat, cells numbered x fastest)."""
-        fft = self.xp.fft
-        field = b.reshape(self.shape[::-1])
-        for axis in self.walled:
-            field = dct2(field, axis)
-        if self.wrapped:
-            field = fft.rfftn(field, axes=self.wrapped)
-        field *= self.inverse
-        if self.wrapped:
-            field = fft.irfftn(field, s=[self.shape[::-1][a] for a in self.wrapped], axes=self.wrapped)
-        for axis in self.walled:
-            field = idct2(field, axis)
-        x[...] = field.ravel()
+    def _solve_spectrum(self, spectrum):
+        spectrum *= self.inverse
 
 
-class GradedBoxSolver:
+class GradedBoxSolver(_BoxTransforms):
     """x = S^+ b for a box's 7-point operator whose couplings vary along one
     walled axis only: a graded box, its cells' widths changing along that
     axis and equal along the others (the channel's wall-normal axis). Along
@@ -166,20 +203,15 @@ class GradedBoxSolver:
         """``couplings[d]``: axis d's coupling at each graded index (length
         shape[graded]; ignored for d = graded); ``graded_couplings``: between
         graded indices j and j + 1 (length shape[graded] - 1)."""
-        self.shape, self.periodic, self.graded, self.xp = tuple(shape), tuple(periodic), graded, xp
-        dims = len(self.shape)
+        dims = len(shape)
         others = [d for d in range(dims) if d != graded]
-        self.walled = tuple(dims - 1 - d for d in others if not self.periodic[d])
-        self.wrapped = tuple(sorted(dims - 1 - d for d in others if self.periodic[d]))
-        m = self.shape[graded]
-        axis = dims - 1 - graded
-        # the transformed grid's shape, and each other axis's eigenvalues spread over it
-        last_wrapped = self.wrapped[-1] if self.wrapped else None
-        spectral = [self.shape[::-1][a] // 2 + 1 if a == last_wrapped else self.shape[::-1][a] for a in range(dims)]
-        shift = numpy.zeros(spectral)
+        super().__init__(shape, periodic, others, xp)
+        self.graded = graded
+        m, axis = self.shape[graded], dims - 1 - graded
+        shift = numpy.zeros(self.spectral_shape)  # each other axis's eigenvalues spread over the transformed grid
         for d in others:
             n, a = self.shape[d], dims - 1 - d
-            k = numpy.arange(spectral[a])
+            k = numpy.arange(self.spectral_shape[a])
             mu = 4.0 * numpy.sin(numpy.pi * k / (n if self.periodic[d] else 2 * n)) ** 2
             along_k, along_j = [1] * dims, [1] * dims
             along_k[a], along_j[axis] = k.size, m
@@ -192,11 +224,13 @@ class GradedBoxSolver:
         pivots[0] = diagonal[0]
         for j in range(1, m):
             pivots[j] = diagonal[j] - b[j - 1] ** 2 / pivots[j - 1]
-        self.null = tuple([slice(None)] + [0] * (dims - 1))  # the constants' mode, k = 0 along every other axis
-        pivots[m - 1][self.null[1:]] = numpy.inf  # its last equation singular: p = 0 there, the mean removed after
-        self.b = [float(v) for v in b]
-        self.inverse_pivots = xp.asarray(1.0 / pivots)
-        self.axis = axis
+        pivots[m - 1][(0,) * (dims - 1)] = numpy.inf  # the constants' last equation singular: p = 0 there, then
+        # the mean removed (tridiagonal_sweeps)
+        # the sweeps' arrays: (outer, m, inner) around the graded axis
+        self.columns = (int(numpy.prod(self.spectral_shape[:axis])), m, int(numpy.prod(self.spectral_shape[axis + 1:])))
+        self.inverse_pivots = xp.asarray(numpy.ascontiguousarray(numpy.moveaxis(1.0 / pivots, 0, axis))
+                                         .reshape(self.columns))
+        self.couplings = xp.asarray(b)
 
     @classmethod
     def from_csr(cls, indptr, indices, data, shape, periodic):
@@ -247,25 +281,6 @@ class GradedBoxSolver:
         along_g = [profile.mean(axis=others).ravel() for profile in profiles]
         return cls(shape, periodic, g, along_g, along_g[g], xp)
 
-    def solve(self, b, x):
-        """x = S^+ b (b, x flat, cells numbered x fastest)."""
-        xp, fft = self.xp, self.xp.fft
-        field = b.reshape(self.shape[::-1])
-        for axis in self.walled:
-            field = dct2(field, axis)
-        if self.wrapped:
-            field = fft.rfftn(field, axes=self.wrapped)
-        rows = xp.moveaxis(field, self.axis, 0).astype(complex if self.wrapped else float)
-        m = rows.shape[0]
-        for j in range(1, m):  # forward: y_j = r_j + b_{j-1} y_{j-1} / w_{j-1}
-            rows[j] += self.b[j - 1] * rows[j - 1] * self.inverse_pivots[j - 1]
-        rows[m - 1] *= self.inverse_pivots[m - 1]
-        for j in range(m - 2, -1, -1):  # backward: p_j = (y_j + b_j p_{j+1}) / w_j
-            rows[j] = (rows[j] + self.b[j] * rows[j + 1]) * self.inverse_pivots[j]
-        rows[self.null] -= rows[self.null].mean()
-        field = xp.moveaxis(rows, 0, self.axis)
-        if self.wrapped:
-            field = fft.irfftn(field, s=[self.shape[::-1][a] for a in self.wrapped], axes=self.wrapped)
-        for axis in self.walled:
-            field = idct2(field, axis)
-        x[...] = field.ravel()
+    def _solve_spectrum(self, spectrum):
+        self.kernels.tridiagonal_sweeps(self.couplings, self.inverse_pivots, 1.0 / self.points,
+                                        spectrum.reshape(self.columns))

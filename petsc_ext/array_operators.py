@@ -4,15 +4,17 @@ NumPy or CuPy blocks (cacg's basis).
 A PETSc MatMult or PCApply from Python costs tens of microseconds of host
 time, more than the GPU work of a 64^3 product. So the project's own types
 are called on the arrays directly: a gpusell matrix runs its SELL product,
-an ainv preconditioner its approximate inverse, and jacobi becomes the
-diagonal it applies (read once per solve by applying it to a vector of ones),
-which the caller may fuse into its own kernels. Every other Mat or PC runs
+an ainv preconditioner its approximate inverse, gpuamg its cycle, boxfft its
+transforms, and jacobi becomes the diagonal it applies (read once per solve
+by applying it to a vector of ones), which the caller may fuse into its own
+kernels. Every other Mat or PC runs
 through PETSc on vectors wrapped over the arrays; PETSc is told before that
 the arrays were written, and asked after for the copy in the arrays' memory.
 """
 
 from . import gpusell
 from .ainv import ApproximateInversePC
+from .boxfft import BoxTransformPC
 from .gpuamg import AggregationMultigridPC
 from .arrays import get_array, restore_array
 
@@ -86,12 +88,12 @@ def preconditioner(pc, xp, vec_of, scratch):
         return ArrayOperator(lambda x, y: xp.multiply(scratch, x, out=y), graph_key=("diagonal",), diagonal=scratch)
     if kind == "none":
         return ArrayOperator(lambda x, y: xp.copyto(y, x), graph_key=("identity",))
-    if kind in ("ainv", "gpuamg"):
+    if kind in ("ainv", "gpuamg", "boxfft"):
         ctx = pc.getPythonContext()
         if isinstance(ctx, AggregationMultigridPC) and ctx.cycle != "v":
             raise ValueError("an s-step basis needs a linear preconditioner, and gpuamg's K-cycle is not: use "
                              "-pc_gpuamg_cycle v, or the K-cycle under a flexible method (-ksp_type fcg)")
-        if isinstance(ctx, (ApproximateInversePC, AggregationMultigridPC)) and ctx.xp is xp:
+        if isinstance(ctx, (ApproximateInversePC, AggregationMultigridPC, BoxTransformPC)) and ctx.xp is xp:
             return ArrayOperator(ctx.apply_arrays, graph_key=ctx.graph_key())
     return _through_petsc(pc.apply, vec_of)
 

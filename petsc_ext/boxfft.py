@@ -11,9 +11,12 @@ The box is the application's (``set_box``, as the flow driver gives it), or
 the preconditioning matrix's: its DMDA (one unknown per cell, one rank), or
 the grid a gpusell matrix was given (``set_grid``).
 Anything else, or a matrix that is not such an operator on its box, is a
-PETSc error with the reason.
+PETSc error with the reason. Where no walled axis is transformed (a periodic
+box; a graded box periodic along its other axes) a solve allocates nothing,
+so that graphcg and the flow's step replay it in their CUDA graphs.
 """
 
+import numpy
 from petsc4py import PETSc
 
 from gpu_mats.spectral import GradedBoxSolver, SpectralBoxSolver, SpectralError
@@ -79,12 +82,24 @@ class BoxTransformPC(PythonPC):
         self.solver = None
 
     def apply(self, pc, x, y):
+        with in_out_arrays(x, y, self.xp, "boxfft") as (xa, ya):
+            self.apply_arrays(xa, ya)
+
+    def apply_arrays(self, x, y):
+        """y = S^+ x on arrays in the PC's memory (no PETSc dispatch)."""
         self.events["Apply"].begin()
         try:
-            with in_out_arrays(x, y, self.xp, "boxfft") as (xa, ya):
-                self.solver.solve(xa, ya)
+            self.solver.solve(x, y)
         finally:
             self.events["Apply"].end()
+
+    def graph_key(self):
+        """What a CUDA graph of apply_arrays reads (None: not capturable: on
+        the host, or where cosine transforms along walled axes make their
+        arrays)."""
+        if self.xp is numpy or self.solver is None or not self.solver.capturable:
+            return None
+        return (self.solver,)
 
     def applyTranspose(self, pc, x, y):
         self.apply(pc, x, y)  # the operator is symmetric, and so its inverse

@@ -7,7 +7,7 @@ the pace of a solve. graphcg keeps CG's scalars in device memory
 (gpu_mats.device_cg), queues a block of iterations at once and reads their
 residual norms back once, at the block's end; with a gpusell matrix and a
 preconditioner that works on arrays without temporaries (gpuamg, ainv
-fsai/spai, jacobi, none) on one rank, the block (the first one with the
+fsai/spai, boxfft without walled transforms, jacobi, none) on one rank, the block (the first one with the
 solve's start: r = b - A x, z, p) is captured as a CUDA graph at its second
 use and replayed by one launch after. The iterations are CG's, in the same
 arithmetic whether replayed or launched.
@@ -90,7 +90,8 @@ class GraphCG(PythonKSP):
                "norm (0: the first block as long as the last solve needed, then one at a time)", low=0, high=_LONGEST,
                view="block {}"),
         Option("ksp_graphcg_graph", "use_graphs", True, "replay each block as one CUDA graph where the matrix and "
-               "preconditioner allow it (gpusell; gpuamg, ainv fsai/spai, jacobi, none; one rank)"),
+               "preconditioner allow it (gpusell; gpuamg, ainv fsai/spai, boxfft on periodic axes, jacobi, none; "
+               "one rank)"),
         Option("ksp_graphcg_loop", "loop", False, "in those graphs, iterate in a loop that the device ends by "
                "PETSc's default convergence test (a conditional WHILE node: CUDA 12.4 and NVIDIA's cuda-bindings) in "
                "place of blocks the host checks; the host still judges every norm (blocks replay faster where a run "

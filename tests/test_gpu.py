@@ -887,6 +887,74 @@ def test_the_graded_box_solver_on_the_gpu_gives_the_hosts_solve():
     assert abs(A @ solves[1] - b).max() < 1e-11 * abs(b).max()
 
 
+@pytest.mark.parametrize("shape, axes", [((6, 10, 8), (0, 2)), ((6, 10, 8), (1, 2)), ((6, 10, 8), (0, 1)),
+                                         ((6, 10, 8), (0, 1, 2)), ((9, 7), (1,)), ((9, 7), (0,))])
+def test_the_spectral_familys_transforms_and_sweeps_agree_with_numpys(shape, axes):
+    """cuFFT's plans of the advanced layout (the batch axis anywhere) give
+    numpy.fft's transforms; the sweeps (real and complex rows) the NumPy
+    twin's, and the solve of each column's tridiagonal system, its (0, 0)
+    column's mean removed."""
+    import cupy
+
+    from gpu_mats.kernels import family
+
+    rng = numpy.random.default_rng(len(axes) + sum(shape))
+    x = rng.standard_normal(shape)
+    half = list(shape)
+    half[axes[-1]] = shape[axes[-1]] // 2 + 1
+    spectrum = cupy.empty(half, dtype=complex)
+    family("spectral", cupy).real_transform(cupy.asarray(x), axes, spectrum)
+    expected = numpy.fft.rfftn(x, axes=axes)
+    numpy.testing.assert_allclose(spectrum.get(), expected, rtol=0, atol=1e-12 * abs(expected).max())
+    back = cupy.empty(shape)
+    family("spectral", cupy).inverse_real_transform(spectrum, axes, back)
+    numpy.testing.assert_allclose(back.get(), x * numpy.prod([shape[a] for a in axes]), rtol=0,
+                                  atol=1e-11 * abs(x).max() * numpy.prod(shape))
+
+    outer, m, inner = 3, 9, 5
+    couplings = rng.uniform(0.5, 1.5, m - 1)
+    diagonal = rng.uniform(4.0, 5.0, (outer, m, inner))
+    pivots = diagonal.copy()
+    for j in range(1, m):
+        pivots[:, j] = diagonal[:, j] - couplings[j - 1] ** 2 / pivots[:, j - 1]
+    for rows in (rng.standard_normal((outer, m, inner)), rng.standard_normal((outer, m, inner, 2)) @ [1.0, 1.0j]):
+        solved = []
+        for xp in (numpy, cupy):
+            r = xp.asarray(rows)
+            family("spectral", xp).tridiagonal_sweeps(xp.asarray(couplings), xp.asarray(1.0 / pivots), 0.5, r)
+            solved.append(r if xp is numpy else r.get())
+        numpy.testing.assert_allclose(solved[1], solved[0], rtol=0, atol=1e-13 * abs(solved[0]).max())
+        T = numpy.diag(diagonal[1, :, 2]) - numpy.diag(couplings, 1) - numpy.diag(couplings, -1)
+        numpy.testing.assert_allclose(solved[1][1, :, 2], numpy.linalg.solve(T, 0.5 * rows[1, :, 2]), rtol=1e-12)
+        assert abs(solved[1][0, :, 0].mean()) < 1e-14 * abs(solved[1][0, :, 0]).max()
+
+
+def test_boxfft_on_periodic_sides_is_replayed_by_graphcg_and_the_channels_step_graph():
+    """On the graded channel (periodic in x and z) boxfft's solve allocates
+    nothing: graphcg takes it and the whole step is replayed as a CUDA graph,
+    one pressure iteration a step, the NumPy twin's flow."""
+    from gpu_mats.backend import to_host
+    from test_flow_solver import make_solver
+
+    runs = {}
+    for backend in ("cupy", "numpy"):
+        options = {"gpu_backend": backend, "flow_box_grading": 2.0, "flow_max_steps": 30, "pressure_ksp_rtol": 1e-12,
+                   "flow_forcing": "pressure_gradient", "flow_forcing_value": 1.0, "pressure_pc_type": "boxfft",
+                   "flow_dt": 0.002}
+        _, solver = make_solver((8, 12, 6), (True, False, True), 0.05, options, lengths=(2.0, 2.0, 1.0))
+        y = solver.geometry.centroids[:, 1]
+        start = numpy.array([y * (2 - y) * (1 + 0.2 * numpy.sin(3 * solver.geometry.centroids[:, 0])),
+                             0.1 * numpy.sin(numpy.pi * y), 0 * y])
+        state = solver.run(solver.initial_state(start, project=True))
+        runs[backend] = (solver, to_host(solver.xp, state.u))
+    solver, u = runs["cupy"]
+    assert solver.pressure_ksp.getType() == "graphcg" and solver.pressure_ksp.getPC().getType() == "boxfft"
+    assert solver.pressure_iterations <= solver.steps_run + 1
+    assert solver.stepper.step_graphs is not None and solver.stepper.step_graphs.refused is None
+    assert solver.stepper.step_graphs.replays > 0
+    numpy.testing.assert_allclose(u, runs["numpy"][1], rtol=0, atol=1e-9 * abs(u).max())
+
+
 @pytest.mark.parametrize("box", ["3D walls", "3D periodic x and z", "2D periodic y"])
 def test_the_box_transforms_on_the_gpu_give_the_hosts_solve(box):
     """boxfft's solve with cupyx.scipy.fft (cuFFT) against scipy.fft's."""

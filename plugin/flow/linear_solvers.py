@@ -6,8 +6,8 @@ The pressure takes the fastest preconditioner measured for its matrices
 (BENCHMARKS.md), under cg: gamg on host AIJ; on the project's and GPU
 matrices boxfft on a 3D box it inverts, else gpuamg (on a box on one rank
 cycling the box's own grids) under graphcg, whose blocks of iterations the
-GPU replays without the host (petsc_ext.graphcg; boxfft's transforms run
-through PETSc, which graphcg cannot capture, so it keeps cg). The momentum
+GPU replays without the host (petsc_ext.graphcg; boxfft too where its
+transforms allocate nothing: no walled axis transformed; else cg). The momentum
 solve is gmres with PETSc's default PC on host AIJ, else graphcg + ainv fsai.
 Options under the prefixes ``pressure_`` and ``momentum_`` change any of it.
 """
@@ -73,7 +73,7 @@ class LinearSolvers:
         ksp.setOptionsPrefix(prefix)
         ksp.setOperators(self.matrices.poisson)
         pc_type = self._pressure_pc_default()
-        ksp.setType("graphcg" if pc_type == "gpuamg" else "cg")
+        ksp.setType("graphcg" if pc_type == "gpuamg" or (pc_type == "boxfft" and self._transforms_replay()) else "cg")
         ksp.getPC().setType(pc_type)
         ksp.setTolerances(rtol=1e-8)
         ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
@@ -140,6 +140,12 @@ class LinearSolvers:
         if self.petsc_defaults:
             return "gamg"
         return "boxfft" if self._transformable_box() else "gpuamg"
+
+    def _transforms_replay(self):
+        """Whether boxfft's solve allocates nothing, so that graphcg and the step's graph replay it: no walled
+        axis transformed, every side periodic but the graded axis's (y, on a graded box)."""
+        graded = 1 if self.multigrid is None else None
+        return all(wraps or d == graded for d, wraps in enumerate(self.box[1]))
 
     def _transformable_box(self):
         """Whether boxfft is the default: a 3D DMDA box of equal cells on one rank, its sides walls or periodic
