@@ -66,6 +66,34 @@ def test_taylor_green_demo_is_second_order_in_velocity():
     assert all(1.8 < velocity < 2.2 and pressure > 1.8 for velocity, pressure in orders)
 
 
+def test_the_3d_taylor_green_demo_tracks_the_energy_and_compares_dissipation_rates(tmp_path):
+    """The vortex's kinetic energy starts at 1/8 and falls after the first
+    step (whose explicit Euler convection adds O(dt^2)); the dissipation
+    rate against a reference run: none from the run's own energy.csv, some
+    from a coarser grid's; a missing reference is refused before the run."""
+    import numpy
+
+    runs = {}
+    for n in (8, 12):
+        run_script("taylor_green_3d.py", *[a for axis in "xyz" for a in (f"-da_grid_{axis}", str(n))],
+                   "-flow_t_end", "1", "-flow_output_dir", str(tmp_path / str(n)))
+        runs[n] = numpy.loadtxt(tmp_path / str(n) / "energy.csv", delimiter=",", skiprows=1)
+    t, energy, rate = runs[12].T
+    assert t[0] == 0.0 and t[-1] == pytest.approx(1.0) and abs(energy[0] - 0.125) < 0.01 * 0.125
+    assert (numpy.diff(energy)[1:] < 0).all() and (rate[2:] > 0).all() and energy[-1] < energy[0]
+    assert (tmp_path / "12" / "dissipation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    differences = {}
+    for n in (12, 8):
+        out = run_script("taylor_green_3d.py", *[a for axis in "xyz" for a in (f"-da_grid_{axis}", "12")],
+                         "-flow_t_end", "1", "-tg_reference", str(tmp_path / str(n) / "energy.csv"),
+                         "-flow_output_dir", str(tmp_path / f"12-against-{n}"))
+        summary = json.loads((tmp_path / f"12-against-{n}" / "summary.json").read_text())
+        differences[n] = summary["dissipation_l2_difference"]
+        assert f"L2 difference from the reference's {differences[n]:.4f}" in out
+    assert differences[12] == 0.0 and differences[8] > 0.01
+    assert "-tg_reference" in _refused("taylor_green_3d.py", "-tg_reference", str(tmp_path / "missing.csv"))
+
+
 def test_cavity_output_directory_is_made_and_checked_before_the_first_step(tmp_path):
     """A new directory with checkpoints on the way works; a file in its place is
     refused before the run, naming it."""
