@@ -148,10 +148,10 @@ class LinearSolvers:
         return all(wraps or d == graded for d, wraps in enumerate(self.box[1]))
 
     def _transformable_box(self):
-        """Whether boxfft is the default: a 3D DMDA box of equal cells on one rank, its sides walls or periodic
-        (an outflow holds the pressure), the compact Laplacian (a 7-point stencil). In 2D gpuamg is faster (the
-        transforms' kernel launches outweigh their work on small grids), and on a graded box too, where boxfft
-        (asked for) solves along the graded axis by sweeps launched from the host, outside the step's graph
-        (BENCHMARKS.md)."""
-        return (self.grids_on_one_rank and not self.operators.has_outflow
-                and self.pressure_laplacian == "compact" and len(self.box[0]) == 3)
+        """Whether boxfft is the default: a 3D DMDA box on one rank, its sides walls or periodic (an outflow
+        holds the pressure), the compact Laplacian (a 7-point stencil), its cells equal, or graded along y with
+        x and z periodic (the channel: the transforms and sweeps in the step's graph). In 2D gpuamg is faster
+        (the transforms' kernel launches outweigh their work on small grids), and on a graded box with walls
+        across x or z too, where boxfft's cosine transforms run outside the step's graph (BENCHMARKS.md)."""
+        return (self.box_on_one_rank and not self.operators.has_outflow and self.pressure_laplacian == "compact"
+                and len(self.box[0]) == 3 and (self.multigrid is not None or self._transforms_replay()))
