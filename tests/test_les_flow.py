@@ -125,7 +125,7 @@ def test_with_crank_nicolson_the_eddy_viscosity_is_explicit_and_the_momentum_mat
     zv, out = m.momentum.createVecs()
     zv.setArray(z.ravel())
     m.momentum.mult(zv, out)
-    expected = g.volumes * z + 0.5 * solver._momentum_dt * (host(ops.D) @ z.T).T
+    expected = g.volumes * z + 0.5 * solver._held_dt * (host(ops.D) @ z.T).T
     numpy.testing.assert_allclose(out.getArray().reshape(2, -1), expected, rtol=1e-12, atol=1e-14)
 
 

@@ -53,8 +53,8 @@ PRESSURE_GUESS = ("extrapolated", "previous")
 PRESSURE_LAPLACIAN = ("compact", "wide")
 PRESSURE_LEVELS = ("auto", "algebraic", "geometric")
 ASSEMBLY = ("auto", "host", "device")
-# Largest growth of dt per step. With implicit diffusion dt (and with it the
-# momentum matrix) is held until the CFL limit leaves [dt, 1.25 dt).
+# Largest growth of dt per step. dt (and with implicit diffusion the momentum
+# matrix) is then held until the CFL limit leaves [dt, 1.25 dt).
 _GROWTH = {"explicit": 1.1, "implicit": 1.25}
 _SHRINK = 1.1  # and drops to 1/1.1 of the limit when the limit falls below it
 # A time step below this fraction of the run's first is a blow-up: the
@@ -292,8 +292,8 @@ class FlowSolver:
         self.xp = self.stepper.xp
         self.diffusion_rate = self.mpi.allreduce(self.operators.diffusion_rate(), op=MPI.MAX)
         self.unit_rate = self.stepper.unit_convective_rate()
-        self._momentum_dt, self._capture_noticed = None, False
-        self._held_dt = None  # with a subgrid model, the dt held as the momentum matrix's is
+        self._capture_noticed = False
+        self._held_dt = None  # the dt held while the limit allows it (with implicit diffusion: the momentum matrix's)
         self.steps_run, self.pressure_iterations, self.run_seconds = 0, 0, 0.0
 
     @staticmethod
@@ -385,10 +385,9 @@ class FlowSolver:
                 raise FlowBlowUp(f"flow: the projection of the starting velocity failed: {exc}") from exc
         if self.restart_file:
             extra = checkpoint.load(self.restart_file, self.mpi, self.operators, state, self.xp)
-            if self.momentum_ksp is not None:  # implicit diffusion: its matrix as it was (explicit keeps none)
-                self._momentum_dt = extra.get("momentum_dt") or None
-            if self._momentum_dt:
-                self.matrices.set_momentum_dt(self._momentum_dt)
+            self._held_dt = extra.get("held_dt", extra.get("momentum_dt")) or None  # (the files before it: momentum_dt)
+            if self._held_dt and self.momentum_ksp is not None:  # implicit diffusion: its matrix as it was
+                self.matrices.set_momentum_dt(self._held_dt)
             PETSc.Sys.Print(f"flow: restarted from {self.restart_file} at step {state.step}, t = {state.t:.6g}",
                             comm=self.comm)
             for companion, suffix in self.companions:
@@ -405,7 +404,7 @@ class FlowSolver:
 
     def save(self, state, path=None):
         path = path or self.checkpoint_file
-        checkpoint.save(path, self.mpi, self.xp, state, self.operators, {"momentum_dt": self._momentum_dt or 0.0})
+        checkpoint.save(path, self.mpi, self.xp, state, self.operators, {"held_dt": self._held_dt or 0.0})
         for companion, suffix in self.companions:
             companion.save(path + suffix)
         return path
@@ -423,10 +422,10 @@ class FlowSolver:
         return molecular + self.stepper.largest_eddy_rate(state)
 
     def _time_step(self, state, rate):
-        """The CFL (and explicit diffusion) limit, grown smoothly; with
-        implicit diffusion (or a subgrid model, whose eddy viscosity moves
-        the explicit limit every step) held while the held dt is within the
-        band below the limit; shortened to end on t_end without a sliver."""
+        """The CFL (and explicit diffusion) limit, grown smoothly, and held
+        while the held dt is within the band below the limit (a new dt is a
+        new CUDA graph of the step, and with implicit diffusion a new
+        momentum matrix); shortened to end on t_end without a sliver."""
         if self.fixed_dt:
             dt = self.fixed_dt
         else:
@@ -438,7 +437,7 @@ class FlowSolver:
             dt = min(limits, default=self.t_end - state.t)
             if state.dt_old:
                 dt = min(dt, _GROWTH[self.diffusion] * state.dt_old)  # the extrapolation stays smooth
-            held = self._momentum_dt if self.momentum_ksp is not None else self._held_dt
+            held = self._held_dt
             if held:
                 if held <= dt < _GROWTH["implicit"] * held:
                     dt = held
@@ -447,12 +446,10 @@ class FlowSolver:
         remaining = self.t_end - state.t
         if remaining < 2 * dt:
             dt = remaining if remaining <= dt * (1 + 1e-12) else remaining / 2
-        if self.momentum_ksp is not None and dt != self._momentum_dt:
+        if self.momentum_ksp is not None and dt != self._held_dt:
             self.stepper.drop_ahead()  # a step launched ahead reads the matrix
             self.matrices.set_momentum_dt(dt)  # the KSP sees the new values and sets its PC up again
-            self._momentum_dt = dt
-        if self.stepper.eddy is not None:  # an explicit limit that moves every step: held, so that graphs replay
-            self._held_dt = dt
+        self._held_dt = dt
         return dt
 
     def run(self, state, observe=None):
