@@ -54,7 +54,7 @@ PRESSURE_LAPLACIAN = ("compact", "wide")
 PRESSURE_LEVELS = ("auto", "algebraic", "geometric")
 ASSEMBLY = ("auto", "host", "device")
 # Largest growth of dt per step. dt (and with implicit diffusion the momentum
-# matrix) is then held until the CFL limit leaves [dt, 1.25 dt).
+# matrix) is then held until the CFL limit leaves [dt, growth dt).
 _GROWTH = {"explicit": 1.1, "implicit": 1.25}
 _SHRINK = 1.1  # and drops to 1/1.1 of the limit when the limit falls below it
 # A time step below this fraction of the run's first is a blow-up: the
@@ -438,8 +438,8 @@ class FlowSolver:
             if state.dt_old:
                 dt = min(dt, _GROWTH[self.diffusion] * state.dt_old)  # the extrapolation stays smooth
             held = self._held_dt
-            if held:
-                if held <= dt < _GROWTH["implicit"] * held:
+            if held:  # the band is the growth's: a limit that rose past it lets dt grow again
+                if held <= dt < _GROWTH[self.diffusion] * held:
                     dt = held
                 elif dt < held:
                     dt /= _SHRINK  # room to hold the new dt for a while
