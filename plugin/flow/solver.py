@@ -53,9 +53,10 @@ PRESSURE_GUESS = ("extrapolated", "previous")
 PRESSURE_LAPLACIAN = ("compact", "wide")
 PRESSURE_LEVELS = ("auto", "algebraic", "geometric")
 ASSEMBLY = ("auto", "host", "device")
-# Largest growth of dt per step. dt (and with implicit diffusion the momentum
-# matrix) is then held until the CFL limit leaves [dt, growth dt).
+# Largest growth of dt per step; dt (and with implicit diffusion the momentum
+# matrix) is held while its limit is within [dt, _BAND dt).
 _GROWTH = {"explicit": 1.1, "implicit": 1.25}
+_BAND = 1.25
 _SHRINK = 1.1  # and drops to 1/1.1 of the limit when the limit falls below it
 # A time step below this fraction of the run's first is a blow-up: the
 # velocity growing without bound while the CFL limit keeps its number down.
@@ -423,9 +424,9 @@ class FlowSolver:
 
     def _time_step(self, state, rate):
         """The CFL (and explicit diffusion) limit, grown smoothly, and held
-        while the held dt is within the band below the limit (a new dt is a
-        new CUDA graph of the step, and with implicit diffusion a new
-        momentum matrix); shortened to end on t_end without a sliver."""
+        while the limit is within the band above it (a new dt is a new CUDA
+        graph of the step, and with implicit diffusion a new momentum
+        matrix); shortened to end on t_end without a sliver."""
         if self.fixed_dt:
             dt = self.fixed_dt
         else:
@@ -434,15 +435,13 @@ class FlowSolver:
             explicit_rate = self._diffusion_rate(state)
             if explicit_rate > 0:
                 limits.append(self.fourier / explicit_rate)
-            dt = min(limits, default=self.t_end - state.t)
-            if state.dt_old:
-                dt = min(dt, _GROWTH[self.diffusion] * state.dt_old)  # the extrapolation stays smooth
+            limit = min(limits, default=self.t_end - state.t)
+            dt = min(limit, _GROWTH[self.diffusion] * state.dt_old) if state.dt_old else limit  # smooth extrapolation
             held = self._held_dt
-            if held:  # the band is the growth's: a limit that rose past it lets dt grow again
-                if held <= dt < _GROWTH[self.diffusion] * held:
-                    dt = held
-                elif dt < held:
-                    dt /= _SHRINK  # room to hold the new dt for a while
+            if held and held <= limit < _BAND * held:
+                dt = held
+            elif held and limit < held:
+                dt = limit / _SHRINK  # room to hold the new dt for a while
         remaining = self.t_end - state.t
         if remaining < 2 * dt:
             dt = remaining if remaining <= dt * (1 + 1e-12) else remaining / 2
