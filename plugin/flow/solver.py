@@ -117,9 +117,9 @@ OPTIONS = (
            "with large a grows the pressure from the last guess's until the run blows up. On in the symmetric "
            "scheme; off in the consistent one, whose own corrections blow up at such steps with it or without"),
     Option("flow_box_grading", "box_grading", 0.0, "on a DMDA box, cells clustered at both walls of the y axis by "
-           "the tanh law of channel flows with this beta (0: equal cells); such a box's pressure takes gpuamg's "
-           "aggregation by default (the geometric levels need equal cells; boxfft, asked for, solves along y by "
-           "tridiagonal solves)", low=0.0),
+           "the tanh law of channel flows with this beta (0: equal cells); such a box's pressure takes boxfft by "
+           "default where x and z are periodic (Fourier transforms along them, tridiagonal solves along y), else "
+           "gpuamg's aggregation (the geometric levels need equal cells)", low=0.0),
     Option("flow_forcing", "forcing", "none", "the mean flow's forcing along x (a periodic channel's): "
            "pressure_gradient, a constant body force -dP/dx = -flow_forcing_value per unit mass; flow_rate, the "
            "bulk velocity held at -flow_forcing_value after each step by one velocity added along x to every cell "
