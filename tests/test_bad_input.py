@@ -195,6 +195,13 @@ def test_the_cylinder_demo_checks_the_meshs_dimension(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+def test_an_unknown_subgrid_model_or_a_negative_constant_is_refused_before_the_first_step():
+    with pytest.raises(OptionError, match="-flow_les vreman is not valid: choose one of none, smagorinsky, wale, sigma"):
+        make_solver((4, 4), (False, False), 0.01, {"flow_les": "vreman"})
+    with pytest.raises(OptionError, match="-flow_les_constant -0.1 is out of range: valid values are 0 to inf"):
+        make_solver((4, 4), (False, False), 0.01, {"flow_les": "wale", "flow_les_constant": -0.1})
+
+
 def test_a_checkpoint_file_in_a_missing_directory_is_refused_at_set_up(tmp_path):
     """It failed only at the first write, after the first checkpoint interval."""
     missing = str(tmp_path / "missing" / "flow.h5")
