@@ -27,6 +27,21 @@ __device__ __forceinline__ void load_rows(const T* __restrict__ p, T (&out)[R])
     }
 }
 
+// The thread's first stored row p0 (its R rows p0 .. p0 + R - 1 in one
+// slice) and the slots of its rows' entries: at, at + C, ... below end;
+// false for a thread past the last row.
+template <int R>
+__device__ __forceinline__ bool thread_rows(const long long* __restrict__ slice_ptr, int nrows, int C, int& p0,
+                                            long long& at, long long& end)
+{
+    p0 = (blockIdx.x * blockDim.x + threadIdx.x) * R;
+    if (p0 >= nrows) return false;
+    const int s = p0 / C;
+    end = slice_ptr[s + 1];
+    at = slice_ptr[s] + (p0 - s * C);
+    return true;
+}
+
 // acc[r][j] = the sum over the entries of stored row p0 + r (slots at, at +
 // C, ... below end) of value times X[j] at its column, for the NV vectors j;
 // FIRST: times d0 = c0 scaling x at its column instead, rounded to T as
@@ -71,11 +86,9 @@ __global__ void sell_spmv(const long long* __restrict__ slice_ptr,
                           T* y, const T* z, long long ldy,
                           double alpha, double beta)
 {
-    const int p0 = (blockIdx.x * blockDim.x + threadIdx.x) * R;
-    if (p0 >= nrows) return;
-    const int s = p0 / C;
-    const long long end = slice_ptr[s + 1];
-    long long at = slice_ptr[s] + (p0 - s * C);
+    int p0;
+    long long at, end;
+    if (!thread_rows<R>(slice_ptr, nrows, C, p0, at, end)) return;
     // Empty slice added onto itself: nothing to write (off-diagonal blocks
     // are mostly empty rows).
     if (at >= end && beta == 1.0 && z == y) return;
@@ -111,11 +124,9 @@ __global__ void sell_chebyshev(const long long* __restrict__ slice_ptr,
                                T* r, const T* z, const T* __restrict__ scaling,
                                T* __restrict__ x, double a, double c_)
 {
-    const int p0 = (blockIdx.x * blockDim.x + threadIdx.x) * R;
-    if (p0 >= nrows) return;
-    const int s = p0 / C;
-    const long long end = slice_ptr[s + 1];
-    long long at = slice_ptr[s] + (p0 - s * C);
+    int p0;
+    long long at, end;
+    if (!thread_rows<R>(slice_ptr, nrows, C, p0, at, end)) return;
     double acc[R][1];
     row_sums<V, T, 1, R>(cols, vals, at, end, C, d, 0, acc);
 #pragma unroll
@@ -146,11 +157,9 @@ __global__ void sell_chebyshev_first(const long long* __restrict__ slice_ptr,
                                      T* __restrict__ d_next, T* __restrict__ r, T* __restrict__ x,
                                      double c0, double a, double c_)
 {
-    const int p0 = (blockIdx.x * blockDim.x + threadIdx.x) * R;
-    if (p0 >= nrows) return;
-    const int s = p0 / C;
-    const long long end = slice_ptr[s + 1];
-    long long at = slice_ptr[s] + (p0 - s * C);
+    int p0;
+    long long at, end;
+    if (!thread_rows<R>(slice_ptr, nrows, C, p0, at, end)) return;
     double acc[R][1];
     row_sums<V, T, 1, R, true>(cols, vals, at, end, C, b, 0, acc, scaling, c0);
 #pragma unroll
