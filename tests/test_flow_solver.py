@@ -375,6 +375,7 @@ def test_a_step_with_its_solves_queued_is_the_launched_step():
     expected = {name: getattr(launched, name).copy() for name in ("u", "u_s", "p")}
     iterations = (stepper.momentum_iterations, stepper.pressure_iterations)
     stepper.step_graphs = _EagerGraphs()
+    stepper.track_change = True  # as under -flow_steady_tol: the step's graph computes max |u^{n+1} - u^n|
     queued = stepper.advance(state, state.dt_old)
     assert (stepper.momentum_iterations, stepper.pressure_iterations) == iterations and min(iterations) > 1
     for name, value in expected.items():
@@ -386,6 +387,8 @@ def test_a_step_with_its_solves_queued_is_the_launched_step():
     assert from_graph == stepper.convective_rate(elsewhere) > 0  # computed again
     change = abs(to_host(solver.xp, queued.u - queued.u_old)).max() / queued.dt_old
     assert stepper.change_rate(queued) == pytest.approx(change, rel=1e-14) and change > 0
+    stepper.track_change = False  # a run without a steady-state test: the graph does not compute it, read now
+    assert stepper.change_rate(queued) == pytest.approx(change, rel=1e-14)
     numpy.testing.assert_allclose(lid(queued), lid(elsewhere), rtol=1e-14)
     assert abs(lid(queued)).max() > 0
 

@@ -290,6 +290,7 @@ class FractionalStep:
         self.watchers = []  # see watch()
         self._graph_made = None  # the face velocities of the state the last step's graph made (its values copied)
         self._change_value = xp.zeros(1)  # max |u^{n+1} - u^n| of a step's graph
+        self.track_change = True  # whether a step's graph computes it (a run that stops at no steady state: not)
         # StepReadbacks by the face buffer a step writes, made by the first step queued for a graph: one step
         # and the next copy into different host memory, so that the host reads a step's values while the next
         # step, launched ahead, runs
@@ -504,7 +505,8 @@ class FractionalStep:
         new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
         if queued:
             self._queue_rate(u_s)
-            k.max_abs(self._change_value, u_p.ravel(), state.u.ravel(), self._largest_scratch)
+            if self.track_change:
+                k.max_abs(self._change_value, u_p.ravel(), state.u.ravel(), self._largest_scratch)
             for queue, _ in self.watchers:
                 queue(new)
             self._queue_readback(u_s)
@@ -768,8 +770,9 @@ class FractionalStep:
         return f.implied(self._copied(f.delta) if made else None)
 
     def change_rate(self, state):
-        """max |u^{n+1} - u^n| / dt, the distance from a steady state (the step's graph's where one made ``state``)."""
-        if self._made_by_graph(state):
+        """max |u^{n+1} - u^n| / dt, the distance from a steady state (the step's graph's where one made
+        ``state`` and computed it: ``track_change``)."""
+        if self._made_by_graph(state) and self.track_change:
             return self._max(self._copied(self._change_value)[0]) / state.dt_old
         return self._largest(state.u.ravel(), state.u_old.ravel()) / state.dt_old
 

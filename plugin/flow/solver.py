@@ -290,6 +290,7 @@ class FlowSolver:
             self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp,
                                           extrapolate_pressure=self.pressure_guess == "extrapolated",
                                           cuda_graphs=self.cuda_graphs, eddy=eddy, forcing=forcing)
+            self.stepper.track_change = bool(self.steady_tol)  # only a steady state's test reads it every step
         self.xp = self.stepper.xp
         self.diffusion_rate = self.mpi.allreduce(self.operators.diffusion_rate(), op=MPI.MAX)
         self.unit_rate = self.stepper.unit_convective_rate()
