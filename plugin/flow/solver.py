@@ -134,10 +134,10 @@ OPTIONS = (
     Option("flow_les_constant", "les_constant", 0.0, "the subgrid model's constant (0: the model's own, "
            "smagorinsky 0.1, wale 0.325, sigma 1.35)", low=0.0),
     Option("flow_cuda_graphs", "cuda_graphs", True, "replay each step as one CUDA graph while dt stays the same "
-           "(Crank-Nicolson holds it), its solves in loops the device ends (graphcg), read back once, and the next "
-           "step launched before the host waits for this one: gpusell on one rank, boundary values steady in time; "
-           "where a KSP is not graphcg, only the explicit part; work that cannot be captured runs as launched, with "
-           "one notice"),
+           "(it is held while its limit allows), its solves in loops the device ends (graphcg), read back once, and "
+           "the next step launched before the host waits for this one: gpusell on one rank, boundary values steady "
+           "in time; where a KSP is not graphcg, only the explicit part; work that cannot be captured runs as "
+           "launched, with one notice"),
     Option("flow_assembly", "assembly", "auto", "where the operators are assembled: on the host (NumPy, "
            "scipy), on the GPU (CuPy, cupyx), or auto: on the GPU for GPU matrices where one is usable",
            choices=ASSEMBLY),
