@@ -14,7 +14,10 @@ With -flow_mesh FILE (any mesh meshio reads; rank 0 reads it and sends each
 rank its part, -flow_mesh_partitioner metis or bisection) the cavity is
 that mesh of the unit square or cube, whose boundary groups are named "lid"
 (moving with u = 1 along x) and "wall"; in 2D its centrelines are interpolated
-linearly from the cell centres and the walls and compared with Ghia's.
+linearly from the cell centres and the walls and compared with Ghia's. Its
+other groups may come in periodic pairs, -flow_mesh_periodic a:b,c:d (each
+b the face of a moved by one translation): their faces join the cells on
+either side, as a DMDA's periodic axis does.
 
 With -flow_output_dir DIR it writes there centerline_u.csv (y,u along x = 0.5),
 centerline_v.csv (x,v along y = 0.5), the fields as cavity.xdmf (+ .h5) for
@@ -46,7 +49,7 @@ from plugin.flow.box import dmda_partition  # noqa: E402
 from plugin.flow.checkpoint import CheckpointError  # noqa: E402
 from plugin.flow.collective import exit_with  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
-from plugin.flow.mesh import MeshError  # noqa: E402
+from plugin.flow.mesh import MeshError, periodic_pairs  # noqa: E402
 from plugin.flow.partition import PARTITIONERS  # noqa: E402
 from plugin.flow.solver import CPU_NOTICE, FlowBlowUp, FlowSolver, program_mat_type  # noqa: E402
 
@@ -63,8 +66,10 @@ def main():
                               "instead of the DMDA box")
     partitioner = reader.choice("flow_mesh_partitioner", "metis", tuple(PARTITIONERS), "how -flow_mesh is cut among "
                                 "ranks: METIS on the cell graph, or recursive coordinate bisection")
+    periodic = reader.string("flow_mesh_periodic", "", "pairs of -flow_mesh's boundary groups joined as periodic, "
+                             "a:b,c:d (each second group the first moved by a translation)")
     if mesh_path:
-        return run_on_mesh(mesh_path, re, directory, partitioner)
+        return run_on_mesh(mesh_path, re, directory, partitioner, periodic)
     if dim == 2 and PETSc.Options().hasName("da_grid_z"):
         raise SystemExit("cavity: -da_grid_z needs -flow_dim 3")
     sizes = (64, 64) if dim == 2 else (32, 32, 64)
@@ -132,15 +137,16 @@ def run(solver):
     return state
 
 
-def run_on_mesh(path, re, directory, partitioner):
+def run_on_mesh(path, re, directory, partitioner, periodic=""):
     """The cavity on the unstructured mesh at ``path``: rank 0 reads it and
     sends each rank its part (cells ordered by reverse Cuthill-McKee inside
-    it); rank 0 writes the results."""
+    it), the groups of ``periodic`` (-flow_mesh_periodic) joined; rank 0
+    writes the results."""
     comm = PETSc.COMM_WORLD
     mpi = comm.tompi4py()
     start = time.perf_counter()
     try:
-        parts = distribute(path, mpi, partitioner)
+        parts = distribute(path, mpi, partitioner, periodic_pairs(periodic))
     except MeshError as exc:
         exit_with(mpi, f"cavity: {exc}")
     geometry = parts.geometry

@@ -174,3 +174,27 @@ def channel_groups(x):
     if x[0] > 1 - 1e-9:
         return "outlet"
     return "slip" if x[1] < 1e-9 else "wall"
+
+
+SIDES = ("xmin", "xmax", "ymin", "ymax", "zmin", "zmax")
+
+
+def sided(mesh, lengths=(1.0, 1.0, 1.0), names=SIDES):
+    """``mesh`` (unit_mesh's) stretched to ``lengths``, its boundary faces in one gmsh group per side of the box,
+    named by ``names`` (xmin, xmax, ymin, ...)."""
+    points = mesh.points * numpy.asarray(lengths)[: mesh.points.shape[1]]
+    dim = points.shape[1]
+    cells, physical = [], []
+    for block in mesh.cells:
+        cells.append((block.type, block.data))
+        if block.type in ("quad", "triangle") and dim == 3 or block.type == "line":
+            centre = points[block.data].mean(axis=1)
+            side = numpy.full(len(block.data), -1)
+            for d in range(dim):
+                side[numpy.isclose(centre[:, d], 0.0)] = 2 * d
+                side[numpy.isclose(centre[:, d], lengths[d])] = 2 * d + 1
+            physical.append(side + 1)
+        else:
+            physical.append(numpy.zeros(len(block.data), dtype=int))
+    field_data = {name: numpy.array([k + 1, dim - 1]) for k, name in enumerate(names[:2 * dim])}
+    return meshio.Mesh(points, cells, cell_data={"gmsh:physical": physical}, field_data=field_data)

@@ -8,7 +8,7 @@ import os
 import meshio
 import numpy
 import pytest
-from meshes import MESHES, gmsh_mesh, unit_mesh
+from meshes import MESHES, gmsh_mesh, sided, unit_mesh
 from petsc4py import PETSc
 
 from plugin.flow.distribution import distribute
@@ -35,16 +35,20 @@ def gathered(comm, array):
 
 
 @pytest.mark.parametrize("partitioner", sorted(PARTITIONERS))
-@pytest.mark.parametrize("kind", [*MESHES, "curved-disk"])
+@pytest.mark.parametrize("kind", [*MESHES, "curved-disk", "hexahedra, periodic along x and z"])
 def test_each_rank_gets_the_whole_meshs_geometry_of_its_cells_and_faces(tmp_path, kind, partitioner):
     comm = PETSc.COMM_WORLD.tompi4py()
+    periodic = ()
     if kind == "curved-disk":  # second-order triangles: each rank measures its cells curved
         path, _ = shared_file(tmp_path, lambda: gmsh_mesh(tmp_path, "disk", 0.4, order=2), "disk.msh")
+    elif kind.startswith("hexahedra, periodic"):  # the joined faces' cells neighbours in the partition and overlap
+        periodic = (("xmin", "xmax"), ("zmin", "zmax"))
+        path, _ = shared_file(tmp_path, lambda: sided(unit_mesh("hexahedron", n=3, jitter=0.25)), "periodic.msh")
     else:
         cells, jitter = MESHES[kind]
         path, _ = shared_file(tmp_path, lambda: unit_mesh(cells, n=3, jitter=jitter), f"{kind}.msh")
-    whole = mesh_geometry(meshio.read(path))
-    parts = distribute(path, comm, partitioner)
+    whole = mesh_geometry(meshio.read(path), periodic=periodic)
+    parts = distribute(path, comm, partitioner, periodic)
     g = parts.geometry
 
     # Cells: every cell once, numbered rank after rank, measured as in the whole mesh.

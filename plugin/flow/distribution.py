@@ -45,21 +45,24 @@ class DistributedMesh:
     one-rank geometry, made on first use, for output; ``faces_cut``: faces
     whose two cells lie on two ranks; ``halo``: per rank, the cells of other
     ranks that share a face with its own; ``seconds``: {"read", "partition",
-    "distribute", "geometry"}, the slowest rank's."""
+    "distribute", "geometry"}, the slowest rank's; ``periodic``: the pairs of
+    groups joined (mesh_topology)."""
 
-    def __init__(self, geometry, dm, mesh, faces_cut, halo, seconds):
+    def __init__(self, geometry, dm, mesh, faces_cut, halo, seconds, periodic=()):
         self.geometry, self.dm, self.mesh = geometry, dm, mesh
-        self.faces_cut, self.halo, self.seconds = faces_cut, halo, seconds
+        self.faces_cut, self.halo, self.seconds, self.periodic = faces_cut, halo, seconds, tuple(periodic)
 
     @functools.cached_property
     def whole(self):
-        return None if self.mesh is None else mesh_geometry(self.mesh)
+        return None if self.mesh is None else mesh_geometry(self.mesh, periodic=self.periodic)
 
 
-def distribute(path, comm, partitioner="metis"):
+def distribute(path, comm, partitioner="metis", periodic=()):
     """The mesh at ``path`` read on rank 0 of ``comm`` (an mpi4py
     communicator), cut with ``partitioner`` (plugin.flow.partition.PARTITIONERS)
-    and distributed through a DMPlex, as the module says. On one rank there
+    and distributed through a DMPlex, as the module says; ``periodic``: pairs
+    of boundary groups joined as periodic (mesh_topology), whose cells are
+    then neighbours in the partition and the overlap. On one rank there
     is nothing to distribute: no DMPlex is made (``dm`` is None) and the
     rank's cells are rank 0's. A mesh that cannot be read or used is a
     MeshError on every rank. Collective."""
@@ -77,7 +80,7 @@ def distribute(path, comm, partitioner="metis"):
         try:
             mesh = read_mesh(path)
             lap("read")
-            topology = mesh_topology(mesh)
+            topology = mesh_topology(mesh, periodic=periodic)
             if comm.size > 1:
                 found = _Records(topology, PARTITIONERS[partitioner], comm.size)
             lap("partition")  # faces matched, groups found and cells cut
@@ -106,7 +109,7 @@ def distribute(path, comm, partitioner="metis"):
     lap("geometry")
     every = comm.allgather(seconds)
     slowest = {name: max(s.get(name, 0.0) for s in every) for name in ("read", "partition", "distribute", "geometry")}
-    return DistributedMesh(geometry, dm, mesh, cut, halo, slowest)
+    return DistributedMesh(geometry, dm, mesh, cut, halo, slowest, periodic)
 
 
 def _described(exc, path):
@@ -127,7 +130,8 @@ def _facets(kind):
 class _Records:
     """What travels with each cell, made on rank 0 from the MeshTopology: ``ints``
     (cells, 2 + C + S) its number in the file, its type (KINDS), its C corners'
-    numbers and the group tag of each of its S facets (-1: interior);
+    numbers (a periodic pair's joined: MeshTopology.identify) and the group
+    tag of each of its S facets (-1: interior);
     ``floats`` (cells, N d) its nodes' coordinates in basix's order. For the
     plex: ``cone_sizes``, ``cones`` (the corners numbered compactly) and the
     ``coordinates`` of those corners; ``owner``: each cell's rank by
@@ -146,7 +150,7 @@ class _Records:
         for kind, nodes in t.blocks:
             rows, k = slice(first, first + len(nodes)), _corners(kind)
             self.ints[rows, 1] = KINDS.index(kind)
-            self.ints[rows, 2:2 + k] = nodes[:, :k]
+            self.ints[rows, 2:2 + k] = t.identify[nodes[:, :k]]  # a periodic pair's corners one node
             self.floats[rows, :nodes.shape[1] * dim] = t.points[nodes].reshape(len(nodes), -1)
             self.cone_sizes[rows] = k
             centres[rows] = t.points[nodes[:, :k]].mean(axis=1)

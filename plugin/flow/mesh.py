@@ -42,6 +42,8 @@ CELLS = {
     "wedge18": (basix.CellType.prism, 2, list(range(18))),  # gmsh's edges and quad faces are basix's, in order
 }
 # Boundary facet blocks and how many of their first nodes are corners.
+# Two points closer than this (relative to the mesh's or a face's size) are one.
+_SAME_POINT = 1e-6
 FACET_CORNERS = {"line": 2, "line3": 2, "triangle": 3, "triangle6": 3, "quad": 4, "quad8": 4, "quad9": 4}
 _DIMENSION = {"vertex": 0, "line": 1, "line3": 1, "triangle": 2, "triangle6": 2, "quad": 2, "quad8": 2, "quad9": 2}
 _QUADRATURE_DEGREE = {1: 4, 2: 8}  # exact for trilinear volumes; ample for quadratic maps
@@ -157,16 +159,18 @@ def mesh_cells(mesh):
     return tdim, points, blocks
 
 
-def facet_records(blocks):
+def facet_records(blocks, identify=None):
     """Every local facet of every cell of ``blocks`` [(meshio type, nodes in
-    basix's order)]: keys (R, 4) (its sorted corner numbers), its cell (R,)
-    (numbered through the blocks) and its local facet number (R,) (basix's)."""
+    basix's order)]: keys (R, 4) (its sorted corner numbers, through
+    ``identify`` where given: periodic_identity's), its cell (R,) (numbered
+    through the blocks) and its local facet number (R,) (basix's)."""
     keys, cells, slots = [], [], []
     first = 0
     for kind, nodes in blocks:
         cell, _, _ = CELLS[kind]
+        corners = nodes if identify is None else identify[nodes]
         for slot, local in enumerate(basix.topology(cell)[-2]):
-            keys.append(_facet_keys(nodes[:, local]))
+            keys.append(_facet_keys(corners[:, local]))
             cells.append(first + numpy.arange(len(nodes)))
             slots.append(numpy.full(len(nodes), slot))
         first += len(nodes)
@@ -218,10 +222,14 @@ def oriented(pairs, cells, number):
 def face_arrays(pairs, cells, centroids, vectors, areas, centres):
     """(areas, unit normals, offsets x_1 - x_0, distances |n . offset|, cell 0's
     weights n . (x_f - x_0) / distance in [0, 1], centre offsets x_f - x_0) of
-    the interior faces ``pairs`` (oriented), from the facet records of cell 0."""
+    the interior faces ``pairs`` (oriented), from the facet records of cell 0.
+    Across a periodic pair of groups the face's centroid seen from cell 1 is
+    a period away from cell 0's: x_1 is then cell 1's image next to cell 0."""
     normals = vectors[pairs[:, 0]] / areas[pairs[:, 0], None]
     first = centroids[cells[pairs[:, 0]]]
-    between = centroids[cells[pairs[:, 1]]] - first
+    period = centres[pairs[:, 0]] - centres[pairs[:, 1]]  # rounding on ordinary faces: made exactly 0
+    period[numpy.linalg.norm(period, axis=1) <= _SAME_POINT * numpy.sqrt(areas[pairs[:, 0]])] = 0.0
+    between = centroids[cells[pairs[:, 1]]] + period - first
     distances = numpy.abs(numpy.einsum("ij,ij->i", normals, between))
     reach = centres[pairs[:, 0]] - first
     weights = numpy.clip(numpy.einsum("ij,ij->i", normals, reach) / distances, 0.0, 1.0)
@@ -242,7 +250,10 @@ class MeshTopology:
     ``points``, ``blocks`` (mesh_cells); every facet record (facet_records:
     ``keys``, ``cells``, ``slots``); the interior faces ``pairs`` (records,
     cell 0 of lower number first) and boundary faces ``lone`` (records) with
-    their group ``tags``; ``names`` {group name: tag}."""
+    their group ``tags``; ``names`` {group name: tag}; ``identify`` each
+    node's number or, on the second group of a periodic pair, its image's on
+    the first (periodic_identity): the corners the cells' faces match by.
+    """
 
     tdim: int
     points: numpy.ndarray
@@ -254,6 +265,7 @@ class MeshTopology:
     lone: numpy.ndarray
     tags: numpy.ndarray
     names: dict
+    identify: numpy.ndarray
 
     @property
     def num_cells(self):
@@ -274,16 +286,22 @@ class MeshTopology:
         return tags
 
 
-def mesh_topology(mesh, ungrouped=None):
+def mesh_topology(mesh, ungrouped=None, periodic=()):
     """The MeshTopology of a meshio mesh. A boundary face in no group is a
     MeshError naming it (a hanging face, where the mesh is not conforming),
-    unless ``ungrouped`` names the group (tag 0) of those in none."""
+    unless ``ungrouped`` names the group (tag 0) of those in none.
+    ``periodic``: pairs of group names (a, b), b a translation of a, whose
+    faces become interior faces between the cells on either side
+    (periodic_identity); the groups are then no longer boundary groups."""
     tdim, points, blocks = mesh_cells(mesh)
-    keys, cells, slots = facet_records(blocks)
+    identify = periodic_identity(mesh, tdim, points, periodic)
+    _refuse_cells_across_a_period(blocks, identify, periodic)
+    keys, cells, slots = facet_records(blocks, identify)
     pairs, lone = match_facets(keys)
     pairs = oriented(pairs, cells, numpy.arange(int(cells.max(initial=-1)) + 1))
-    tags, names = _boundary_groups(mesh, tdim, keys[lone], points, ungrouped)
-    topology = MeshTopology(tdim, points, blocks, keys, cells, slots, pairs, lone, tags, names)
+    tags, names = _boundary_groups(mesh, tdim, keys[lone], points, ungrouped, identify,
+                                   {name for pair in periodic for name in pair})
+    topology = MeshTopology(tdim, points, blocks, keys, cells, slots, pairs, lone, tags, names, identify)
     if (tags < 0).any():
         _, _, vectors, areas, centres = cell_geometry(topology.node_coordinates())
         _refuse_untagged(keys[lone], centres[lone], vectors[lone] / areas[lone, None], areas[lone], cells[lone],
@@ -291,7 +309,7 @@ def mesh_topology(mesh, ungrouped=None):
     return topology
 
 
-def mesh_geometry(mesh, ungrouped=None):
+def mesh_geometry(mesh, ungrouped=None, periodic=()):
     """The FiniteVolumeGeometry of a meshio mesh on one rank.
 
     Cells are the blocks of the mesh's highest dimension, in the mesh's
@@ -299,9 +317,10 @@ def mesh_geometry(mesh, ungrouped=None):
     "gmsh:physical", named by the mesh's field_data. Every boundary face
     must lie in a group, unless ``ungrouped`` names the group (tag 0) of
     those in none (for a matrix of the mesh, whose boundary plays no part).
-    A face's cell 0 is its cell of lower number.
+    A face's cell 0 is its cell of lower number. ``periodic``: pairs of
+    groups joined as mesh_topology says.
     """
-    t = mesh_topology(mesh, ungrouped)
+    t = mesh_topology(mesh, ungrouped, periodic)
     volumes, centroids, vectors, areas, centres = cell_geometry(t.node_coordinates())
     face_areas, normals, offsets, distances, weights, reach = face_arrays(t.pairs, t.cells, centroids, vectors, areas,
                                                                           centres)
@@ -319,6 +338,82 @@ def mesh_geometry(mesh, ungrouped=None):
 
 def _dimension(cell_type):
     return _DIMENSION.get(cell_type, 3)
+
+
+def periodic_pairs(text):
+    """The pairs of boundary groups "a:b,c:d" (-flow_mesh_periodic) as ((a, b), (c, d)); () for ""."""
+    pairs = tuple(tuple(part.split(":")) for part in text.split(",") if part.strip()) if text.strip() else ()
+    if any(len(pair) != 2 or not all(pair) for pair in pairs):
+        raise MeshError(f"-flow_mesh_periodic {text}: give pairs of boundary groups as a:b, comma-separated "
+                        "(the second group of each a translation of the first)")
+    return tuple((a.strip(), b.strip()) for a, b in pairs)
+
+
+def periodic_identity(mesh, tdim, points, periodic):
+    """(N,) each node's number, where the nodes of periodic pairs of groups
+    are one: for each (a, b) of ``periodic`` (group names) the face corners
+    of group b are those of group a moved by one translation (b's mean
+    corner less a's), each corner of b matched to the corner of a it is the
+    image of, and every node so joined numbered as the lowest of them (a
+    corner on two pairs, a box's edge, joins all four). The faces of a and
+    b then match as a cell's faces do. A MeshError where a group is missing
+    or the two are not translations of each other."""
+    identify = numpy.arange(len(points))
+    if not periodic:
+        return identify
+    import scipy.sparse
+    import scipy.sparse.csgraph
+    import scipy.spatial
+
+    names = {name: int(value[0]) for name, value in mesh.field_data.items() if int(value[1]) == tdim - 1}
+    physical = mesh.cell_data.get("gmsh:physical") or [None] * len(mesh.cells)
+    size = float(numpy.ptp(points, axis=0).max()) or 1.0
+    joined = []
+    for a, b in periodic:
+        corners = []
+        for name in (a, b):
+            if name not in names:
+                raise MeshError(f"no boundary group {name!r} to make periodic (groups: {', '.join(sorted(names))})")
+            found = [numpy.asarray(block.data)[numpy.asarray(tags) == names[name], :FACET_CORNERS[block.type]].ravel()
+                     for block, tags in zip(mesh.cells, physical)
+                     if tags is not None and block.type in FACET_CORNERS and _dimension(block.type) == tdim - 1]
+            corners.append(numpy.unique(numpy.concatenate(found or [numpy.zeros(0, dtype=numpy.int64)])))
+        if corners[0].size != corners[1].size or not corners[0].size:
+            raise MeshError(f"the periodic groups {a} and {b} have {corners[0].size} and {corners[1].size} face "
+                            "corners: one must be the other moved by a translation")
+        shift = points[corners[1]].mean(axis=0) - points[corners[0]].mean(axis=0)
+        distance, image = scipy.spatial.cKDTree(points[corners[1]]).query(points[corners[0]] + shift)
+        far = numpy.flatnonzero(distance > _SAME_POINT * size)
+        if far.size:
+            node = int(corners[0][far[0]])
+            raise MeshError(f"node {node} of group {a} at {points[node].tolist()} has no image in group {b} at "
+                            f"{(points[node] + shift).tolist()}: the periodic groups must be translations of "
+                            "each other")
+        if numpy.unique(image).size != image.size:
+            raise MeshError(f"two corners of group {a} have one image in group {b}")
+        joined.append(numpy.stack([corners[0], corners[1][image]], axis=1))
+    edges = numpy.concatenate(joined)
+    graph = scipy.sparse.coo_matrix((numpy.ones(len(edges)), (edges[:, 0], edges[:, 1])),
+                                    shape=(len(points), len(points)))
+    _, label = scipy.sparse.csgraph.connected_components(graph, directed=False)
+    lowest = numpy.full(label.max() + 1, len(points), dtype=numpy.int64)
+    numpy.minimum.at(lowest, label, identify)
+    return lowest[label]
+
+
+def _refuse_cells_across_a_period(blocks, identify, periodic):
+    """A MeshError naming a cell two of whose corners are one node through ``identify``: a cell on both groups of
+    a periodic pair (a period one cell across)."""
+    if not periodic:
+        return
+    first = 0
+    for kind, nodes in blocks:
+        corners = numpy.sort(identify[nodes[:, :len(basix.geometry(CELLS[kind][0]))]], axis=1)
+        twice = numpy.flatnonzero((corners[:, 1:] == corners[:, :-1]).any(axis=1))
+        if twice.size:
+            raise MeshError(f"cell {first + int(twice[0])} touches both groups of a periodic pair: a periodic "
+                            "direction needs at least two cells across")
+        first += len(nodes)
 
 
 def _group_rows(keys):
@@ -345,8 +440,10 @@ def _facet_keys(vertices):
     return keys
 
 
-def _boundary_groups(mesh, tdim, lone_keys, points, ungrouped):
-    """The group tag of each boundary face (rows of ``lone_keys``) and {name: tag}."""
+def _boundary_groups(mesh, tdim, lone_keys, points, ungrouped, identify, joined=()):
+    """The group tag of each boundary face (rows of ``lone_keys``) and {name: tag}; the groups' faces keyed by
+    their corners through ``identify``, as the cells' are, the faces of the groups named in ``joined`` (periodic
+    pairs: interior faces now) left out."""
     tagged_keys, tagged = [], []
     for k, block in enumerate(mesh.cells):
         if block.type in FACET_CORNERS and _dimension(block.type) == tdim - 1:
@@ -356,9 +453,12 @@ def _boundary_groups(mesh, tdim, lone_keys, points, ungrouped):
             if physical is None:
                 raise MeshError("the mesh's boundary faces carry no groups (gmsh physical groups, "
                                 "cell data 'gmsh:physical')")
-            tagged_keys.append(_facet_keys(numpy.asarray(block.data)[:, :FACET_CORNERS[block.type]]))
-            tagged.append(numpy.asarray(physical[k], dtype=numpy.int64))
-    names = {name: int(value[0]) for name, value in mesh.field_data.items() if int(value[1]) == tdim - 1}
+            tags = numpy.asarray(physical[k], dtype=numpy.int64)
+            kept = ~numpy.isin(tags, [int(mesh.field_data[name][0]) for name in joined])
+            tagged_keys.append(_facet_keys(identify[numpy.asarray(block.data)[kept, :FACET_CORNERS[block.type]]]))
+            tagged.append(tags[kept])
+    names = {name: int(value[0]) for name, value in mesh.field_data.items()
+             if int(value[1]) == tdim - 1 and name not in joined}
     tags = numpy.full(len(lone_keys), -1, dtype=numpy.int64)
     if tagged_keys:  # the tagged faces matched to the boundary faces as the cells' faces are matched
         keys = numpy.concatenate(tagged_keys)
