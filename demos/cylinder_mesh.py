@@ -94,6 +94,55 @@ def _size_field(dim, cylinder, size):
         gmsh.option.setNumber(option, 0)
 
 
+# The spanwise-periodic cylinder of demos/cylinder_les.py (diameter 1 at the origin): its cross-section, span
+# and the box of its wake, where cells are a quarter of the far field's.
+SPANWISE_BOX, SPAN, WAKE = (-10.0, -10.0, 30.0, 20.0), 3.141592653589793, (0.0, 10.0, -1.5, 1.5)
+
+
+def make_spanwise(path, size, layers, refinement=8.0, order=1):
+    """Write the spanwise-periodic cylinder (cylinder_les.py's) to ``path``; return its cell count. The
+    cross-section SPANWISE_BOX less the unit-diameter disk at the origin, in triangles of ``size`` far away,
+    ``size`` / ``refinement`` on the cylinder growing over two diameters, ``size`` / 4 in the WAKE box,
+    extruded along z over SPAN in ``layers`` equal layers of prisms. Groups: "inlet" (x = -10), "outlet"
+    (x = 20), "sides" (y = -10 and 10), "cylinder", "front" (z = 0) and "back" (z = SPAN), back the front
+    moved along z, so that the two can be joined as periodic."""
+    with gmsh_session.session("cylinder-spanwise") as occ:
+        x0, y0, width, height = SPANWISE_BOX
+        section = occ.addRectangle(x0, y0, 0, width, height)
+        occ.cut([(2, section)], [(2, occ.addDisk(0, 0, 0, 0.5, 0.5))])
+        occ.extrude(occ.getEntities(2), 0, 0, SPAN, numElements=[layers], recombine=True)
+        occ.synchronize()
+        domain = gmsh.model.getEntities(3)
+        gmsh.model.addPhysicalGroup(3, [tag for _, tag in domain], name="fluid")
+        groups = {"inlet": [], "outlet": [], "sides": [], "front": [], "back": [], "cylinder": []}
+        for _, tag in gmsh.model.getBoundary(domain, combined=True, oriented=False):
+            x, y, z = gmsh.model.occ.getCenterOfMass(2, tag)
+            name = ("inlet" if abs(x - x0) < 1e-9 else "outlet" if abs(x - x0 - width) < 1e-9 else
+                    "sides" if min(abs(y - y0), abs(y - y0 - height)) < 1e-9 else "front" if abs(z) < 1e-9 else
+                    "back" if abs(z - SPAN) < 1e-9 else "cylinder")
+            groups[name].append(tag)
+        for name, tags in groups.items():
+            gmsh.model.addPhysicalGroup(2, tags, name=name)
+        field = gmsh.model.mesh.field
+        distance = field.add("Distance")
+        field.setNumbers(distance, "SurfacesList", groups["cylinder"])
+        near = field.add("Threshold")
+        for option, value in (("InField", distance), ("SizeMin", size / refinement), ("SizeMax", size),
+                              ("DistMin", 0.0), ("DistMax", 2.0)):
+            field.setNumber(near, option, value)
+        wake = field.add("Box")
+        for option, value in zip(("XMin", "XMax", "YMin", "YMax"), WAKE):
+            field.setNumber(wake, option, value)
+        for option, value in (("ZMin", -1.0), ("ZMax", SPAN + 1.0), ("VIn", size / 4), ("VOut", size)):
+            field.setNumber(wake, option, value)
+        smallest = field.add("Min")
+        field.setNumbers(smallest, "FieldsList", [near, wake])
+        field.setAsBackgroundMesh(smallest)
+        for option in ("Mesh.MeshSizeFromPoints", "Mesh.MeshSizeFromCurvature", "Mesh.MeshSizeExtendFromBoundary"):
+            gmsh.option.setNumber(option, 0)
+        return gmsh_session.write(3, order, path)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dim", type=int, choices=(2, 3), default=2)

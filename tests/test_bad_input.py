@@ -209,7 +209,7 @@ def test_a_checkpoint_file_in_a_missing_directory_is_refused_at_set_up(tmp_path)
         make_solver((4, 4), (False, False), 0.01, {"flow_checkpoint_every": 5, "flow_checkpoint_file": missing})
 
 
-@pytest.mark.parametrize("demo", ["cavity.py", "taylor_green.py", "taylor_green_3d.py"])
+@pytest.mark.parametrize("demo", ["cavity.py", "taylor_green.py", "taylor_green_3d.py", "cylinder_les.py"])
 def test_a_demo_asked_for_help_lists_its_options_and_stops(tmp_path, demo):
     out = subprocess.run([sys.executable, os.path.join(ROOT, "demos", demo), "-help"], capture_output=True, text=True,
                          cwd=tmp_path)
