@@ -1,0 +1,90 @@
+"""gpu_mats.extruded and plugin.flow.extrusion: the layers of a mesh
+extruded along a periodic axis, and the exact solve of its pressure
+Laplacian by a real FFT along the layers and one 2D system per wavenumber
+(host): against scipy's direct solve, singular (walls only) or not; and
+what is refused, naming the layer or spacing that differs."""
+
+import meshio
+import numpy
+import pytest
+import scipy.sparse
+import scipy.sparse.linalg
+
+from gpu_mats.extruded import ExtrudedSolver, ExtrusionError
+from meshes import sided, unit_mesh
+from plugin.flow.extrusion import layer_order
+from plugin.flow.mesh import mesh_geometry
+from plugin.flow.operators import compact_laplacian
+
+
+def prism_layers(n=4, lengths=(1.0, 1.0, 2.0), periodic=True):
+    """A unit_mesh of prisms (their triangles in x-y, layers along z), x-y nodes moved, z sides joined."""
+    mesh = sided(unit_mesh("wedge", n=n), lengths)
+    side = numpy.array(lengths[:2])
+    inside = (mesh.points[:, :2] > 1e-9).all(axis=1) & (mesh.points[:, :2] < side - 1e-9).all(axis=1)
+    shift = numpy.random.default_rng(3).uniform(-0.2, 0.2, (n + 1, n + 1, 2)) / n  # the same in every layer
+    ij = numpy.round(mesh.points[:, :2] * n / side).astype(int)
+    mesh.points[inside, :2] += shift[ij[inside, 0], ij[inside, 1]]
+    return mesh_geometry(mesh, periodic=[("zmin", "zmax")] if periodic else ())
+
+
+def test_the_layers_of_an_extrusion_stand_above_each_other():
+    g = prism_layers()
+    order = layer_order(g)
+    assert order.shape == (4, 32) and numpy.unique(order).size == g.num_cells
+    z = g.centroids[order, 2]
+    numpy.testing.assert_allclose(z - z[:, :1], 0.0, atol=1e-14)
+    numpy.testing.assert_allclose(g.centroids[order][:, :, :2] - g.centroids[order[0]][None, :, :2], 0.0, atol=1e-14)
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["walls only (singular)", "a held value in every layer"])
+def test_the_transform_and_2d_solves_give_the_direct_solve(held):
+    g = prism_layers()
+    A = (-compact_laplacian(g)).tocsr()
+    order = layer_order(g)
+    if held:  # an outflow's held pressure along one column, in every layer
+        A = (A + scipy.sparse.diags(numpy.isin(numpy.arange(g.num_cells), order[:, 5]) * 3.0)).tocsr()
+    rng = numpy.random.default_rng(1)
+    b = rng.standard_normal(g.num_cells)
+    if not held:
+        b -= b.mean()
+    x = numpy.full_like(b, numpy.nan)
+    solver = ExtrudedSolver(A, order)
+    assert solver.singular is not held
+    solver.solve(b, x)
+    if held:
+        numpy.testing.assert_allclose(x, scipy.sparse.linalg.spsolve(A.tocsc(), b), atol=1e-11 * abs(x).max())
+    else:
+        pinned = A.tolil()
+        pinned[0, :] = 0.0
+        pinned[0, 0] = 1.0
+        direct = scipy.sparse.linalg.spsolve(pinned.tocsc(), numpy.concatenate(([0.0], b[1:])))
+        numpy.testing.assert_allclose(x, direct - direct.mean(), atol=1e-11 * abs(x).max())
+
+
+def test_what_is_no_extrusion_is_refused_with_the_layer_or_spacing():
+    holed = sided(unit_mesh("wedge", n=4))
+    holed.cells[0] = meshio.CellBlock("wedge", holed.cells[0].data[1:])  # a prism of the first layer gone
+    holed.cell_data["gmsh:physical"][0] = holed.cell_data["gmsh:physical"][0][1:]
+    with pytest.raises(ExtrusionError, match=r"layer 1 along z \(at 0.375\) has 32 cells where layer 0 has 31"):
+        layer_order(mesh_geometry(holed, ungrouped="wall"))
+    with pytest.raises(ExtrusionError, match="not equally spaced"):  # Kuhn's tetrahedra: no layers
+        layer_order(mesh_geometry(sided(unit_mesh("tetra", n=3))))
+    stretched = sided(unit_mesh("wedge", n=4))
+    stretched.points[:, 2] = stretched.points[:, 2] ** 2  # layers 1/16, 3/16, 5/16, 7/16 thick
+    with pytest.raises(ExtrusionError, match="not equally spaced: 0.375 between layers 2 and 3, 0.125 between"):
+        layer_order(mesh_geometry(stretched))
+    g = prism_layers(periodic=False)
+    with pytest.raises(ExtrusionError, match="no coupling between the last layer and the first: the axis is not "
+                                          "periodic"):
+        ExtrudedSolver((-compact_laplacian(g)).tocsr(), layer_order(g))
+    g = prism_layers()
+    A = (-compact_laplacian(g)).tocsr()
+    order = layer_order(g)
+    cell = order[2, 0]
+    neighbour = next(j for j in A[cell].indices if j != cell and j in order[2])  # in the same layer
+    A = A.tolil()
+    A[cell, neighbour] *= 1.5  # one layer's cross-section differs
+    A[neighbour, cell] *= 1.5
+    with pytest.raises(ExtrusionError, match="layer 2's cross-section operator differs from layer 0's"):
+        ExtrudedSolver(A.tocsr(), order)
