@@ -88,3 +88,32 @@ def test_what_is_no_extrusion_is_refused_with_the_layer_or_spacing():
     A[neighbour, cell] *= 1.5
     with pytest.raises(ExtrusionError, match="layer 2's cross-section operator differs from layer 0's"):
         ExtrudedSolver(A.tocsr(), order)
+
+
+def test_the_flow_on_a_periodic_extrusion_takes_layerfft_in_one_iteration_a_step():
+    """-pressure_pc_type layerfft in the flow driver on the host: one cg
+    iteration a step, the flow of gamg's to the solvers' tolerance; on a
+    mesh that is no extrusion an OptionError names the layer."""
+    from petsc4py import PETSc
+
+    from petsc_ext.options import OptionError, option_defaults
+    from plugin.flow.boundary import Wall
+    from plugin.flow.solver import FlowSolver
+
+    g = prism_layers()
+    start = numpy.array([numpy.sin(numpy.pi * g.centroids[:, 2]), 0.3 * numpy.cos(numpy.pi * g.centroids[:, 2]),
+                         0.0 * g.centroids[:, 2]])
+    runs = {}
+    for pc in ("layerfft", "gamg"):
+        options = {"flow_max_steps": 5, "flow_dt": 0.01, "pressure_ksp_rtol": 1e-12, "pressure_ksp_type": "cg",
+                   "pressure_pc_type": pc}
+        with option_defaults("", options):
+            solver = FlowSolver(g, PETSc.COMM_SELF, "aij", 0.05, {name: Wall() for name in g.boundary_names})
+        state = solver.run(solver.initial_state(start, project=True))
+        runs[pc] = (solver.pressure_iterations / solver.steps_run, state.u.copy())
+    assert runs["layerfft"][0] == 1.0 and runs["gamg"][0] > 1.0
+    numpy.testing.assert_allclose(runs["layerfft"][1], runs["gamg"][1], rtol=0, atol=1e-9)
+    tets = mesh_geometry(sided(unit_mesh("tetra", n=3)), periodic=[("zmin", "zmax")])
+    with option_defaults("", {"pressure_pc_type": "layerfft"}), pytest.raises(
+            OptionError, match="-pressure_pc_type layerfft: the mesh is not extruded along z in equal layers"):
+        FlowSolver(tets, PETSc.COMM_SELF, "aij", 0.05, {name: Wall() for name in tets.boundary_names})

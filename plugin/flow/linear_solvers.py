@@ -16,6 +16,8 @@ from petsc4py import PETSc
 
 from petsc_ext.options import OptionError, option_defaults
 
+from .extrusion import ExtrusionError, layer_order
+
 
 def _true_residual_norm(ksp, prefix, types):
     """The unpreconditioned norm for a KSP of one of ``types`` whose norm type the user did not choose."""
@@ -93,6 +95,8 @@ class LinearSolvers:
         if pc.getType() == "boxfft":
             self._need_box_on_one_rank(f"-{prefix}pc_type boxfft", "; use gpuamg")
             pc.getPythonContext().set_box(*self.box)
+        if pc.getType() == "layerfft":
+            pc.getPythonContext().set_layers(self._layers(f"-{prefix}pc_type layerfft"))
         if pc.getType() == "gpuamg" and self._pressure_levels() == "geometric":
             self._need_box_on_one_rank("-flow_pressure_levels geometric")
             if self.multigrid is None:
@@ -122,6 +126,16 @@ class LinearSolvers:
             ksp.setFromOptions()
         _true_residual_norm(ksp, "momentum_", ("graphcg",))  # as the pressure's
         return ksp
+
+    def _layers(self, what):
+        """The mesh's cells by layer along z (plugin.flow.extrusion), or an OptionError naming ``what`` and why not."""
+        if self.box is not None or self.comm.getSize() > 1:
+            raise OptionError(f"{what} needs a mesh extruded along z held on one rank (this run: "
+                              f"{'a DMDA box: use boxfft' if self.box is not None else 'several ranks'})")
+        try:
+            return layer_order(self.operators.geometry)
+        except ExtrusionError as exc:
+            raise OptionError(f"{what}: the mesh is not extruded along z in equal layers: {exc}") from exc
 
     def _need_box_on_one_rank(self, what, advice=""):
         """An OptionError naming ``what`` where the geometry is not a DMDA box on one rank."""
