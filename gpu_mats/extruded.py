@@ -42,43 +42,11 @@ class ExtrudedSolver:
         if A.shape[0] != layers * columns or numpy.unique(self.order).size != A.shape[0]:
             raise ExtrusionError(f"{layers} layers of {columns} cells are not the matrix's {A.shape[0]} rows")
         P = A[self.order.ravel()][:, self.order.ravel()].tocoo()  # rows and columns layer by layer
-        layer_of, column_of = numpy.divmod(P.row, columns)
-        layer_to, column_to = numpy.divmod(P.col, columns)
-        step = (layer_to - layer_of) % layers
-        scale = float(abs(P.data).max(initial=0.0)) or 1.0
-        across = ((step == 1) | (step == layers - 1)) & (column_of != column_to)
-        if across.any():
-            k = int(numpy.flatnonzero(across)[0])
-            raise ExtrusionError(f"the cell of column {column_of[k]} in layer {layer_of[k]} is coupled to column "
-                                 f"{column_to[k]} of the next layer: not an extrusion")
-        if ((step > 1) & (step < layers - 1)).any():
-            raise ExtrusionError("cells are coupled to layers further than the next: not an extrusion")
-        up, down = step == 1, step == layers - 1
-        c = numpy.zeros((layers, columns))
-        c[layer_of[up], column_of[up]] = -P.data[up]  # the coupling of layer l to l + 1, per column
-        below = numpy.zeros((layers, columns))
-        below[layer_to[down], column_of[down]] = -P.data[down]  # the same seen from layer l + 1
-        if float(abs(c - below).max()) > TOLERANCE * scale:
-            raise ExtrusionError("the couplings between layers are not symmetric")
-        if (c[-1] == 0).all():
-            raise ExtrusionError("no coupling between the last layer and the first: the axis is not periodic")
-        spread = abs(c - c[0]).max(axis=1)
-        if float(spread.max()) > TOLERANCE * scale:
-            layer = int(numpy.argmax(spread))
-            raise ExtrusionError(f"layer {layer}'s couplings to the next differ from layer 0's by up to "
-                                 f"{spread[layer]:.3g}: the layers are not equal (their spacing or their cells)")
-        inside = step == 0
-        blocks = [scipy.sparse.csr_matrix((P.data[inside & (layer_of == l)],
-                                           (column_of[inside & (layer_of == l)], column_to[inside & (layer_of == l)])),
-                                          shape=(columns, columns)) for l in range(layers)]
-        for l, block in enumerate(blocks[1:], start=1):
-            difference = abs(block - blocks[0]).max() if block.nnz or blocks[0].nnz else 0.0
-            if difference > TOLERANCE * scale:
-                raise ExtrusionError(f"layer {l}'s cross-section operator differs from layer 0's by up to "
-                                     f"{difference:.3g}")
-        self.layers, self.columns, self.c = layers, columns, c[0]
-        self.L = (blocks[0] - scipy.sparse.diags(2.0 * self.c)).tocsc()
+        self.c, cross_section = _split(P, layers, columns)
+        self.layers, self.columns = layers, columns
+        self.L = (cross_section - scipy.sparse.diags(2.0 * self.c)).tocsc()
         mu = 4.0 * numpy.sin(numpy.pi * numpy.arange(layers // 2 + 1) / layers) ** 2
+        scale = float(abs(A.data).max(initial=0.0)) or 1.0
         self.singular = float(abs(A.sum(axis=1)).max()) <= TOLERANCE * scale  # rows summing to 0: constants
         self.factors = [self._factor(self.L + m * scipy.sparse.diags(self.c), k == 0 and self.singular)
                         for k, m in enumerate(mu)]
@@ -106,3 +74,45 @@ class ExtrudedSolver:
         if self.singular:
             solution -= solution.mean()
         x[self.order.ravel()] = solution.ravel()
+
+
+def _split(P, layers, columns):
+    """(c, B) of the operator P (COO, rows and columns layer by layer): c the
+    couplings of each column to the next layer, B a layer's own block, both
+    the same in every layer; an ExtrusionError saying which layer differs
+    or why P is no extruded operator."""
+    layer_of, column_of = numpy.divmod(P.row, columns)
+    layer_to, column_to = numpy.divmod(P.col, columns)
+    step = (layer_to - layer_of) % layers
+    scale = float(abs(P.data).max(initial=0.0)) or 1.0
+    across = ((step == 1) | (step == layers - 1)) & (column_of != column_to)
+    if across.any():
+        k = int(numpy.flatnonzero(across)[0])
+        raise ExtrusionError(f"the cell of column {column_of[k]} in layer {layer_of[k]} is coupled to column "
+                             f"{column_to[k]} of the next layer: not an extrusion")
+    if ((step > 1) & (step < layers - 1)).any():
+        raise ExtrusionError("cells are coupled to layers further than the next: not an extrusion")
+    up, down = step == 1, step == layers - 1
+    c = numpy.zeros((layers, columns))
+    c[layer_of[up], column_of[up]] = -P.data[up]  # the coupling of layer l to l + 1, per column
+    below = numpy.zeros((layers, columns))
+    below[layer_to[down], column_of[down]] = -P.data[down]  # the same seen from layer l + 1
+    if float(abs(c - below).max()) > TOLERANCE * scale:
+        raise ExtrusionError("the couplings between layers are not symmetric")
+    if (c[-1] == 0).all():
+        raise ExtrusionError("no coupling between the last layer and the first: the axis is not periodic")
+    spread = abs(c - c[0]).max(axis=1)
+    if float(spread.max()) > TOLERANCE * scale:
+        layer = int(numpy.argmax(spread))
+        raise ExtrusionError(f"layer {layer}'s couplings to the next differ from layer 0's by up to "
+                             f"{spread[layer]:.3g}: the layers are not equal (their spacing or their cells)")
+    inside = step == 0
+    blocks = [scipy.sparse.csr_matrix((P.data[inside & (layer_of == l)],
+                                       (column_of[inside & (layer_of == l)], column_to[inside & (layer_of == l)])),
+                                      shape=(columns, columns)) for l in range(layers)]
+    for l, block in enumerate(blocks[1:], start=1):
+        difference = abs(block - blocks[0]).max() if block.nnz or blocks[0].nnz else 0.0
+        if difference > TOLERANCE * scale:
+            raise ExtrusionError(f"layer {l}'s cross-section operator differs from layer 0's by up to "
+                                 f"{difference:.3g}")
+    return c[0], blocks[0]
