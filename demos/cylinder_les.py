@@ -13,6 +13,8 @@ periodic; nu = 1 / -flow_re (3900), WALE (-flow_les), Crank-Nicolson for
 nu. The mesh is demos/cylinder_mesh.py's make_spanwise (gmsh: prisms in
 -les_layers layers, triangles of -les_size away from the cylinder, an 8th
 of it on it and a quarter in the wake), or -flow_mesh with the same groups.
+On the host on one rank the pressure takes layerfft (the extrusion's exact
+solve, a quarter of gamg's time here: BENCHMARKS.md), on the GPU gpuamg.
 c_D = 2 F_x / (U^2 D pi) is averaged from t = -les_average_from to the end;
 St = D f / U from the lift's period over the same window.
 
@@ -98,8 +100,10 @@ def main():
         path = mesh_path or _gmsh_mesh(os.path.join(scratch, "cylinder-spanwise.msh"), size, layers, mpi)
         try:
             parts = distribute(path, mpi, partitioner, PERIODIC)
-            with option_defaults("", DEFAULTS):
-                solver = FlowSolver(parts.geometry, comm, program_mat_type("cylinder_les"), 1.0 / re,
+            mat_type = program_mat_type("cylinder_les")
+            on_host = {"pressure_pc_type": "layerfft"} if mat_type == "aij" and mpi.size == 1 else {}
+            with option_defaults("", {**DEFAULTS, **on_host}):
+                solver = FlowSolver(parts.geometry, comm, mat_type, 1.0 / re,
                                     {"inlet": Inflow(free_stream), "outlet": Outflow(), "sides": Slip(),
                                      "cylinder": Wall()})
         except (MeshError, BoundaryError, OptionError) as exc:
