@@ -23,8 +23,7 @@ from gpu_mats.spectral import GradedBoxSolver, SpectralBoxSolver, SpectralError
 from gpu_mats.stencil import StencilMatrix
 
 from . import gpusell
-from .arrays import in_out_arrays
-from .python_type import PythonPC
+from .python_type import ExactSolvePC
 
 AXES = "xyz"
 
@@ -41,16 +40,16 @@ def matrix_box(P):
     return tuple(dm.getSizes()), periodic
 
 
-class BoxTransformPC(PythonPC):
+class BoxTransformPC(ExactSolvePC):
     """The context of a PC of type boxfft (petsc4py's Python PC protocol)."""
 
-    TYPE, TITLE, EVENTS = "boxfft", "Box Poisson solve by fast transforms (boxfft)", ("Apply",)
+    TYPE, TITLE = "boxfft", "Box Poisson solve by fast transforms (boxfft)"
     SUMMARY = "exact inverse of a box's 7-point Laplacian (cosine transforms along walled axes, Fourier along " \
               "periodic ones)"
 
     def __init__(self):
         super().__init__()
-        self.solver = self.box = None
+        self.box = None
 
     def set_box(self, shape, periodic):
         """The box the rows are cells of: ``shape`` cells, numbered x first, ``periodic`` per axis."""
@@ -78,21 +77,6 @@ class BoxTransformPC(PythonPC):
                              f"couplings constant, or varying along one walled axis only (a graded box); this "
                              f"matrix: {exc}") from exc
 
-    def release(self):
-        self.solver = None
-
-    def apply(self, pc, x, y):
-        with in_out_arrays(x, y, self.xp, "boxfft") as (xa, ya):
-            self.apply_arrays(xa, ya)
-
-    def apply_arrays(self, x, y):
-        """y = S^+ x on arrays in the PC's memory (no PETSc dispatch)."""
-        self.events["Apply"].begin()
-        try:
-            self.solver.solve(x, y)
-        finally:
-            self.events["Apply"].end()
-
     def graph_key(self):
         """What a CUDA graph of apply_arrays reads (None: not capturable: on
         the host, or where cosine transforms along walled axes make their
@@ -100,9 +84,6 @@ class BoxTransformPC(PythonPC):
         if self.xp is numpy or self.solver is None or not self.solver.capturable:
             return None
         return (self.solver,)
-
-    def applyTranspose(self, pc, x, y):
-        self.apply(pc, x, y)  # the operator is symmetric, and so its inverse
 
     def describe(self, pc):
         if self.solver is None:

@@ -14,20 +14,19 @@ import scipy.sparse
 from gpu_mats.extruded import ExtrudedSolver, ExtrusionError
 
 from . import gpusell
-from .arrays import in_out_arrays
-from .python_type import PythonPC
+from .python_type import ExactSolvePC
 
 
-class LayerTransformPC(PythonPC):
+class LayerTransformPC(ExactSolvePC):
     """The context of a PC of type layerfft (petsc4py's Python PC protocol)."""
 
-    TYPE, TITLE, EVENTS = "layerfft", "Extruded-mesh Poisson solve by FFT along its layers (layerfft)", ("Apply",)
+    TYPE, TITLE = "layerfft", "Extruded-mesh Poisson solve by FFT along its layers (layerfft)"
     SUMMARY = "exact inverse of the Laplacian of a mesh extruded along a periodic axis (FFT along the layers, a " \
               "direct solve per wavenumber)"
 
     def __init__(self):
         super().__init__()
-        self.solver = self.order = None
+        self.order = None
 
     def set_layers(self, order):
         """The rows by layer and column: ``order`` (layers, columns), the layers along the periodic axis in turn."""
@@ -51,20 +50,6 @@ class LayerTransformPC(PythonPC):
         except ExtrusionError as exc:
             raise ValueError(f"layerfft needs the Laplacian of a mesh extruded along a periodic axis in equal "
                              f"layers; this matrix: {exc}") from exc
-
-    def release(self):
-        self.solver = None
-
-    def apply(self, pc, x, y):
-        self.events["Apply"].begin()
-        try:
-            with in_out_arrays(x, y, self.xp, "layerfft") as (xa, ya):
-                self.solver.solve(xa, ya)
-        finally:
-            self.events["Apply"].end()
-
-    def applyTranspose(self, pc, x, y):
-        self.apply(pc, x, y)  # the operator is symmetric, and so its inverse
 
     def describe(self, pc):
         if self.solver is None:

@@ -18,7 +18,7 @@ import numpy
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from .arrays import module_for_vec_type
+from .arrays import in_out_arrays, module_for_vec_type
 from .callbacks import petsc_method
 from .options import read_options
 from .viewing import ascii_view
@@ -139,6 +139,37 @@ class PythonPC(PythonType):
 
     def operator(self, pc):
         return pc.getOperators()[1]
+
+
+class ExactSolvePC(PythonPC):
+    """A Python PC whose ``build`` sets ``solver``, an exact solve of a
+    symmetric operator (``solver.solve(b, x)`` on arrays): its apply on
+    PETSc vectors and on arrays (an ``Apply`` event each), its transpose the
+    same (boxfft, layerfft)."""
+
+    EVENTS = ("Apply",)
+
+    def __init__(self):
+        super().__init__()
+        self.solver = None
+
+    def release(self):
+        self.solver = None
+
+    def apply(self, pc, x, y):
+        with in_out_arrays(x, y, self.xp, self.TYPE) as (xa, ya):
+            self.apply_arrays(xa, ya)
+
+    def apply_arrays(self, x, y):
+        """y = S^+ x on arrays in the PC's memory (no PETSc dispatch)."""
+        self.events["Apply"].begin()
+        try:
+            self.solver.solve(x, y)
+        finally:
+            self.events["Apply"].end()
+
+    def applyTranspose(self, pc, x, y):
+        self.apply(pc, x, y)  # the operator is symmetric, and so its inverse
 
 
 class PythonKSP(PythonType):
