@@ -11,45 +11,89 @@ layers above and below, T the periodic second difference of the layers. A
 real FFT along the layers diagonalizes T (eigenvalues 4 sin^2(pi k / n)),
 which leaves one 2D system per wavenumber, L + mu_k C (the periodic
 direction's solver of Borrell, Lehmkuhl, Trias and Oliva, J. Comput. Phys.
-230, 2011; Oyarzún 2015, ch. 4). Here each is factorized once (scipy's
-SuperLU) and solved for the transform's real and imaginary parts: on the
-host. The wavenumber 0 system of a pure-Neumann operator is singular (the
-constants): its solution is pinned at one cell and made of zero mean.
+230, 2011; Oyarzún 2015, ch. 4). The 2D systems are solved for the
+transform's real and imaginary parts, either each factorized once
+(scipy's SuperLU, ``direct``: on the host), or all at once by CG
+preconditioned by one aggregation hierarchy of the family (``multigrid``:
+amg.shifted, NumPy or CuPy), to a relative residual ``rtol`` of the whole
+3D right-hand side (Parseval). The wavenumber 0 system of a pure-Neumann
+operator is singular (the constants): ``direct`` pins its solution at one
+cell, CG takes its right-hand side's mean out; the solution is made of zero
+mean.
 """
 
 import numpy
 import scipy.sparse
 import scipy.sparse.linalg
 
+from .amg.shifted import ShiftedAMG
+from .backend import sparse_module
+
 TOLERANCE = 1e-10  # of the couplings' agreement between layers, relative to the largest
+SECTIONS = ("direct", "multigrid")
+RTOL, MAX_IT = 1e-10, 200  # the multigrid CG's relative residual and iterations
 
 
 class ExtrusionError(ValueError):
     """A matrix that is not an extruded operator on the given layers, with the reason."""
 
 
+class SectionConvergenceError(ArithmeticError):
+    """The multigrid CG did not reach its tolerance on the 2D systems."""
+
+
 class ExtrudedSolver:
     """x = A^+ b for ``A`` (scipy CSR, host) whose rows ``order[l, j]`` are
     column j's cell in layer l (``order`` (layers, columns), the layers along
-    the periodic axis in turn): ``solve(b, x)`` on flat host arrays."""
+    the periodic axis in turn): ``solve(b, x)`` on flat arrays in ``xp``'s
+    memory; ``sections`` (SECTIONS) says how the 2D systems are solved."""
 
-    def __init__(self, A, order):
+    def __init__(self, A, order, sections="direct", xp=numpy, rtol=RTOL, max_it=MAX_IT):
+        if sections not in SECTIONS:
+            raise ValueError(f"sections must be one of {SECTIONS}, not {sections!r}")
+        if sections == "direct" and xp is not numpy:
+            raise ValueError("direct 2D solves run on the host (SuperLU); on the GPU take multigrid")
         A = scipy.sparse.csr_matrix(A)
-        self.order = numpy.asarray(order)
-        layers, columns = self.order.shape
+        order = numpy.asarray(order)
+        layers, columns = order.shape
         if layers < 3:
             raise ExtrusionError(f"{layers} layers: a periodic axis needs at least 3")
-        if A.shape[0] != layers * columns or numpy.unique(self.order).size != A.shape[0]:
+        if A.shape[0] != layers * columns or numpy.unique(order).size != A.shape[0]:
             raise ExtrusionError(f"{layers} layers of {columns} cells are not the matrix's {A.shape[0]} rows")
-        P = A[self.order.ravel()][:, self.order.ravel()].tocoo()  # rows and columns layer by layer
-        self.c, cross_section = _split(P, layers, columns)
-        self.layers, self.columns = layers, columns
-        self.L = (cross_section - scipy.sparse.diags(2.0 * self.c)).tocsc()
+        P = A[order.ravel()][:, order.ravel()].tocoo()  # rows and columns layer by layer
+        c, cross_section = _split(P, layers, columns)
+        self.layers, self.columns, self.sections, self.xp = layers, columns, sections, xp
+        self.columns_first = xp.asarray(order.T)  # (columns, layers): the FFT runs along each column's cells
+        L = (cross_section - scipy.sparse.diags(2.0 * c)).tocsr()
         mu = 4.0 * numpy.sin(numpy.pi * numpy.arange(layers // 2 + 1) / layers) ** 2
         scale = float(abs(A.data).max(initial=0.0)) or 1.0
         self.singular = float(abs(A.sum(axis=1)).max()) <= TOLERANCE * scale  # rows summing to 0: constants
-        self.factors = [self._factor(self.L + m * scipy.sparse.diags(self.c), k == 0 and self.singular)
-                        for k, m in enumerate(mu)]
+        if sections == "direct":
+            self.section_solver = DirectSections(L, c, mu, self.singular)
+        else:
+            self.section_solver = MultigridSections(L, c, mu, self.singular, layers, xp, rtol, max_it)
+
+    @property
+    def wavenumbers(self):
+        return self.layers // 2 + 1
+
+    def solve(self, b, x):
+        """x = A^+ b (b, x flat arrays in ``xp``'s memory)."""
+        xp = self.xp
+        field = xp.fft.rfft(xp.asarray(b)[self.columns_first], axis=1)  # (columns, wavenumbers)
+        field = self.section_solver.solve(field)
+        solution = xp.fft.irfft(field, n=self.layers, axis=1)
+        if self.singular:
+            solution -= solution.mean()
+        x[self.columns_first] = solution
+
+
+class DirectSections:
+    """The 2D systems L + mu_k C = diag(c), each factorized once by SuperLU (host)."""
+
+    def __init__(self, L, c, mu, singular):
+        self.factors = [self._factor(L + m * scipy.sparse.diags(c), k == 0 and singular) for k, m in enumerate(mu)]
+        self.singular = singular
 
     @staticmethod
     def _factor(S, pinned):
@@ -61,19 +105,71 @@ class ExtrudedSolver:
             S[0, 0] = 1.0
         return scipy.sparse.linalg.splu(S.tocsc())
 
-    def solve(self, b, x):
-        """x = A^+ b (b, x flat host arrays)."""
-        field = numpy.fft.rfft(numpy.asarray(b)[self.order], axis=0)
+    def solve(self, field):
+        """Each column k of ``field`` (columns, wavenumbers; complex) solved by its system."""
         for k, factor in enumerate(self.factors):
-            rhs = field[k]
+            rhs = field[:, k].copy()
             if k == 0 and self.singular:
-                rhs = rhs.copy()
                 rhs[0] = 0.0
-            field[k] = factor.solve(rhs.real) + 1j * factor.solve(rhs.imag)
-        solution = numpy.fft.irfft(field, n=self.layers, axis=0)
-        if self.singular:
-            solution -= solution.mean()
-        x[self.order.ravel()] = solution.ravel()
+            field[:, k] = factor.solve(rhs.real) + 1j * factor.solve(rhs.imag)
+        return field
+
+    def describe(self):
+        return f"{len(self.factors)} wavenumbers, a direct solve each (SuperLU)"
+
+
+class MultigridSections:
+    """All 2D systems at once: CG on the block of their real and imaginary
+    parts, preconditioned by the family's V-cycle (ShiftedAMG), each member
+    with its own CG coefficients, stopped when the 3D residual (the block's,
+    each wavenumber counted as often as the full spectrum holds it) is below
+    ``rtol`` of the right-hand side's. ``iterations``: the last solve's."""
+
+    def __init__(self, L, c, mu, singular, layers, xp, rtol, max_it):
+        self.xp, self.rtol, self.max_it, self.singular = xp, rtol, max_it, singular
+        sparse = sparse_module(xp)
+        L = sparse.csr_matrix((xp.asarray(L.data), xp.asarray(L.indices), xp.asarray(L.indptr)), shape=L.shape)
+        self.multigrid = ShiftedAMG(L, c, mu, xp)
+        counts = numpy.full(mu.size, 2.0)  # wavenumbers 0 and layers / 2 stand once in the full spectrum
+        counts[0] = 1.0
+        if layers % 2 == 0:
+            counts[-1] = 1.0
+        self.counts = xp.asarray(counts)[:, None]
+        self.iterations = 0
+
+    def solve(self, field):
+        """Each column k of ``field`` (columns, wavenumbers; complex) solved by its system."""
+        xp, mg = self.xp, self.multigrid
+        B = xp.ascontiguousarray(field).view(xp.float64).reshape(field.shape + (2,))
+        if self.singular:  # the constants' system: its right-hand side made consistent
+            B[:, 0, :] -= B[:, 0, :].mean(axis=0)
+        X, R = xp.zeros_like(B), B.copy()
+        target = self.rtol**2 * float(self._weighted(B, B))
+        Z = mg.apply(R)
+        D, rz = Z.copy(), (R * Z).sum(axis=0)
+        for self.iterations in range(1, self.max_it + 1):
+            Q = mg.product(mg.levels[0], D)
+            dq = (D * Q).sum(axis=0)
+            alpha = xp.where(dq > 0, rz / xp.where(dq > 0, dq, 1.0), 0.0)
+            X += alpha * D
+            R -= alpha * Q
+            if float(self._weighted(R, R)) <= target:
+                return X.view(xp.complex128).reshape(field.shape)
+            Z = mg.apply(R)
+            rz_next = (R * Z).sum(axis=0)
+            D = Z + xp.where(rz > 0, rz_next / xp.where(rz > 0, rz, 1.0), 0.0) * D
+            rz = rz_next
+        raise SectionConvergenceError(f"the 2D systems' CG did not reach a relative residual of {self.rtol:g} in "
+                                      f"{self.max_it} iterations")
+
+    def _weighted(self, U, V):
+        """The 3D inner product of two blocks of transforms (Parseval, up to the layer count)."""
+        return (self.counts * (U * V).sum(axis=0)).sum()
+
+    def describe(self):
+        rows = ", ".join(str(n) for n, _ in self.multigrid.sizes())
+        return (f"{self.multigrid.shifts.size} wavenumbers at once: CG to rtol {self.rtol:g} with one aggregation "
+                f"hierarchy of the cross-section (rows {rows}), {self.iterations} iterations in the last solve")
 
 
 def _split(P, layers, columns):

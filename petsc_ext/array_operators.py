@@ -4,8 +4,8 @@ NumPy or CuPy blocks (cacg's basis).
 A PETSc MatMult or PCApply from Python costs tens of microseconds of host
 time, more than the GPU work of a 64^3 product. So the project's own types
 are called on the arrays directly: a gpusell matrix runs its SELL product,
-an ainv preconditioner its approximate inverse, gpuamg its cycle, boxfft its
-transforms, and jacobi becomes the diagonal it applies (read once per solve
+an ainv preconditioner its approximate inverse, gpuamg its cycle, boxfft and
+layerfft their transforms, and jacobi becomes the diagonal it applies (read once per solve
 by applying it to a vector of ones), which the caller may fuse into its own
 kernels. Every other Mat or PC runs
 through PETSc on vectors wrapped over the arrays; PETSc is told before that
@@ -14,8 +14,8 @@ the arrays were written, and asked after for the copy in the arrays' memory.
 
 from . import gpusell
 from .ainv import ApproximateInversePC
-from .boxfft import BoxTransformPC
 from .gpuamg import AggregationMultigridPC
+from .python_type import ExactSolvePC
 from .arrays import get_array, restore_array
 
 
@@ -88,12 +88,12 @@ def preconditioner(pc, xp, vec_of, scratch):
         return ArrayOperator(lambda x, y: xp.multiply(scratch, x, out=y), graph_key=("diagonal",), diagonal=scratch)
     if kind == "none":
         return ArrayOperator(lambda x, y: xp.copyto(y, x), graph_key=("identity",))
-    if kind in ("ainv", "gpuamg", "boxfft"):
+    if kind in ("ainv", "gpuamg", "boxfft", "layerfft"):
         ctx = pc.getPythonContext()
         if isinstance(ctx, AggregationMultigridPC) and ctx.cycle != "v":
             raise ValueError("an s-step basis needs a linear preconditioner, and gpuamg's K-cycle is not: use "
                              "-pc_gpuamg_cycle v, or the K-cycle under a flexible method (-ksp_type fcg)")
-        if isinstance(ctx, (ApproximateInversePC, AggregationMultigridPC, BoxTransformPC)) and ctx.xp is xp:
+        if isinstance(ctx, (ApproximateInversePC, AggregationMultigridPC, ExactSolvePC)) and ctx.xp is xp:
             return ArrayOperator(ctx.apply_arrays, graph_key=ctx.graph_key())
     return _through_petsc(pc.apply, vec_of)
 

@@ -2,18 +2,21 @@
 extruded along a periodic axis in equal layers (gpu_mats.extruded: a real
 FFT along the layers, one 2D system per wavenumber): under cg it converges
 in one iteration. The layers are the application's (``set_layers``, as the
-flow driver finds them on its mesh). On the host, on one rank: its 2D
-solves are direct factorizations; vectors in GPU memory, several ranks, no
-layers, or a matrix that is not such an operator on them are a PETSc error
-with the reason.
+flow driver finds them on its mesh). On one rank. The 2D systems are solved
+by direct factorizations on the host, or all at once by CG with one
+aggregation hierarchy of the family (cuFFT and CuPy for CUDA vectors; the
+same array code on the host): ``-pc_layerfft_sections``. Several ranks, no
+layers, direct solves of GPU vectors, or a matrix that is not such an
+operator on its layers are a PETSc error with the reason.
 """
 
 import numpy
 import scipy.sparse
 
-from gpu_mats.extruded import ExtrudedSolver, ExtrusionError
+from gpu_mats.extruded import MAX_IT, RTOL, SECTIONS, ExtrudedSolver, ExtrusionError
 
 from . import gpusell
+from .options import Option
 from .python_type import ExactSolvePC
 
 
@@ -22,7 +25,16 @@ class LayerTransformPC(ExactSolvePC):
 
     TYPE, TITLE = "layerfft", "Extruded-mesh Poisson solve by FFT along its layers (layerfft)"
     SUMMARY = "exact inverse of the Laplacian of a mesh extruded along a periodic axis (FFT along the layers, a " \
-              "direct solve per wavenumber)"
+              "2D solve per wavenumber)"
+    OPTIONS = (
+        Option("pc_layerfft_sections", "sections", "auto", "how the 2D system of each wavenumber is solved: direct "
+               "(SuperLU, host vectors), multigrid (CG with one aggregation hierarchy for all wavenumbers at once), "
+               "auto (direct on the host, multigrid on the GPU)", choices=("auto",) + SECTIONS, view="sections {}"),
+        Option("pc_layerfft_rtol", "rtol", RTOL, "multigrid: the 2D systems' CG stops at this relative residual "
+               "of the 3D right-hand side", above=0.0, high=1.0, view="rtol {}", applies=("sections", ("multigrid",))),
+        Option("pc_layerfft_max_it", "max_it", MAX_IT, "multigrid: most CG iterations (more is an error)", low=1,
+               high=100000),
+    )
 
     def __init__(self):
         super().__init__()
@@ -37,16 +49,17 @@ class LayerTransformPC(ExactSolvePC):
         P = self.operator(pc)
         if P.getComm().getSize() > 1:
             raise ValueError("layerfft solves a mesh held on one rank; on several ranks use -pc_type gpuamg")
-        if self.xp is not numpy:
-            raise ValueError("layerfft runs on the host (its 2D solves are direct factorizations); on the GPU use "
-                             "-pc_type gpuamg")
+        sections = self.sections if self.sections != "auto" else "direct" if self.xp is numpy else "multigrid"
+        if sections == "direct" and self.xp is not numpy:
+            raise ValueError("layerfft's direct 2D solves run on the host; for CUDA vectors take "
+                             "-pc_layerfft_sections multigrid")
         if self.order is None:
             raise ValueError("layerfft needs the mesh's layers, given to the PC (set_layers) as the flow driver "
                              "gives them")
         indptr, indices, data = gpusell.local_block(P, numpy).to_csr()
         try:
             self.solver = ExtrudedSolver(scipy.sparse.csr_matrix((data, indices, indptr), shape=P.getLocalSize()),
-                                         self.order)
+                                         self.order, sections, self.xp, self.rtol, self.max_it)
         except ExtrusionError as exc:
             raise ValueError(f"layerfft needs the Laplacian of a mesh extruded along a periodic axis in equal "
                              f"layers; this matrix: {exc}") from exc
@@ -55,5 +68,4 @@ class LayerTransformPC(ExactSolvePC):
         if self.solver is None:
             return []
         s = self.solver
-        return [f"  {s.layers} layers of {s.columns} cells: {len(s.factors)} wavenumbers, a direct solve each",
-                self.setup_line(pc)]
+        return [f"  {s.layers} layers of {s.columns} cells: {s.section_solver.describe()}", self.setup_line(pc)]

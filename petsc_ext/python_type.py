@@ -171,6 +171,11 @@ class ExactSolvePC(PythonPC):
     def applyTranspose(self, pc, x, y):
         self.apply(pc, x, y)  # the operator is symmetric, and so its inverse
 
+    def graph_key(self):
+        """What a CUDA graph of apply_arrays reads; None: not capturable (a type whose solve allocates or
+        reads back says so by keeping this)."""
+        return None
+
 
 class PythonKSP(PythonType):
     """A Python KSP: works where its operator's vectors live."""

@@ -24,12 +24,13 @@ def tables():
     from petsc_ext.cacg import CommunicationAvoidingCG
     from petsc_ext.gpuamg import AggregationMultigridPC
     from petsc_ext.graphcg import GraphCG
+    from petsc_ext.layerfft import LayerTransformPC
     from petsc_ext.wbilu import WavefrontBlockILU
     from plugin.flow import solver
 
     return {"gpusell": gpusell.OPTIONS, "ainv": ApproximateInversePC.OPTIONS, "wbilu": WavefrontBlockILU.OPTIONS,
             "gpuamg": AggregationMultigridPC.OPTIONS, "cacg": CommunicationAvoidingCG.OPTIONS,
-            "graphcg": GraphCG.OPTIONS, "flow": solver.OPTIONS}
+            "graphcg": GraphCG.OPTIONS, "layerfft": LayerTransformPC.OPTIONS, "flow": solver.OPTIONS}
 
 
 def block(name, options):

@@ -1312,3 +1312,66 @@ def test_the_largest_difference_on_the_gpu_matches_its_twin_and_keeps_nan(rng):
     out = cupy.zeros(1)
     cuda.max_abs(out, cupy.asarray(x), None, cupy.zeros(cuda.reduction_slots(x.size)))
     assert numpy.isnan(out.get()[0])
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["walls only (singular)", "a held value in every layer"])
+def test_the_extruded_solve_on_the_gpu_gives_the_hosts(held):
+    """layerfft's multigrid sections with cuFFT and CuPy: the NumPy twin's
+    iterations and solution, and scipy's direct solve; direct sections are
+    refused for device arrays."""
+    import cupy
+
+    from gpu_mats.amg.shifted import ShiftedAMG
+    from gpu_mats.extruded import ExtrudedSolver
+    from test_extruded import direct_solution, layered_system
+    from test_shifted_amg import SHIFTS, neumann_grid
+
+    A, order, b = layered_system(held, n=16)
+    solutions, iterations = [], []
+    for xp in (numpy, cupy):
+        x = xp.full(b.size, xp.nan)
+        solver = ExtrudedSolver(A, order, "multigrid", xp, rtol=1e-11)
+        solver.solve(xp.asarray(b), x)
+        solutions.append(x if xp is numpy else x.get())
+        iterations.append(solver.section_solver.iterations)
+    assert iterations[0] == iterations[1]
+    numpy.testing.assert_allclose(solutions[1], solutions[0], rtol=0, atol=1e-11 * abs(solutions[0]).max())
+    numpy.testing.assert_allclose(solutions[1], direct_solution(A, b, held), rtol=0, atol=1e-9 * abs(solutions[0]).max())
+    with pytest.raises(ValueError, match="direct 2D solves run on the host"):
+        ExtrudedSolver(A, order, "direct", cupy)
+    L, c = neumann_grid()
+    B = numpy.random.default_rng(5).standard_normal((L.shape[0], len(SHIFTS), 2))
+    host = ShiftedAMG(L, c, SHIFTS, numpy, coarse_size=40)
+    device = ShiftedAMG(L, c, SHIFTS, cupy, coarse_size=40)
+    assert [level.L.shape for level in device.levels] == [level.L.shape for level in host.levels]
+    numpy.testing.assert_allclose(device.apply(cupy.asarray(B)).get(), host.apply(B), rtol=0, atol=1e-12)
+
+
+def test_layerfft_in_the_flow_on_the_gpu_gives_the_hosts_flow():
+    """-pressure_pc_type layerfft on CUDA vectors (multigrid sections, the
+    auto choice there) in the flow on a periodic extrusion: one cg
+    iteration a step, the host's flow with direct sections."""
+    from petsc4py import PETSc
+
+    from gpu_mats.backend import to_host
+    from petsc_ext.options import option_defaults
+    from plugin.flow.boundary import Wall
+    from plugin.flow.solver import FlowSolver
+    from test_extruded import prism_layers
+
+    g = prism_layers(n=16)
+    start = numpy.array([numpy.sin(numpy.pi * g.centroids[:, 2]), 0.3 * numpy.cos(numpy.pi * g.centroids[:, 2]),
+                         0.0 * g.centroids[:, 2]])
+    runs = {}
+    for backend in ("cupy", "numpy"):
+        options = {"gpu_backend": backend, "flow_max_steps": 5, "flow_dt": 0.01, "pressure_ksp_rtol": 1e-12,
+                   "pressure_pc_type": "layerfft", "pressure_pc_layerfft_rtol": 1e-13}
+        with option_defaults("", options):
+            solver = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.05, {name: Wall() for name in g.boundary_names})
+        state = solver.run(solver.initial_state(start, project=True))
+        context = solver.pressure_ksp.getPC().getPythonContext()
+        runs[backend] = (solver.pressure_iterations / solver.steps_run, to_host(solver.xp, state.u),
+                         context.solver.sections)
+    assert runs["cupy"][2] == "multigrid" and runs["numpy"][2] == "direct"
+    assert runs["cupy"][0] == runs["numpy"][0] == 1.0
+    numpy.testing.assert_allclose(runs["cupy"][1], runs["numpy"][1], rtol=0, atol=1e-9)

@@ -252,15 +252,7 @@ class Multigrid:
             level.steps = [(0.0, 1.0)] * self.degree
             return
         level.scaling = inv_diag.astype(self.vector_dtype, copy=False)
-        low, high = level.interval
-        theta, delta = (high + low) / 2, (high - low) / 2
-        sigma = theta / delta
-        rho = 1.0 / sigma
-        level.steps = [(0.0, 1.0 / theta)]
-        for _ in range(self.degree - 1):
-            rho_next = 1.0 / (2.0 * sigma - rho)
-            level.steps.append((rho_next * rho, 2.0 * rho_next / delta))
-            rho = rho_next
+        level.steps = chebyshev_steps(*level.interval, self.degree)
 
     def _solve_coarsest(self, matrix):
         """The coarsest level's inverse of ``matrix`` (in parallel: gathered on every rank)."""
@@ -393,6 +385,21 @@ class Multigrid:
         """(operator complexity, grid complexity): sums of nonzeros and of rows over the finest's."""
         rows, nnz = self.sizes().T
         return int(nnz.sum()) / max(int(nnz[0]), 1), int(rows.sum()) / max(int(rows[0]), 1)
+
+
+def chebyshev_steps(low, high, degree):
+    """The coefficients (a, c) of ``degree`` Chebyshev-Jacobi steps d = a d + c D^-1 r, x += d, r -= A d,
+    for the spectrum of D^-1 A in [low, high] (Saad, "Iterative methods for sparse linear systems", 2003,
+    algorithm 12.1)."""
+    theta, delta = (high + low) / 2, (high - low) / 2
+    sigma = theta / delta
+    rho = 1.0 / sigma
+    steps = [(0.0, 1.0 / theta)]
+    for _ in range(degree - 1):
+        rho_next = 1.0 / (2.0 * sigma - rho)
+        steps.append((rho_next * rho, 2.0 * rho_next / delta))
+        rho = rho_next
+    return steps
 
 
 def coarsest_inverse(xp, dense):

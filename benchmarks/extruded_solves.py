@@ -1,0 +1,123 @@
+"""One pressure solve on a mesh extruded along a periodic axis (the
+spanwise-periodic cylinder of demos/cylinder_les.py), layerfft against
+gpuamg on the 3D mesh: the flow driver's pressure Laplacian (its two-point
+compact operator, the outlet's pressure held), a random right-hand side,
+from x = 0 to rtol 1e-8 of the true residual. Each variant's KSP is set up
+once; a solve is timed by the wall clock after a device synchronize
+(median of --repeats, after --warmup), on gpusell matrices with CUDA
+vectors (--host: aij and host vectors, layerfft's direct sections against
+gamg).
+
+    python demos/cylinder_mesh.py ...  # or cylinder_les's make_spanwise
+    python benchmarks/extruded_solves.py --mesh span.msh --json extruded-solves.json
+"""
+
+import argparse
+import gzip
+import statistics
+import sys
+import time
+
+import petsc4py
+
+petsc4py.init(sys.argv[:1])
+
+import meshio  # noqa: E402
+import numpy  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+import harness  # noqa: E402
+import plugin  # noqa: E402,F401
+from petsc_ext.matrices import aij_from_csr  # noqa: E402
+from plugin.flow.extrusion import layer_order  # noqa: E402
+from plugin.flow.mesh import mesh_geometry  # noqa: E402
+from plugin.flow.operators import compact_laplacian  # noqa: E402
+
+SELF = PETSc.COMM_SELF
+VARIANTS = {
+    "cg + layerfft multigrid": {"ksp_type": "cg", "pc_type": "layerfft", "pc_layerfft_sections": "multigrid"},
+    "graphcg + gpuamg": {"ksp_type": "graphcg", "pc_type": "gpuamg"},
+    "graphcg + gpuamg float32": {"ksp_type": "graphcg", "pc_type": "gpuamg", "pc_gpuamg_value_type": "float32",
+                                 "pc_gpuamg_vector_type": "float32"},
+}
+HOST_VARIANTS = {
+    "cg + layerfft direct": {"ksp_type": "cg", "pc_type": "layerfft", "pc_layerfft_sections": "direct"},
+    "cg + layerfft multigrid": {"ksp_type": "cg", "pc_type": "layerfft", "pc_layerfft_sections": "multigrid"},
+    "cg + gamg": {"ksp_type": "cg", "pc_type": "gamg"},
+}
+
+
+def read_mesh(path):
+    if path.endswith(".gz"):
+        with gzip.open(path, "rb") as stream, open(path[:-3], "wb") as out:
+            out.write(stream.read())
+        path = path[:-3]
+    return meshio.read(path)
+
+
+def run(name, options, P, A, b, layers, args):
+    ksp = harness.krylov_solver(P, f"v{abs(hash(name)) % 10**6}_", options, max_it=500)
+    ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
+    if options["pc_type"] == "layerfft":
+        ksp.getPC().getPythonContext().set_layers(layers)
+    x = P.createVecRight()
+    setup = harness.seconds(ksp.setUp)
+    times = []
+    for k in range(args.warmup + args.repeats):
+        x.set(0.0)
+        harness.sync()
+        start = time.perf_counter()
+        ksp.solve(b, x)
+        harness.sync()
+        if k >= args.warmup:
+            times.append(time.perf_counter() - start)
+    residual = numpy.linalg.norm(b.getArray() - A @ x.getArray()) / numpy.linalg.norm(b.getArray())
+    row = {"variant": name, "ms_per_solve": 1e3 * statistics.median(times), "iterations": ksp.getIterationNumber(),
+           "reason": int(ksp.getConvergedReason()), "setup_s": setup, "relative_residual": float(residual),
+           "solution": x.getArray().copy()}
+    context = ksp.getPC().getPythonContext() if options["pc_type"] == "layerfft" else None
+    if context is not None and context.solver.sections == "multigrid":
+        row["section_iterations"] = context.solver.section_solver.iterations
+        row["section_levels"] = [n for n, _ in context.solver.section_solver.multigrid.sizes()]
+    ksp.destroy()
+    x.destroy()
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mesh", required=True, help="a .msh (or .msh.gz) with groups outlet, front and back")
+    parser.add_argument("--host", action="store_true", help="aij and host vectors")
+    parser.add_argument("--variants", nargs="*")
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--json")
+    parser.add_argument("--commit")
+    args = parser.parse_args()
+    variants = HOST_VARIANTS if args.host else VARIANTS
+    g = mesh_geometry(read_mesh(args.mesh), periodic=[("front", "back")])
+    layers = layer_order(g)
+    A = (-compact_laplacian(g, open_tags=[g.boundary_names["outlet"]])).tocsr()
+    A.sort_indices()
+    P = aij_from_csr(A.indptr, A.indices, A.data, A.shape, comm=SELF, mat_type="aij" if args.host else "gpusell")
+    b = P.createVecLeft()
+    b.setArray(numpy.random.default_rng(0).standard_normal(A.shape[0]))
+    payload = {**harness.metadata(args.commit), "mesh": args.mesh, "cells": A.shape[0],
+               "layers": int(layers.shape[0]), "columns": int(layers.shape[1]), "rows": []}
+    reference = None
+    for name in args.variants or list(variants):
+        row = run(name, variants[name], P, A, b, layers, args)
+        solution = row.pop("solution")
+        reference = solution if reference is None else reference
+        row["difference_from_first"] = float(abs(solution - reference).max() / abs(reference).max())
+        payload["rows"].append(row)
+        harness.write_json(args.json, payload, quiet=True)  # after every variant: a timeout loses nothing
+    harness.print_table(payload["rows"], [("variant", "variant", "{}"), ("ms_per_solve", "ms a solve", "{:.3f}"),
+                                          ("iterations", "its", "{}"), ("setup_s", "set-up s", "{:.2f}"),
+                                          ("relative_residual", "||b - A x|| / ||b||", "{:.2e}"),
+                                          ("difference_from_first", "max diff / max", "{:.1e}")])
+    harness.write_json(args.json, payload)
+
+
+if __name__ == "__main__":
+    main()
