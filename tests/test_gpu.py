@@ -1364,7 +1364,7 @@ def test_layerfft_in_the_flow_on_the_gpu_gives_the_hosts_flow():
                          0.0 * g.centroids[:, 2]])
     runs = {}
     for backend in ("cupy", "numpy"):
-        options = {"gpu_backend": backend, "flow_max_steps": 5, "flow_dt": 0.01, "pressure_ksp_rtol": 1e-12,
+        options = {"gpu_backend": backend, "flow_max_steps": 5, "flow_dt": 0.002, "pressure_ksp_rtol": 1e-12,
                    "pressure_pc_type": "layerfft", "pressure_pc_layerfft_rtol": 1e-13}
         with option_defaults("", options):
             solver = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.05, {name: Wall() for name in g.boundary_names})

@@ -39,7 +39,7 @@ def test_help_prints_every_option_of_the_tables_with_its_default():
               "A = aij_from_csr(*(lambda m: (m.indptr, m.indices, m.data))(sp.identity(4, format='csr')), (4, 4), "
               "mat_type='gpusell'); A.setFromOptions(); "
               "[(lambda k: (k.setOperators(A), k.setType(t), k.getPC().setType(p), k.setFromOptions()))"
-              "(PETSc.KSP().create()) for t, p in (('cacg', 'ainv'), ('gmres', 'wbilu'), ('graphcg', 'gpuamg'))]; "
+              "(PETSc.KSP().create()) for t, p in (('cacg', 'ainv'), ('gmres', 'wbilu'), ('graphcg', 'gpuamg'), ('cg', 'layerfft'))]; "
               "da = PETSc.DMDA().create(dim=2, sizes=(4, 4), stencil_width=1, setup=False); da.setMatType('gpusell'); da.setUp(); "
               "from plugin.flow.solver import FlowSolver; FlowSolver.from_dmda(da, (1.0, 1.0), 0.1)")
     out = subprocess.run([sys.executable, "-c", script, "-help"], capture_output=True, text=True, cwd=ROOT)
