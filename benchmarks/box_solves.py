@@ -12,9 +12,7 @@ vectors (given the box's grid).
 """
 
 import argparse
-import statistics
 import sys
-import time
 
 import petsc4py
 
@@ -59,17 +57,9 @@ def run(name, options, P, A, b, args):
     ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     x = P.createVecRight()
     setup = harness.seconds(ksp.setUp)
-    times = []
-    for k in range(args.warmup + args.repeats):
-        x.set(0.0)
-        harness.sync()
-        start = time.perf_counter()
-        ksp.solve(b, x)
-        harness.sync()
-        if k >= args.warmup:
-            times.append(time.perf_counter() - start)
+    ms = harness.median_solve_ms(ksp, b, x, args.warmup, args.repeats)
     residual = numpy.linalg.norm(b.getArray() - A @ x.getArray()) / numpy.linalg.norm(b.getArray())
-    row = {"variant": name, "ms_per_solve": 1e3 * statistics.median(times), "iterations": ksp.getIterationNumber(),
+    row = {"variant": name, "ms_per_solve": ms, "iterations": ksp.getIterationNumber(),
            "reason": int(ksp.getConvergedReason()), "setup_s": setup, "relative_residual": float(residual)}
     ksp.destroy()
     x.destroy()

@@ -14,9 +14,7 @@ gamg).
 
 import argparse
 import gzip
-import statistics
 import sys
-import time
 
 import petsc4py
 
@@ -62,17 +60,9 @@ def run(name, options, P, A, b, layers, args):
         ksp.getPC().getPythonContext().set_layers(layers)
     x = P.createVecRight()
     setup = harness.seconds(ksp.setUp)
-    times = []
-    for k in range(args.warmup + args.repeats):
-        x.set(0.0)
-        harness.sync()
-        start = time.perf_counter()
-        ksp.solve(b, x)
-        harness.sync()
-        if k >= args.warmup:
-            times.append(time.perf_counter() - start)
+    ms = harness.median_solve_ms(ksp, b, x, args.warmup, args.repeats)
     residual = numpy.linalg.norm(b.getArray() - A @ x.getArray()) / numpy.linalg.norm(b.getArray())
-    row = {"variant": name, "ms_per_solve": 1e3 * statistics.median(times), "iterations": ksp.getIterationNumber(),
+    row = {"variant": name, "ms_per_solve": ms, "iterations": ksp.getIterationNumber(),
            "reason": int(ksp.getConvergedReason()), "setup_s": setup, "relative_residual": float(residual),
            "solution": x.getArray().copy()}
     context = ksp.getPC().getPythonContext() if options["pc_type"] == "layerfft" else None

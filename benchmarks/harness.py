@@ -95,6 +95,16 @@ def event_us(fn, repeats=15, batch=20, warmup=3, spin_cycles=8_000_000):
     return statistics.median(times)
 
 
+def median_solve_ms(ksp, b, x, warmup, repeats):
+    """The median wall time (ms) of ``repeats`` solves from x = 0, after ``warmup`` more, each between device
+    synchronizes."""
+    times = []
+    for k in range(warmup + repeats):
+        x.set(0.0)
+        times.append(seconds(lambda: ksp.solve(b, x)))
+    return 1e3 * statistics.median(times[warmup:])
+
+
 def krylov_solver(A, prefix, options, max_it):
     """A KSP on A to rtol 1e-8 with ``options`` as defaults under ``prefix`` (the user's options win)."""
     from petsc4py import PETSc
