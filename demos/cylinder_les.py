@@ -12,7 +12,12 @@ on "cylinder", the planes z = 0 ("front") and z = pi ("back") joined as
 periodic; nu = 1 / -flow_re (3900), WALE (-flow_les), Crank-Nicolson for
 nu. The mesh is demos/cylinder_mesh.py's make_spanwise (gmsh: prisms in
 -les_layers layers, triangles of -les_size away from the cylinder, an 8th
-of it on it and a quarter in the wake), or -flow_mesh with the same groups.
+of it on it and a quarter in the wake, and on the cylinder a boundary layer
+of hexahedra, the first -les_wall_cell thick), or -flow_mesh with the same
+groups. Without the boundary layer (-les_wall_cell 0) the wall's shear
+layer, about D / sqrt(Re) thick, lies inside the first cell: the flow
+then stays attached, hardly sheds, and c_D falls to a third
+(BENCHMARKS.md).
 On the host on one rank the pressure takes layerfft (the extrusion's exact
 solve, a quarter of gamg's time here: BENCHMARKS.md), on the GPU gpuamg.
 c_D = 2 F_x / (U^2 D pi) is averaged from t = -les_average_from to the end;
@@ -85,6 +90,12 @@ def main():
     size = reader.real("les_size", 0.5, "cell size of the mesh away from the cylinder (diameters)", low=0.0,
                        above=0.0)
     layers = reader.int("les_layers", 32, "layers of prisms across the span pi", low=3, high=4096)
+    wall_cell = reader.real("les_wall_cell", 0.004, "thickness of the boundary layer's first cell on the cylinder "
+                            "(diameters; 0: no boundary layer)", low=0.0)
+    wall_ratio = reader.real("les_wall_ratio", 1.15, "growth of the boundary layer's cells away from the wall",
+                             low=1.0)
+    wall_thickness = reader.real("les_wall_thickness", 0.15, "thickness of the boundary layer (diameters)",
+                                 low=0.0, above=0.0)
     average_from = reader.real("les_average_from", 50.0, "the time from which c_D and St are averaged", low=0.0)
     mesh_path = reader.string("flow_mesh", "", "run on this mesh (groups inlet, outlet, sides, cylinder, front, "
                               "back) instead")
@@ -97,7 +108,8 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         if help_requested():  # the options are listed by a solver on the coarsest mesh
             size, layers = 4.0, 3
-        path = mesh_path or _gmsh_mesh(os.path.join(scratch, "cylinder-spanwise.msh"), size, layers, mpi)
+        wall_layer = (wall_cell, wall_ratio, wall_thickness) if wall_cell > 0 else None
+        path = mesh_path or _gmsh_mesh(os.path.join(scratch, "cylinder-spanwise.msh"), size, layers, wall_layer, mpi)
         try:
             parts = distribute(path, mpi, partitioner, PERIODIC)
             mat_type = program_mat_type("cylinder_les")
@@ -142,12 +154,12 @@ def main():
     return 0
 
 
-def _gmsh_mesh(path, size, layers, mpi):
+def _gmsh_mesh(path, size, layers, wall_layer, mpi):
     def make():
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import cylinder_mesh  # gmsh: an optional extra
 
-        cylinder_mesh.make_spanwise(path, size, layers)
+        cylinder_mesh.make_spanwise(path, size, layers, wall_layer=wall_layer)
 
     try:
         on_rank_zero(mpi, make)

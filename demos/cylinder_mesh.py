@@ -99,17 +99,22 @@ def _size_field(dim, cylinder, size):
 SPANWISE_BOX, SPAN, WAKE = (-10.0, -10.0, 30.0, 20.0), 3.141592653589793, (0.0, 10.0, -1.5, 1.5)
 
 
-def make_spanwise(path, size, layers, refinement=8.0, order=1):
+def make_spanwise(path, size, layers, refinement=8.0, order=1, wall_layer=None):
     """Write the spanwise-periodic cylinder (cylinder_les.py's) to ``path``; return its cell count. The
     cross-section SPANWISE_BOX less the unit-diameter disk at the origin, in triangles of ``size`` far away,
-    ``size`` / ``refinement`` on the cylinder growing over two diameters, ``size`` / 4 in the WAKE box,
-    extruded along z over SPAN in ``layers`` equal layers of prisms. Groups: "inlet" (x = -10), "outlet"
-    (x = 20), "sides" (y = -10 and 10), "cylinder", "front" (z = 0) and "back" (z = SPAN), back the front
-    moved along z, so that the two can be joined as periodic."""
+    ``size`` / ``refinement`` on the cylinder growing over two diameters, ``size`` / 4 in the WAKE box;
+    with ``wall_layer`` = (first, ratio, thickness) a boundary layer of quadrilaterals on the cylinder, the
+    first ``first`` thick, each next ``ratio`` times the last, to ``thickness`` (gmsh's BoundaryLayer
+    field): extruded along z over SPAN in ``layers`` equal layers of prisms (and hexahedra). Groups:
+    "inlet" (x = -10), "outlet" (x = 20), "sides" (y = -10 and 10), "cylinder", "front" (z = 0) and "back"
+    (z = SPAN), back the front moved along z, so that the two can be joined as periodic."""
     with gmsh_session.session("cylinder-spanwise") as occ:
         x0, y0, width, height = SPANWISE_BOX
         section = occ.addRectangle(x0, y0, 0, width, height)
         occ.cut([(2, section)], [(2, occ.addDisk(0, 0, 0, 0.5, 0.5))])
+        occ.synchronize()
+        circle = [tag for _, tag in gmsh.model.getBoundary(occ.getEntities(2), oriented=False)
+                  if max(abs(c) for c in gmsh.model.occ.getCenterOfMass(1, tag)[:2]) < 0.5]
         occ.extrude(occ.getEntities(2), 0, 0, SPAN, numElements=[layers], recombine=True)
         occ.synchronize()
         domain = gmsh.model.getEntities(3)
@@ -138,6 +143,13 @@ def make_spanwise(path, size, layers, refinement=8.0, order=1):
         smallest = field.add("Min")
         field.setNumbers(smallest, "FieldsList", [near, wake])
         field.setAsBackgroundMesh(smallest)
+        if wall_layer is not None:
+            layer = field.add("BoundaryLayer")
+            field.setNumbers(layer, "CurvesList", circle)
+            for option, value in zip(("Size", "Ratio", "Thickness"), wall_layer):
+                field.setNumber(layer, option, value)
+            field.setNumber(layer, "Quads", 1)
+            field.setAsBoundaryLayer(layer)
         for option in ("Mesh.MeshSizeFromPoints", "Mesh.MeshSizeFromCurvature", "Mesh.MeshSizeExtendFromBoundary"):
             gmsh.option.setNumber(option, 0)
         return gmsh_session.write(3, order, path)
