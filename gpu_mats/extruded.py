@@ -129,35 +129,39 @@ class MultigridSections:
         self.xp, self.rtol, self.max_it, self.singular = xp, rtol, max_it, singular
         sparse = sparse_module(xp)
         L = sparse.csr_matrix((xp.asarray(L.data), xp.asarray(L.indices), xp.asarray(L.indptr)), shape=L.shape)
-        self.multigrid = ShiftedAMG(L, c, mu, xp)
+        self.multigrid = ShiftedAMG(L, c, mu, xp, parts=2)
         counts = numpy.full(mu.size, 2.0)  # wavenumbers 0 and layers / 2 stand once in the full spectrum
         counts[0] = 1.0
         if layers % 2 == 0:
             counts[-1] = 1.0
         self.counts = xp.asarray(counts)[:, None]
+        self.X, self.R, self.Z, self.D, self.Q = (xp.zeros((L.shape[0], mu.size, 2)) for _ in range(5))
         self.iterations = 0
 
     def solve(self, field):
         """Each column k of ``field`` (columns, wavenumbers; complex) solved by its system."""
         xp, mg = self.xp, self.multigrid
-        B = xp.ascontiguousarray(field).view(xp.float64).reshape(field.shape + (2,))
+        X, R, Z, D, Q = self.X, self.R, self.Z, self.D, self.Q
+        R[...] = xp.ascontiguousarray(field).view(xp.float64).reshape(R.shape)
         if self.singular:  # the constants' system: its right-hand side made consistent
-            B[:, 0, :] -= B[:, 0, :].mean(axis=0)
-        X, R = xp.zeros_like(B), B.copy()
-        target = self.rtol**2 * float(self._weighted(B, B))
-        Z = mg.apply(R)
-        D, rz = Z.copy(), (R * Z).sum(axis=0)
+            R[:, 0, :] -= R[:, 0, :].mean(axis=0)
+        X[...] = 0.0
+        target = self.rtol**2 * float(self._weighted(R, R))
+        mg.apply(R, Z)
+        D[...] = Z
+        rz = (R * Z).sum(axis=0)
         for self.iterations in range(1, self.max_it + 1):
-            Q = mg.product(mg.levels[0], D)
+            mg.product(D, Q)
             dq = (D * Q).sum(axis=0)
             alpha = xp.where(dq > 0, rz / xp.where(dq > 0, dq, 1.0), 0.0)
             X += alpha * D
             R -= alpha * Q
             if float(self._weighted(R, R)) <= target:
                 return X.view(xp.complex128).reshape(field.shape)
-            Z = mg.apply(R)
+            mg.apply(R, Z)
             rz_next = (R * Z).sum(axis=0)
-            D = Z + xp.where(rz > 0, rz_next / xp.where(rz > 0, rz, 1.0), 0.0) * D
+            D *= xp.where(rz > 0, rz_next / xp.where(rz > 0, rz, 1.0), 0.0)
+            D += Z
             rz = rz_next
         raise SectionConvergenceError(f"the 2D systems' CG did not reach a relative residual of {self.rtol:g} in "
                                       f"{self.max_it} iterations")

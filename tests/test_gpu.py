@@ -1344,7 +1344,10 @@ def test_the_extruded_solve_on_the_gpu_gives_the_hosts(held):
     host = ShiftedAMG(L, c, SHIFTS, numpy, coarse_size=40)
     device = ShiftedAMG(L, c, SHIFTS, cupy, coarse_size=40)
     assert [level.L.shape for level in device.levels] == [level.L.shape for level in host.levels]
-    numpy.testing.assert_allclose(device.apply(cupy.asarray(B)).get(), host.apply(B), rtol=0, atol=1e-12)
+    X, Y = numpy.empty_like(B), cupy.empty(B.shape)
+    host.apply(B, X)
+    device.apply(cupy.asarray(B), Y)
+    numpy.testing.assert_allclose(Y.get(), X, rtol=0, atol=1e-12 * abs(X).max())
 
 
 def test_layerfft_in_the_flow_on_the_gpu_gives_the_hosts_flow():
@@ -1375,3 +1378,51 @@ def test_layerfft_in_the_flow_on_the_gpu_gives_the_hosts_flow():
     assert runs["cupy"][2] == "multigrid" and runs["numpy"][2] == "direct"
     assert runs["cupy"][0] == runs["numpy"][0] == 1.0
     numpy.testing.assert_allclose(runs["cupy"][1], runs["numpy"][1], rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("shifted", [True, False], ids=["L + mu C", "L alone"])
+def test_cuda_shifted_block_kernels_match_numpy(shifted):
+    """The shifted family's block product, fused Chebyshev step and coarse
+    solve against their NumPy twins, on a random pattern with empty rows."""
+    import cupy
+    import scipy.sparse
+
+    from gpu_mats.kernels import family
+
+    rng = numpy.random.default_rng(8)
+    rows, columns, members, parts = 300, 260, 5, 2
+    M = scipy.sparse.random(rows, columns, density=0.03, format="csr", random_state=3)
+    M.sort_indices()
+    arrays = [M.indptr.astype(numpy.int64), M.indices.astype(numpy.int32), rng.standard_normal(M.nnz),
+              rng.standard_normal(M.nnz) if shifted else None]
+    shifts = rng.uniform(0.0, 4.0, members)
+    X = rng.standard_normal((columns, members, parts))
+    Z = rng.standard_normal((rows, members, parts))
+    results = []
+    for xp in (numpy, cupy):
+        kernels = family("shifted", xp)
+        on = [None if a is None else xp.asarray(a) for a in arrays]
+        Y = xp.full((rows, members, parts), xp.nan)
+        kernels.block_product(*on, xp.asarray(shifts), parts, xp.asarray(X), Y, xp.asarray(Z), -0.5, 2.0)
+        results.append(Y if xp is numpy else Y.get())
+    numpy.testing.assert_allclose(results[1], results[0], rtol=1e-13, atol=1e-13)
+    if not shifted:
+        return
+    S = scipy.sparse.random(rows, rows, density=0.03, format="csr", random_state=4)
+    S.sort_indices()
+    arrays = [S.indptr.astype(numpy.int64), S.indices.astype(numpy.int32), rng.standard_normal(S.nnz),
+              rng.standard_normal(S.nnz)]
+    D, R, X0 = (rng.standard_normal((rows, members, parts)) for _ in range(3))
+    scaling = rng.uniform(0.5, 1.0, (rows, members, parts))
+    inverse = rng.standard_normal((members, rows, rows))
+    results = []
+    for xp in (numpy, cupy):
+        kernels = family("shifted", xp)
+        on = [xp.asarray(a) for a in arrays]
+        d_next, r, x, coarse = xp.empty(D.shape), xp.array(R), xp.array(X0), xp.empty(D.shape)  # copies: written
+        kernels.chebyshev_step(*on, xp.asarray(shifts), parts, xp.asarray(D), d_next, r, r, xp.asarray(scaling), x,
+                               0.7, 1.3)
+        kernels.coarse_solve(xp.asarray(inverse), xp.asarray(R), coarse)
+        results.append([a if xp is numpy else a.get() for a in (d_next, r, x, coarse)])
+    for got, expected in zip(results[1], results[0]):
+        numpy.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)

@@ -80,7 +80,7 @@ class CoarseCorrection:
         pattern.sort_indices()
         self.indptr = xp.asarray(pattern.indptr, dtype=xp.int64)
         self.indices = xp.asarray(pattern.indices, dtype=xp.int32)
-        self.p_data, self.ap_data = (_on_pattern(pattern, M, value_dtype, xp) for M in (P, AP))
+        self.p_data, self.ap_data = (values_on_pattern(pattern, M, value_dtype, xp) for M in (P, AP))
         self._kernels = family("csr", xp)
 
     def apply(self, xc, x, r, d, scaling, c):
@@ -88,7 +88,7 @@ class CoarseCorrection:
         self._kernels.coarse_correction(self.indptr, self.indices, self.p_data, self.ap_data, xc, x, r, d, scaling, c)
 
 
-def _on_pattern(pattern, M, value_dtype, xp):
+def values_on_pattern(pattern, M, value_dtype, xp):
     """M's values on ``pattern`` (sorted CSR holding M's entries), zero elsewhere."""
     M = M.tocsr()
     M.sum_duplicates()

@@ -9,58 +9,85 @@ The aggregates and prolongations are L's; each level keeps the Galerkin
 products of L and of C apart, so that member k's coarse operator is
 L_l + mu_k C_l, the Galerkin product of its own matrix. A block of vectors
 (n, K, parts) holds member k's vectors in its column k; every product is
-one sparse-times-dense product of the block. Chebyshev-Jacobi smoothing
+one pass of the shifted kernel family over the block (L's and C's values
+on one pattern), on blocks kept from one cycle to the next. Chebyshev-Jacobi smoothing
 with each member's diagonal on one interval for all: by the mediant
 inequality x^T (L + mu C) x / x^T (D_L + mu D_C) x lies below the larger
 of the largest eigenvalues of D_L^-1 L and D_C^-1 C (Lanczos), whatever mu.
-The coarsest level: each member's dense pseudo-inverse. Array code, the
-same for NumPy and CuPy.
+The coarsest level: each member's dense pseudo-inverse. The set-up is
+array code, the same for NumPy and CuPy; the cycle launches the shifted
+and multigrid families' kernels (CUDA, or their NumPy twins).
 """
 
 import numpy
 
 from ..approximate_inverse import lanczos_extremes
 from ..backend import sparse_module
+from ..kernels import family
 from ..sell import SellMatrix
 from .aggregation import THRESHOLD, mis2_aggregates
-from .cycle import CHEBYSHEV_FRACTION, CHEBYSHEV_SAFETY, DEGREE, LANCZOS_STEPS, chebyshev_steps, coarsest_inverse
+from .cycle import (CHEBYSHEV_FRACTION, CHEBYSHEV_SAFETY, DEGREE, LANCZOS_STEPS, chebyshev_steps, coarsest_inverse,
+                    values_on_pattern)
 from .galerkin import galerkin_product, reached_null_space
 from .prolongation import smoothed_prolongation
 
 COARSE_SIZE = 400  # rows at or below which a level is the coarsest: K dense inverses of it are kept
 
 
-class ShiftedLevel:
-    """A level: ``L`` and ``C`` (CSR, float64), the Chebyshev ``steps`` and
-    per member ``scaling`` (1 / (diag L + mu diag C), shape (n, K, 1)); where
-    not the coarsest, ``P`` and ``R`` = P^T; on the coarsest, ``inverse``
-    (K, n, n)."""
+class BlockMatrix:
+    """A CSR pattern with L's values and, where ``C`` is given, C's on it
+    (the union of both patterns): the shifted family's block products."""
 
-    def __init__(self, L, C):
-        self.L, self.C = L, C
+    def __init__(self, L, C, xp):
+        pattern = (abs(L) + abs(C)).tocsr() if C is not None else L.tocsr().copy()
+        pattern.sum_duplicates()
+        pattern.sort_indices()
+        self.rows = pattern.shape[0]
+        self.indptr = xp.asarray(pattern.indptr, dtype=xp.int64)
+        self.indices = xp.asarray(pattern.indices, dtype=xp.int32)
+        self.l_data = values_on_pattern(pattern, L, xp.float64, xp)
+        self.c_data = None if C is None else values_on_pattern(pattern, C, xp.float64, xp)
+
+    def arrays(self):
+        return self.indptr, self.indices, self.l_data, self.c_data
+
+
+class ShiftedLevel:
+    """A level: ``A`` (BlockMatrix of L and C), the Chebyshev ``steps`` and
+    per member ``scaling`` (1 / (diag L + mu diag C), a block); where not the
+    coarsest, the transfers ``P`` and ``R`` = P^T (BlockMatrix of one matrix);
+    on the coarsest, ``inverse`` (K, n, n); its blocks b, x, r, d, d_next."""
+
+    def __init__(self, L, C, shape, xp):
+        self.L, self.C = L, C  # float64 CSR, for the set-up
+        self.A = BlockMatrix(L, C, xp)
         self.P = self.R = self.inverse = None
         self.steps = self.scaling = None
+        self.b, self.x, self.r, self.d, self.d_next = (xp.zeros((L.shape[0],) + shape) for _ in range(5))
 
 
 class ShiftedAMG:
     """The hierarchy of L + mu_k C for the ``shifts`` mu_k (host sequence,
     each >= 0), from ``L`` (CSR in ``xp``'s memory, symmetric positive
-    semidefinite) and ``c`` (C's positive diagonal); ``apply(B)`` one
-    V-cycle on a block B (n, K, parts) from zero."""
+    semidefinite) and ``c`` (C's positive diagonal), for blocks of
+    (rows, K, ``parts``); ``apply(B, X)`` one V-cycle from zero, launching
+    the shifted family's kernels on kept blocks."""
 
-    def __init__(self, L, c, shifts, xp, threshold=THRESHOLD, coarse_size=COARSE_SIZE, degree=DEGREE,
+    def __init__(self, L, c, shifts, xp, parts=2, threshold=THRESHOLD, coarse_size=COARSE_SIZE, degree=DEGREE,
                  max_levels=25):
         sparse = sparse_module(xp)
-        self.xp, self.degree = xp, degree
+        self.xp, self.degree, self.parts = xp, degree, parts
+        self._kernels, self._vectors = family("shifted", xp), family("multigrid", xp)
         shifts = numpy.asarray(shifts, dtype=numpy.float64)
         if shifts.ndim != 1 or (shifts < 0).any():
             raise ValueError("the shifts must be a sequence of values >= 0")
         self.shifts = xp.asarray(shifts)
+        shape = (shifts.size, parts)
         C = sparse.diags(xp.asarray(c, dtype=xp.float64)).tocsr()
         L = sparse.csr_matrix(L)
         self.levels = []
         while True:
-            level = ShiftedLevel(L, C)
+            level = ShiftedLevel(L, C, shape, xp)
             self.levels.append(level)
             if L.shape[0] <= coarse_size or len(self.levels) == max_levels:
                 break
@@ -74,12 +101,13 @@ class ShiftedAMG:
             coarse = galerkin_product(R, L, P)
             if reached_null_space(coarse, P, d):
                 break
-            level.P, level.R = P, R
+            level.P, level.R = BlockMatrix(P, None, xp), BlockMatrix(R, None, xp)
             L, C = coarse, galerkin_product(R, C, P)
         last = self.levels[-1]
         last.steps = last.scaling = None
         L_dense, C_dense = last.L.toarray(), last.C.toarray()
-        last.inverse = xp.stack([coarsest_inverse(xp, L_dense + mu * C_dense) for mu in shifts.tolist()])
+        last.inverse = xp.ascontiguousarray(xp.stack([coarsest_inverse(xp, L_dense + mu * C_dense)
+                                                      for mu in shifts.tolist()]))
 
     def _smoother(self, level):
         """The level's Chebyshev steps and scaling; returns the largest eigenvalue of D_L^-1 L (for P's
@@ -89,42 +117,55 @@ class ShiftedAMG:
         top_L = largest_eigenvalue(level.L, d_L, xp)
         top = max(top_L, largest_eigenvalue(level.C, d_C, xp))
         level.steps = chebyshev_steps(CHEBYSHEV_FRACTION * top, CHEBYSHEV_SAFETY * top, self.degree)
-        level.scaling = 1.0 / (d_L[:, None] + d_C[:, None] * self.shifts[None, :])[:, :, None]
+        scaling = 1.0 / (d_L[:, None] + d_C[:, None] * self.shifts[None, :])
+        level.scaling = xp.ascontiguousarray(xp.broadcast_to(scaling[:, :, None], level.x.shape))
         return top_L
 
-    def product(self, level, X):
-        """(L_l + mu_k C_l) X_k for each member k: X (n, K, parts)."""
-        n, K, parts = X.shape
-        flat = X.reshape(n, K * parts)
-        return (level.L @ flat).reshape(X.shape) + self.shifts[None, :, None] * (level.C @ flat).reshape(X.shape)
+    def product(self, X, Y, level=0, alpha=1.0, beta=0.0, Z=None):
+        """Y = alpha (L_l + mu_k C_l) X_k + beta Z_k for each member k on level ``level``: blocks (n, K, parts)."""
+        self._kernels.block_product(*self.levels[level].A.arrays(), self.shifts, self.parts, X, Y, Z, alpha, beta)
 
-    def apply(self, B):
-        """One V-cycle from zero on the block B (n, K, parts): a symmetric operator of each member, fit for CG."""
-        return self._cycle(0, B)
+    def _transfer(self, M, X, Y, beta=0.0):
+        """Y = M X + beta Y for a transfer M (BlockMatrix of one matrix)."""
+        self._kernels.block_product(*M.arrays(), self.shifts, self.parts, X, Y, None, 1.0, beta)
 
-    def _cycle(self, k, B):
+    def apply(self, B, X):
+        """X = one V-cycle from zero on the block B (n, K, parts), X not B: a symmetric operator of each member,
+        fit for CG."""
+        self._cycle(0, B, X)
+
+    def _cycle(self, k, B, X):
         level = self.levels[k]
         if level.inverse is not None:
-            return (level.inverse @ B.transpose(1, 0, 2)).transpose(1, 0, 2)
-        X = self._smooth(level, B, None)
-        residual = B - self.product(level, X)
-        coarse_shape = (level.R.shape[0],) + B.shape[1:]
-        correction = self._cycle(k + 1, (level.R @ residual.reshape(B.shape[0], -1)).reshape(coarse_shape))
-        X += (level.P @ correction.reshape(coarse_shape[0], -1)).reshape(B.shape)
-        return self._smooth(level, B, X)
+            self._kernels.coarse_solve(level.inverse, B, X)
+            return
+        self._smooth(k, B, X, zero=True)
+        self.product(X, level.r, k, alpha=-1.0, beta=1.0, Z=B)  # r = b - A x
+        coarse = self.levels[k + 1]
+        self._transfer(level.R, level.r, coarse.b)
+        self._cycle(k + 1, coarse.b, coarse.x)
+        self._transfer(level.P, coarse.x, X, beta=1.0)  # x += P x_c
+        self._smooth(k, B, X)
 
-    def _smooth(self, level, B, X):
-        """The level's Chebyshev-Jacobi steps on each member's system from X (None: from zero)."""
-        R = B if X is None else B - self.product(level, X)
-        D = None
-        for a, c in level.steps:
-            if D is not None:
-                R = R - self.product(level, D)
-                D = a * D + c * level.scaling * R
-            else:
-                D = c * level.scaling * R
-            X = D.copy() if X is None else X + D
-        return X
+    def _smooth(self, k, B, X, zero=False):
+        """Level k's Chebyshev-Jacobi steps on each member's system from X (from zero with ``zero``): the first
+        an update of X (the multigrid family's), each later one fused into its product (the shifted family's)."""
+        level = self.levels[k]
+        r = B if zero else level.r
+        if not zero:
+            self.product(X, r, k, alpha=-1.0, beta=1.0, Z=B)
+        d, d_next = level.d, level.d_next
+        for step, (a, c) in enumerate(level.steps):
+            if step == 0:  # a = 0: d written, not read; from zero, x too
+                if zero:
+                    self._vectors.chebyshev_start(X, d, r, level.scaling, c)
+                else:
+                    self._vectors.chebyshev_step(X, d, r, level.scaling, a, c)
+                continue
+            z = B if zero and step == 1 else level.r
+            self._kernels.chebyshev_step(*level.A.arrays(), self.shifts, self.parts, d, d_next, level.r, z,
+                                         level.scaling, X, a, c)
+            d, d_next = d_next, d
 
     def sizes(self):
         """Per level (rows, nonzeros of L)."""
