@@ -28,6 +28,7 @@ import scipy.sparse.linalg
 
 from .amg.shifted import ShiftedAMG
 from .backend import sparse_module
+from .kernels import family, graph_cache
 
 TOLERANCE = 1e-10  # of the couplings' agreement between layers, relative to the largest
 SECTIONS = ("direct", "multigrid")
@@ -89,7 +90,7 @@ class ExtrudedSolver:
 
 
 class DirectSections:
-    """The 2D systems L + mu_k C = diag(c), each factorized once by SuperLU (host)."""
+    """The 2D systems L + mu_k C, C = diag(c), each factorized once by SuperLU (host)."""
 
     def __init__(self, L, c, mu, singular):
         self.factors = [self._factor(L + m * scipy.sparse.diags(c), k == 0 and singular) for k, m in enumerate(mu)]
@@ -123,7 +124,10 @@ class MultigridSections:
     parts, preconditioned by the family's V-cycle (ShiftedAMG), each member
     with its own CG coefficients, stopped when the 3D residual (the block's,
     each wavenumber counted as often as the full spectrum holds it) is below
-    ``rtol`` of the right-hand side's. ``iterations``: the last solve's."""
+    ``rtol`` of the right-hand side's. An iteration launches the shifted
+    and multigrid families' kernels only, on kept blocks: on the GPU it is
+    replayed as one CUDA graph, the host reading the residual's column norms
+    after each. ``iterations``: the last solve's."""
 
     def __init__(self, L, c, mu, singular, layers, xp, rtol, max_it):
         self.xp, self.rtol, self.max_it, self.singular = xp, rtol, max_it, singular
@@ -134,47 +138,67 @@ class MultigridSections:
         counts[0] = 1.0
         if layers % 2 == 0:
             counts[-1] = 1.0
-        self.counts = xp.asarray(counts)[:, None]
+        self.counts = numpy.repeat(counts, 2)  # per column of a block
+        self._kernels = family("shifted", xp)
         self.X, self.R, self.Z, self.D, self.Q = (xp.zeros((L.shape[0], mu.size, 2)) for _ in range(5))
+        self.rz, self.rz_next, self.dq, self.rr = (xp.zeros(2 * mu.size) for _ in range(4))
+        self.graphs = None if xp is numpy else graph_cache()
         self.iterations = 0
 
     def solve(self, field):
         """Each column k of ``field`` (columns, wavenumbers; complex) solved by its system."""
-        xp, mg = self.xp, self.multigrid
-        X, R, Z, D, Q = self.X, self.R, self.Z, self.D, self.Q
+        xp, mg, kernels = self.xp, self.multigrid, self._kernels
+        X, R, Z, D = self.X, self.R, self.Z, self.D
         R[...] = xp.ascontiguousarray(field).view(xp.float64).reshape(R.shape)
         if self.singular:  # the constants' system: its right-hand side made consistent
             R[:, 0, :] -= R[:, 0, :].mean(axis=0)
         X[...] = 0.0
-        target = self.rtol**2 * float(self._weighted(R, R))
+        target = self.rtol**2 * self._weighted_norm(R)
         mg.apply(R, Z)
         D[...] = Z
-        rz = (R * Z).sum(axis=0)
+        self.rz[...] = 0.0
+        kernels.column_dots(R, Z, self.rz)
         for self.iterations in range(1, self.max_it + 1):
-            mg.product(D, Q)
-            dq = (D * Q).sum(axis=0)
-            alpha = xp.where(dq > 0, rz / xp.where(dq > 0, dq, 1.0), 0.0)
-            X += alpha * D
-            R -= alpha * Q
-            if float(self._weighted(R, R)) <= target:
+            if self.graphs is None:
+                self._iterate()
+            else:
+                self.graphs.run("iteration", self._iterate)
+            if self._weighted(self.rr) <= target:
                 return X.view(xp.complex128).reshape(field.shape)
-            mg.apply(R, Z)
-            rz_next = (R * Z).sum(axis=0)
-            D *= xp.where(rz > 0, rz_next / xp.where(rz > 0, rz, 1.0), 0.0)
-            D += Z
-            rz = rz_next
         raise SectionConvergenceError(f"the 2D systems' CG did not reach a relative residual of {self.rtol:g} in "
                                       f"{self.max_it} iterations")
 
-    def _weighted(self, U, V):
-        """The 3D inner product of two blocks of transforms (Parseval, up to the layer count)."""
-        return (self.counts * (U * V).sum(axis=0)).sum()
+    def _iterate(self):
+        """One CG iteration of every column, kernels only on kept arrays; the new residual's column norms in
+        ``rr``."""
+        mg, kernels = self.multigrid, self._kernels
+        X, R, Z, D, Q = self.X, self.R, self.Z, self.D, self.Q
+        mg.product(D, Q)
+        self.dq.fill(0.0)
+        kernels.column_dots(D, Q, self.dq)
+        kernels.cg_update(X, R, D, Q, self.rz, self.dq)
+        self.rr.fill(0.0)
+        kernels.column_dots(R, R, self.rr)
+        mg.apply(R, Z)
+        self.rz_next.fill(0.0)
+        kernels.column_dots(R, Z, self.rz_next)
+        kernels.cg_direction(D, Z, self.rz_next, self.rz)
+        self.rz[...] = self.rz_next
+
+    def _weighted_norm(self, U):
+        """The squared 3D norm of a block of transforms (Parseval, up to the layer count)."""
+        self.rr.fill(0.0)
+        self._kernels.column_dots(U, U, self.rr)
+        return self._weighted(self.rr)
+
+    def _weighted(self, column_norms):
+        """sum_j counts_j column_norms_j, read to the host."""
+        return float(self.counts @ numpy.asarray(column_norms if self.xp is numpy else column_norms.get()))
 
     def describe(self):
         rows = ", ".join(str(n) for n, _ in self.multigrid.sizes())
         return (f"{self.multigrid.shifts.size} wavenumbers at once: CG to rtol {self.rtol:g} with one aggregation "
                 f"hierarchy of the cross-section (rows {rows}), {self.iterations} iterations in the last solve")
-
 
 def _split(P, layers, columns):
     """(c, B) of the operator P (COO, rows and columns layer by layer): c the

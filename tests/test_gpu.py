@@ -1426,3 +1426,16 @@ def test_cuda_shifted_block_kernels_match_numpy(shifted):
         results.append([a if xp is numpy else a.get() for a in (d_next, r, x, coarse)])
     for got, expected in zip(results[1], results[0]):
         numpy.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    rz, dq = rng.uniform(0.5, 2.0, members * parts), rng.uniform(-0.5, 2.0, members * parts)  # some dq <= 0
+    rz[3] = 0.0
+    results = []
+    for xp in (numpy, cupy):
+        kernels = family("shifted", xp)
+        x, r, d = (xp.array(a) for a in (X0, R, D))  # copies: written
+        dots = xp.full(members * parts, 0.25)  # added to
+        kernels.column_dots(x, r, dots)
+        kernels.cg_update(x, r, d, xp.asarray(scaling), xp.asarray(rz), xp.asarray(dq))
+        kernels.cg_direction(d, r, xp.asarray(dq), xp.asarray(rz))
+        results.append([a if xp is numpy else a.get() for a in (dots, x, r, d)])
+    for got, expected in zip(results[1], results[0]):
+        numpy.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)

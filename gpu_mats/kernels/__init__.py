@@ -32,6 +32,13 @@ def keyed_graphs():
     return KeyedGraphs()
 
 
+def graph_cache():
+    """A cuda_graphs.GraphCache (CuPy's, imported here only where it is called: where there is a GPU)."""
+    from .cuda_graphs import GraphCache
+
+    return GraphCache()
+
+
 def conditional_loops():
     """Why CUDA graphs here cannot hold loops the device ends (None: they
     can; cuda_graphs.conditional_loops, imported only where it is called)."""

@@ -21,3 +21,17 @@ def chebyshev_step(indptr, indices, l_data, c_data, shifts, parts, D, D_next, R,
 def coarse_solve(inverse, B, X):
     """X[i, k, p] = sum_j inverse[k, i, j] B[j, k, p]: each member's dense (pseudo-)inverse (K, n, n) applied
     to its columns of the block B (n, K, parts), into X (X is not B)."""
+
+
+def column_dots(U, V, out):
+    """out[j] += sum_i U[i, j] V[i, j] for blocks U, V (n, m) (out zeroed by the caller: on the GPU the sums
+    are added by atomics, their order not fixed)."""
+
+
+def cg_update(X, R, D, Q, rz, dq):
+    """The CG step of every column at once: alpha_j = rz_j / dq_j (0 where dq_j <= 0); X += alpha D;
+    R -= alpha Q (blocks (n, m), rz and dq (m,))."""
+
+
+def cg_direction(D, Z, rz_next, rz):
+    """The next direction of every column: beta_j = rz_next_j / rz_j (0 where rz_j <= 0); D = Z + beta D."""

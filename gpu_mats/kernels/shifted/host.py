@@ -37,3 +37,29 @@ def chebyshev_step(indptr, indices, l_data, c_data, shifts, parts, D, D_next, R,
 def coarse_solve(inverse, B, X):
     """Twin of shifted.cu's coarse_solve."""
     X[...] = numpy.einsum("kij,jkp->ikp", inverse, B)
+
+
+def _flat(U):
+    return U.reshape(U.shape[0], -1)
+
+
+def column_dots(U, V, out):
+    """Twin of shifted.cu's column_dots."""
+    out += numpy.einsum("ij,ij->j", _flat(U), _flat(V))
+
+
+def _ratio(top, bottom):
+    """top / bottom per column, 0 where bottom <= 0."""
+    return numpy.where(bottom > 0, top / numpy.where(bottom > 0, bottom, 1.0), 0.0)
+
+
+def cg_update(X, R, D, Q, rz, dq):
+    """Twin of shifted.cu's cg_update."""
+    alpha = _ratio(rz, dq)
+    _flat(X)[...] += alpha * _flat(D)
+    _flat(R)[...] -= alpha * _flat(Q)
+
+
+def cg_direction(D, Z, rz_next, rz):
+    """Twin of shifted.cu's cg_direction."""
+    _flat(D)[...] = _flat(Z) + _ratio(rz_next, rz) * _flat(D)

@@ -70,3 +70,44 @@ __global__ void coarse_solve(long long n, int members, int parts, const double* 
     for (long long j = 0; j < n; ++j) sum = fma(row[j], b[j * m + column], sum);
     x[entry] = sum;
 }
+
+// out[j] += sum_i u[i, j] v[i, j]: each thread sums one column over a stride
+// of rows, then adds its sum by an atomic.
+__global__ void column_dots(long long rows, int m, const double* __restrict__ u, const double* __restrict__ v,
+                            double* __restrict__ out)
+{
+    const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    const long long threads = static_cast<long long>(gridDim.x) * blockDim.x / m * m;
+    if (thread >= threads) return;
+    const int column = static_cast<int>(thread % m);
+    double sum = 0.0;
+    for (long long row = thread / m; row < rows; row += threads / m) {
+        const long long entry = row * m + column;
+        sum = fma(u[entry], v[entry], sum);
+    }
+    atomicAdd(out + column, sum);
+}
+
+// X += alpha D, R -= alpha Q with alpha_j = rz_j / dq_j (0 where dq_j <= 0).
+__global__ void cg_update(long long entries, int m, double* __restrict__ x, double* __restrict__ r,
+                          const double* __restrict__ d, const double* __restrict__ q, const double* __restrict__ rz,
+                          const double* __restrict__ dq)
+{
+    const long long entry = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (entry >= entries) return;
+    const int column = static_cast<int>(entry % m);
+    const double alpha = dq[column] > 0.0 ? rz[column] / dq[column] : 0.0;
+    x[entry] = fma(alpha, d[entry], x[entry]);
+    r[entry] = fma(-alpha, q[entry], r[entry]);
+}
+
+// D = Z + beta D with beta_j = rz_next_j / rz_j (0 where rz_j <= 0).
+__global__ void cg_direction(long long entries, int m, double* __restrict__ d, const double* __restrict__ z,
+                             const double* __restrict__ rz_next, const double* __restrict__ rz)
+{
+    const long long entry = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (entry >= entries) return;
+    const int column = static_cast<int>(entry % m);
+    const double beta = rz[column] > 0.0 ? rz_next[column] / rz[column] : 0.0;
+    d[entry] = fma(beta, d[entry], z[entry]);
+}
