@@ -232,8 +232,9 @@ class GraphCG(PythonKSP):
                 multiply.graph_key is None or precondition.graph_key is None):
             from gpu_mats.kernels.cuda_graphs import CaptureError
 
-            raise CaptureError(f"{A.getType()} with {ksp.getPC().getType()} works through PETSc, whose kernels "
-                               "a graph captured on another stream cannot hold")
+            raise CaptureError(f"{A.getType()} with {ksp.getPC().getType()}: a product or preconditioner that a "
+                               "graph captured on another stream cannot hold (it works through PETSc's kernels, or "
+                               "reads values back to the host between its launches)")
         column = _NORM_COLUMNS[ksp.getNormType()]
         nonzero = ksp.getInitialGuessNonzero()
         if nonzero:

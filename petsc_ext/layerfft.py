@@ -5,7 +5,10 @@ in one iteration. The layers are the application's (``set_layers``, as the
 flow driver finds them on its mesh). On one rank. The 2D systems are solved
 by direct factorizations on the host, or all at once by CG with one
 aggregation hierarchy of the family (cuFFT and CuPy for CUDA vectors; the
-same array code on the host): ``-pc_layerfft_sections``. Several ranks, no
+same kernels' NumPy twins on the host): ``-pc_layerfft_sections``. The
+CG reads its residual's column norms back after each iteration (each
+replayed as a CUDA graph), so a solve cannot be queued into a larger
+graph: the flow's step then runs without one. Several ranks, no
 layers, direct solves of GPU vectors, or a matrix that is not such an
 operator on its layers are a PETSc error with the reason.
 """
