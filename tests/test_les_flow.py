@@ -171,3 +171,19 @@ def test_a_subgrid_model_holds_the_adaptive_time_step():
     assert solver.stepper.eddy.nu_t.max() > 0.0
     limits = [limit for _, limit in steps]
     assert all(dt <= limit * (1 + 1e-12) for dt, limit in zip(dts[1:], limits[:-1]))  # each from the last's nu_t
+
+
+def test_the_first_step_keeps_to_the_starting_fields_eddy_viscosity_limit():
+    """Before any step the eddy viscosity of the starting velocity limits dt
+    (with Crank-Nicolson too), as each step's limits the next."""
+    solver = cavity_on_a_mesh({"flow_les": "smagorinsky", "flow_les_constant": 1.0, "flow_diffusion": "implicit",
+                               "flow_max_steps": 1})  # C_s 1: the eddy viscosity's limit below the CFL's
+    x, y = solver.geometry.centroids.T
+    state = solver.initial_state(numpy.array([5 * numpy.sin(2 * numpy.pi * y), 5 * numpy.sin(2 * numpy.pi * x)]),
+                                 project=True)
+    limit = solver.fourier / solver._diffusion_rate(state)
+    assert to_host(solver.xp, solver.stepper.eddy.nu_t).max() > 0.0
+    convective = solver.cfl / solver.stepper.convective_rate(state)
+    assert limit < convective
+    after = solver.run(state)
+    assert after.step == 1 and after.dt_old <= limit * (1 + 1e-12)

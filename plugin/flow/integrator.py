@@ -763,6 +763,13 @@ class FractionalStep:
         largest = self.eddy.largest
         return self._max((self._copied(largest) if self._made_by_graph(state) else to_host(self.xp, largest))[0])
 
+    def eddy_rate_now(self, state):
+        """The largest D_ii / Omega_i that the eddy viscosity of ``state``'s own velocity adds, over all ranks,
+        computed now (before a first step, whose dt no step's eddy viscosity limits); D's values refreshed
+        from it, as the step will."""
+        self.eddy.refresh(self.velocity_gradients(state.u, state.t), self.matrices)
+        return self._max(to_host(self.xp, self.eddy.largest)[0])
+
     def mean_pressure_gradient(self, state):
         """-dP/dx of the step that made ``state`` under a forcing (its graph's copy where a graph made it)."""
         f = self.forcing

@@ -416,11 +416,14 @@ class FlowSolver:
     def _diffusion_rate(self, state):
         """max_i D_ii / Omega_i of the diffusion taken explicitly, at most: nu's,
         plus with a subgrid model the largest its eddy viscosity adds (of the
-        step that made ``state``); with Crank-Nicolson the eddy viscosity's
-        alone (0 before the first step)."""
+        step that made ``state``; before the first step, of ``state``'s own
+        velocity, so that the first dt keeps to it too); with Crank-Nicolson
+        the eddy viscosity's alone."""
         molecular = self.diffusion_rate if self.diffusion == "explicit" else 0.0
-        if self.stepper.eddy is None or not state.step:
+        if self.stepper.eddy is None:
             return molecular
+        if not state.step:
+            return molecular + self.stepper.eddy_rate_now(state)
         return molecular + self.stepper.largest_eddy_rate(state)
 
     def _time_step(self, state, rate):
