@@ -12,6 +12,13 @@ after each iteration whether another follows (under a capture, a
 conditional WHILE node), so the host reads once per solve. Ranks sum their
 dot products through ``reduce`` (None on one rank), which the caller gives.
 
+A solve judged by the unpreconditioned norm alone (``unpreconditioned``)
+takes its steps in another order, as PETSc's KSPCG does for that norm: each
+residual's norm is recorded, and tested, before the preconditioner is
+applied to it, so that the residual a solve stops at is never
+preconditioned: one application fewer a solve, and an exact
+preconditioner's solve (boxfft, layerfft) applies it once.
+
 Works the same on NumPy arrays (the family's host twins).
 """
 
@@ -32,6 +39,7 @@ class DeviceCG:
         self.xp, self.n, self.capacity = xp, n, capacity
         self.k = family("pcg", xp)
         self.x, self.r, self.z, self.p, self.w = (xp.zeros(n) for _ in range(5))
+        self.unpreconditioned = False  # the order of the steps: see start()
         self.ones = xp.ones(n)
         self.sums, self.partials = xp.zeros(3), xp.zeros((3, self.k.partial_count(n)))
         self.arrivals = xp.zeros(1, dtype=numpy.uint32)  # a step that sums its own dot products counts blocks here
@@ -40,9 +48,12 @@ class DeviceCG:
         self.store = xp.zeros(SLOTS + 3 * (capacity + 1))
         self.s, self.history = self.store[:SLOTS], self.store[SLOTS:].reshape(capacity + 1, 3)
 
-    def start(self, b, nonzero_guess, multiply, precondition, reduce=None, reference=None, mean_free=False):
+    def start(self, b, nonzero_guess, multiply, precondition, reduce=None, reference=None, mean_free=False,
+              unpreconditioned=False):
         """r = b - A x (x as it is; b where ``nonzero_guess`` is false, x then
-        set to 0), z = M^-1 r, p = z; history[0] the start's norms squared.
+        set to 0), z = M^-1 r, p = z; history[0] the start's norms squared
+        (with ``unpreconditioned``, r . r alone, z and p left to the first
+        iteration; so too for the iterations that follow, up to the next start).
         ``reference``, a column of history: after a nonzero guess, b's own
         norm squared in that column's norm (b.b, or b.Bb and Bb.Bb with B
         the preconditioner) goes to REFERENCE, where a loop's test measures
@@ -51,6 +62,7 @@ class DeviceCG:
         null space is the constants."""
         xp = self.xp
         self.s.fill(0.0)
+        self.unpreconditioned = unpreconditioned
         if nonzero_guess and reference is not None:
             if NORMS[reference] == "unpreconditioned":
                 self._dots(reduce, b, b)
@@ -69,7 +81,10 @@ class DeviceCG:
                 raise ValueError("the mean's removal here is one rank's")
             self._dots(None, self.r, self.ones)
             self.k.remove_mean(self.r, self.sums)
-        self._new_residual(precondition, reduce, start=True)
+        if unpreconditioned:
+            self._record(reduce, start=True)
+        else:
+            self._new_residual(precondition, reduce, start=True)
 
     def iterate(self, count, multiply, precondition, reduce=None):
         """Queue ``count`` iterations (history[j], j = 1 .. count, their norms
@@ -109,14 +124,30 @@ class DeviceCG:
             body()
 
     def _iteration(self, multiply, precondition, reduce, test=None):
-        """One iteration; ``test``: the loop's (pcg.beta_step's), after it."""
+        """One iteration; ``test``: the loop's (pcg.beta_step's, or record_step's), after it."""
         k = self.k
+        if self.unpreconditioned:  # z and the direction first: the last residual was tested unpreconditioned
+            precondition(self.r, self.z)
+            if reduce is not None:
+                self._dots(reduce, self.r, self.z)
+            k.direction_step(self.s, self.sums, self._step_dots(reduce, self.r, self.z))
+            k.update_direction(self.s, self.p, self.z)
         multiply(self.p, self.w)
         if reduce is not None:
             self._dots(reduce, self.p, self.w)
         k.alpha_step(self.s, self.sums, self._step_dots(reduce, self.p, self.w))
         k.update_iterate(self.s, self.x, self.r, self.p, self.w)
-        self._new_residual(precondition, reduce, test=test)
+        if self.unpreconditioned:
+            self._record(reduce, test=test)
+        else:
+            self._new_residual(precondition, reduce, test=test)
+
+    def _record(self, reduce, start=False, test=None):
+        """The residual's norm squared into history, before any preconditioner (pcg.record_step)."""
+        if reduce is not None:
+            self._dots(reduce, self.r, self.r)
+        self.k.record_step(self.s, self.sums, self.history, start,
+                           None if reduce is not None else (self.partials, self.arrivals, self.r), test)
 
     def _new_residual(self, precondition, reduce, start=False, test=None):
         precondition(self.r, self.z)

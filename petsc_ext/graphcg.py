@@ -54,6 +54,7 @@ from .python_type import PythonKSP
 Reason = PETSc.KSP.ConvergedReason
 _NORM_COLUMNS = {PETSc.KSP.NormType.UNPRECONDITIONED: NORMS.index("unpreconditioned"),
                  PETSc.KSP.NormType.PRECONDITIONED: NORMS.index("preconditioned")}
+_UNPRECONDITIONED = _NORM_COLUMNS[PETSc.KSP.NormType.UNPRECONDITIONED]
 _LONGEST = 1000  # the longest block
 _LOOP_ROWS = 128  # the most iterations of one loop: the host reads after each
 _RECORDS = 8  # the most solves queued between two settles
@@ -148,7 +149,8 @@ class GraphCG(PythonKSP):
         try:
             self._run(work, graph_key, ("start", looping, length, address(barray),
                                         None if guess is None else address(guess)),
-                      lambda: self._start(cg, barray, guess, length, multiply, precondition, reduce, test))
+                      lambda: self._start(cg, barray, guess, length, multiply, precondition, reduce, test,
+                                          column == _UNPRECONDITIONED))
         finally:
             restore_array(b, "r")
             if nonzero:
@@ -239,8 +241,8 @@ class GraphCG(PythonKSP):
         nonzero = ksp.getInitialGuessNonzero()
         if nonzero:
             xp.copyto(cg.x, x)
-        cg.start(b, nonzero, multiply, precondition, reference=column,
-                 mean_free=bool(A.getTransposeNullSpace()))
+        cg.start(b, nonzero, multiply, precondition, reference=column, mean_free=bool(A.getTransposeNullSpace()),
+                 unpreconditioned=column == _UNPRECONDITIONED)
         cg.loop(min(max_it, _LOOP_ROWS), (column, rtol, atol, dtol), multiply, precondition, start=True)
         xp.copyto(x, cg.x)
         xp.copyto(work.records[slot], cg.store)
@@ -286,12 +288,15 @@ class GraphCG(PythonKSP):
         return min(_LOOP_ROWS, max_it - its) if looping else self._block_length(its, max_it)
 
     @staticmethod
-    def _start(cg, b, guess, length, multiply, precondition, reduce, test):
+    def _start(cg, b, guess, length, multiply, precondition, reduce, test, unpreconditioned):
         """x = the guess (or 0), CG's start from b, and its first ``length``
-        iterations (a loop of at most ``length`` under the device's ``test``)."""
+        iterations (a loop of at most ``length`` under the device's ``test``);
+        ``unpreconditioned``: each residual tested before it is preconditioned
+        (DeviceCG)."""
         if guess is not None:
             cg.xp.copyto(cg.x, guess)
-        cg.start(b, guess is not None, multiply, precondition, reduce, reference=None if test is None else test[0])
+        cg.start(b, guess is not None, multiply, precondition, reduce, reference=None if test is None else test[0],
+                 unpreconditioned=unpreconditioned)
         if test is None:
             cg.iterate(length, multiply, precondition, reduce)
         else:

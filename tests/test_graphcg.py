@@ -55,6 +55,46 @@ def test_graphcg_takes_cg_iterations_to_cg_solution(pc, norm):
     assert ksp.getResidualNorm() == pytest.approx(cg.getResidualNorm(), rel=1e-6)
 
 
+class CountedJacobi:
+    """Jacobi through a Python PC (so that graphcg applies it through PETSc), counting its applications."""
+
+    def __init__(self):
+        self.applies = 0
+
+    def setUp(self, pc):
+        self.inverse = pc.getOperators()[1].getDiagonal()
+        self.inverse.reciprocal()
+
+    def apply(self, pc, x, y):
+        self.applies += 1
+        y.pointwiseMult(x, self.inverse)
+
+
+@pytest.mark.parametrize("norm", ["preconditioned", "unpreconditioned"])
+def test_the_preconditioner_is_applied_as_often_as_petsc_cg_applies_it(norm):
+    """With the unpreconditioned norm each residual is tested before it is
+    preconditioned, as PETSc's cg does: the residual a solve stops at is
+    never preconditioned (an exact preconditioner's solve applies it once);
+    with the preconditioned norm every residual is."""
+    A = aij_from_csr(*laplacian(8), (512, 512), comm=PETSc.COMM_SELF, mat_type="gpusell")
+    b, _ = A.createVecs()
+    b.setRandom()
+    runs = {}
+    for kind in ("cg", "graphcg"):
+        ksp = ksp_of(A, kind, "python")
+        counted = CountedJacobi()
+        ksp.getPC().setPythonContext(counted)
+        ksp.setNormType(getattr(PETSc.KSP.NormType, norm.upper()))
+        ksp.setTolerances(rtol=1e-8)
+        x = A.createVecRight()
+        ksp.solve(b, x)
+        assert ksp.getConvergedReason() > 0
+        runs[kind] = (ksp.getIterationNumber(), counted.applies, values(x))
+    (its, applies, x), (graph_its, graph_applies, y) = runs["cg"], runs["graphcg"]
+    assert graph_its == its and graph_applies == applies == its + (norm == "preconditioned")
+    numpy.testing.assert_allclose(y, x, rtol=1e-9, atol=1e-9 * abs(x).max())
+
+
 def test_every_iteration_is_monitored_with_cg_norms():
     csr, n = laplacian(10), 10**3
     runs = {}
@@ -364,6 +404,55 @@ def test_a_beta_step_with_the_loop_test_gives_the_bits_of_the_two(rng, norm):
         for separate, fused in zip(*runs):
             assert numpy.array_equal(separate, fused)
         assert runs[1][0][GO] == (1.0 if norm > 0.1 else 0.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("norm", [0.4, 0.05])  # above the target (the loop goes on), below it (it stops)
+def test_record_and_direction_steps_with_their_dots_and_test_give_the_bits_of_their_parts(rng, norm):
+    """The steps of a solve on the unpreconditioned norm (record_step before
+    the preconditioner, direction_step after it): taking their dot products,
+    and the record the loop's test, in one launch gives the bits of the parts
+    in turn, on the GPU and on the host; the GPU's scalars are the host's."""
+    if not gpu_usable():
+        pytest.skip("no usable GPU")
+    import cupy
+
+    from gpu_mats.kernels import family
+    from gpu_mats.kernels.pcg import AFTER_ITERATION, BETA, GO, RZ
+
+    r, z = rng.standard_normal(5000), rng.standard_normal(5000)
+    r *= norm / numpy.linalg.norm(r)
+    z = abs(z) * numpy.sign(r)  # r . z positive: no flag
+    test = (1, 0.1, 0.0, 1e5, 10)
+    results = {}
+    for xp in (cupy, numpy):
+        k = family("pcg", xp)
+        runs = []
+        for fused in (False, True):
+            s = xp.asarray([2.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.1, 1e5, 0.0])  # rz 2, row 1, the target 0.1
+            sums, history = xp.zeros(3), xp.zeros((4, 3))
+            partials, arrivals = xp.zeros((3, k.partial_count(r.size))), xp.zeros(1, dtype=numpy.uint32)
+            r_, z_ = xp.asarray(r), xp.asarray(z)
+            if not fused:
+                k.partial_dots(partials, r_, r_)
+                k.sum_partials(sums, partials)
+            k.record_step(s, sums, history, False, (partials, arrivals, r_) if fused else None,
+                          (*test, 0) if fused else None)
+            if not fused:
+                k.loop_test(s, history, *test, AFTER_ITERATION, 0)
+                k.partial_dots(partials, r_, z_)
+                k.sum_partials(sums, partials)
+            k.direction_step(s, sums, (partials, arrivals, r_, z_) if fused else None)
+            runs.append([numpy.asarray(a.get() if xp is cupy else a) for a in (s, sums, history)])
+        for separate, fused in zip(*runs):
+            assert numpy.array_equal(separate, fused)
+        s, _, history = runs[1]
+        assert s[GO] == (1.0 if norm > 0.1 else 0.0) and s[RZ] == pytest.approx(r @ z, rel=1e-12)
+        assert s[BETA] == pytest.approx((r @ z) / 2.0, rel=1e-12)
+        numpy.testing.assert_allclose(history[2], [0.0, r @ r, 0.0], rtol=1e-12)
+        results[xp.__name__] = runs[1]
+    for got, want in zip(results["cupy"], results["numpy"]):
+        numpy.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.gpu

@@ -50,6 +50,24 @@ def beta_step(s, sums, history, start, dots=None, test=None):
     ``dots`` in the same launch."""
 
 
+def record_step(s, sums, history, start, dots=None, test=None):
+    """The residual's record where the unpreconditioned norm is tested before
+    the preconditioner is applied (DeviceCG's ``unpreconditioned`` solves):
+    from sums[0] = r . r: ROW = 0 at the start, else ROW + 1, and
+    history[ROW] = (0, r . r, 0). ``dots``, (partials, arrivals, r): sums[0]
+    = r . r first, as alpha_step's. ``test``, (column, rtol, atol, dtol,
+    limit, handle): then loop_test's AFTER_ITERATION (not with ``start``),
+    with ``dots`` in the same launch."""
+
+
+def direction_step(s, sums, dots=None):
+    """The beta step of those solves, after the preconditioner: from sums[0]
+    = r . z, beta = (r . z) / rz (0 where rz is 0: a solve's first
+    direction) and rz = r . z; FLAG INDEFINITE_PRECONDITIONER where r . z is
+    negative or not a number. ``dots``, (partials, arrivals, r, z): sums[0]
+    = r . z first, as alpha_step's."""
+
+
 def remove_mean(v, sums):
     """v -= sums[0] / len(v): with sums[0] the sum of v, the projection of v
     onto the vectors of zero mean (the range of a Laplacian whose null

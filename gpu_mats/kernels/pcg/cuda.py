@@ -61,6 +61,34 @@ def beta_step(s, sums, history, start, dots=None, test=None):
         loop_test(s, history, *test[:5], AFTER_ITERATION, test[5])
 
 
+def record_step(s, sums, history, start, dots=None, test=None):
+    if dots is not None and test is not None:
+        partials, arrivals, r = dots
+        column, rtol, atol, dtol, limit, handle = test
+        _loop_kernel("dots_record_test_step")(
+            (partials.shape[1],), (BLOCK,),
+            (numpy.int64(r.size), r, partials, arrivals, sums, s, history, numpy.int32(column), numpy.float64(rtol),
+             numpy.float64(atol), numpy.float64(dtol), numpy.int32(limit), numpy.uint64(handle)))
+        return
+    if dots is None:
+        _kernel("record_step")((1,), (1,), (s, sums, history, numpy.int32(bool(start))))
+    else:
+        partials, arrivals, r = dots
+        _kernel("dots_record_step")((partials.shape[1],), (BLOCK,), (numpy.int64(r.size), r, partials, arrivals, sums,
+                                                                    s, history, numpy.int32(bool(start))))
+    if test is not None:
+        loop_test(s, history, *test[:5], AFTER_ITERATION, test[5])
+
+
+def direction_step(s, sums, dots=None):
+    if dots is None:
+        _kernel("direction_step")((1,), (1,), (s, sums))
+        return
+    partials, arrivals, r, z = dots
+    _kernel("dots_direction_step")((partials.shape[1],), (BLOCK,), (numpy.int64(r.size), r, z, partials, arrivals,
+                                                                    sums, s))
+
+
 def remove_mean(v, sums):
     n = v.size
     if n:

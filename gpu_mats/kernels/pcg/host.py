@@ -53,6 +53,30 @@ def beta_step(s, sums, history, start, dots=None, test=None):
         loop_test(s, history, column, rtol, atol, dtol, limit, AFTER_ITERATION, handle)
 
 
+def record_step(s, sums, history, start, dots=None, test=None):
+    if dots is not None:
+        partials, _, r = dots
+        partial_dots(partials, r, r)
+        sum_partials(sums, partials)
+    s[ROW] = 0.0 if start else s[ROW] + 1.0
+    history[int(s[ROW])] = (0.0, sums[0], 0.0)
+    if test is not None:
+        column, rtol, atol, dtol, limit, handle = test
+        loop_test(s, history, column, rtol, atol, dtol, limit, AFTER_ITERATION, handle)
+
+
+def direction_step(s, sums, dots=None):
+    if dots is not None:
+        partials, _, r, z = dots
+        partial_dots(partials, r, z)
+        sum_partials(sums, partials)
+    rz = sums[0]
+    s[BETA] = 0.0 if s[RZ] == 0.0 else rz / s[RZ]
+    s[RZ] = rz
+    if not rz >= 0.0:
+        s[FLAG] = INDEFINITE_PRECONDITIONER
+
+
 def update_iterate(s, x, r, p, w):
     x += s[ALPHA] * p
     r -= s[ALPHA] * w

@@ -108,6 +108,25 @@ __device__ void beta(double* s, const double* sums, double* history, int start)
     if (!(rz >= 0.0)) s[3] = 2.0;
 }
 
+// The residual's record before the preconditioner (record_step): history[row] = (0, r . r, 0), r . r in sums[0]
+__device__ void record(double* s, const double* sums, double* history, int start)
+{
+    s[4] = start ? 0.0 : s[4] + 1.0;
+    const int row = static_cast<int>(s[4]);
+    history[3 * row] = 0.0;
+    history[3 * row + 1] = sums[0];
+    history[3 * row + 2] = 0.0;
+}
+
+// beta from r . z in sums[0] after the preconditioner (direction_step); beta = 0 where rz is 0
+__device__ void direction(double* s, const double* sums)
+{
+    const double rz = sums[0];
+    s[2] = s[0] == 0.0 ? 0.0 : rz / s[0];
+    s[0] = rz;
+    if (!(rz >= 0.0)) s[3] = 2.0;
+}
+
 extern "C" __global__ void sum_partials(int count, const double* partials, double* sums)
 {
     sum_rows(count, partials, sums);
@@ -141,6 +160,36 @@ extern "C" __global__ void dots_beta_step(long long n, const double* r, const do
     if (!last_block(arrivals)) return;
     sum_rows(gridDim.x, partials, sums);
     if (threadIdx.x == 0) beta(s, sums, history, start);
+}
+
+extern "C" __global__ void record_step(double* s, const double* sums, double* history, int start)
+{
+    record(s, sums, history, start);
+}
+
+extern "C" __global__ void direction_step(double* s, const double* sums)
+{
+    direction(s, sums);
+}
+
+// r . r and the record from it, in one launch of partial_count(n) blocks of BLOCK threads
+extern "C" __global__ void dots_record_step(long long n, const double* r, double* partials, unsigned int* arrivals,
+                                            double* sums, double* s, double* history, int start)
+{
+    block_partials(n, 1, r, r, nullptr, nullptr, nullptr, nullptr, partials);
+    if (!last_block(arrivals)) return;
+    sum_rows(gridDim.x, partials, sums);
+    if (threadIdx.x == 0) record(s, sums, history, start);
+}
+
+// r . z and the direction step from it, in one launch of partial_count(n) blocks of BLOCK threads
+extern "C" __global__ void dots_direction_step(long long n, const double* r, const double* z, double* partials,
+                                               unsigned int* arrivals, double* sums, double* s)
+{
+    block_partials(n, 1, r, z, nullptr, nullptr, nullptr, nullptr, partials);
+    if (!last_block(arrivals)) return;
+    sum_rows(gridDim.x, partials, sums);
+    if (threadIdx.x == 0) direction(s, sums);
 }
 
 extern "C" __global__ void update_iterate(long long n, const double* s, double* x, double* r, const double* p,
