@@ -22,11 +22,15 @@ def sum_partials(sums, partials):
     sums[...] = partials.sum(axis=1)
 
 
+def _summed(sums, partials, *pairs):
+    """sums = the dot products of the pairs (x0, y0, x1, y1, ...), as a step's own launch takes them."""
+    partial_dots(partials, *pairs)
+    sum_partials(sums, partials)
+
+
 def alpha_step(s, sums, dots=None):
     if dots is not None:
-        partials, _, p, w = dots
-        partial_dots(partials, p, w)
-        sum_partials(sums, partials)
+        _summed(sums, dots[0], *dots[2:])
     pap = sums[0]
     if s[RZ] == 0.0:
         s[ALPHA] = 0.0
@@ -38,9 +42,8 @@ def alpha_step(s, sums, dots=None):
 
 def beta_step(s, sums, history, start, dots=None, test=None):
     if dots is not None:
-        partials, _, r, z = dots
-        partial_dots(partials, r, z, r, r, z, z)
-        sum_partials(sums, partials)
+        r, z = dots[2:]
+        _summed(sums, dots[0], r, z, r, r, z, z)
     rz = sums[0]
     s[ROW] = 0.0 if start else s[ROW] + 1.0
     history[int(s[ROW])] = sums
@@ -55,9 +58,7 @@ def beta_step(s, sums, history, start, dots=None, test=None):
 
 def record_step(s, sums, history, start, dots=None, test=None):
     if dots is not None:
-        partials, _, r = dots
-        partial_dots(partials, r, r)
-        sum_partials(sums, partials)
+        _summed(sums, dots[0], dots[2], dots[2])
     s[ROW] = 0.0 if start else s[ROW] + 1.0
     history[int(s[ROW])] = (0.0, sums[0], 0.0)
     if test is not None:
@@ -67,9 +68,7 @@ def record_step(s, sums, history, start, dots=None, test=None):
 
 def direction_step(s, sums, dots=None):
     if dots is not None:
-        partials, _, r, z = dots
-        partial_dots(partials, r, z)
-        sum_partials(sums, partials)
+        _summed(sums, dots[0], *dots[2:])
     rz = sums[0]
     s[BETA] = 0.0 if s[RZ] == 0.0 else rz / s[RZ]
     s[RZ] = rz
