@@ -43,13 +43,10 @@ extern "C" __global__ void dots_beta_test_step(long long n, const double* r, con
                                                int column, double rtol, double atol, double dtol, int limit,
                                                unsigned long long handle)
 {
-    block_partials(n, 3, r, z, r, r, z, z, partials);
-    if (!last_block(arrivals)) return;
-    sum_rows(gridDim.x, partials, sums);
-    if (threadIdx.x == 0) {
+    dots_then(n, 3, r, z, r, r, z, z, partials, arrivals, sums, [&] {
         beta(s, sums, history, 0);
         verdict(s, history, column, rtol, atol, dtol, limit, AFTER_ITERATION, handle);
-    }
+    });
 }
 
 // dots_record_step, then the test after an iteration (AFTER_ITERATION), by the block that records
@@ -58,11 +55,8 @@ extern "C" __global__ void dots_record_test_step(long long n, const double* r, d
                                                  int column, double rtol, double atol, double dtol, int limit,
                                                  unsigned long long handle)
 {
-    block_partials(n, 1, r, r, nullptr, nullptr, nullptr, nullptr, partials);
-    if (!last_block(arrivals)) return;
-    sum_rows(gridDim.x, partials, sums);
-    if (threadIdx.x == 0) {
+    dots_then(n, 1, r, r, nullptr, nullptr, nullptr, nullptr, partials, arrivals, sums, [&] {
         record(s, sums, history, 0);
         verdict(s, history, column, rtol, atol, dtol, limit, AFTER_ITERATION, handle);
-    }
+    });
 }

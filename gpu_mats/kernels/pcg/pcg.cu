@@ -82,6 +82,19 @@ __device__ void sum_rows(int count, const double* partials, double* sums)
     __syncthreads();
 }
 
+// A step that takes its own dot products (x_k . y_k, k < pairs) in its launch: each block leaves its partial
+// sums, the last block to finish sums them into sums and its first thread takes ``step`` (a lambda).
+template <typename Step>
+__device__ void dots_then(long long n, int pairs, const double* x0, const double* y0, const double* x1,
+                          const double* y1, const double* x2, const double* y2, double* partials,
+                          unsigned int* arrivals, double* sums, Step step)
+{
+    block_partials(n, pairs, x0, y0, x1, y1, x2, y2, partials);
+    if (!last_block(arrivals)) return;
+    sum_rows(gridDim.x, partials, sums);
+    if (threadIdx.x == 0) step();
+}
+
 __device__ void alpha(double* s, const double* sums)
 {
     const double pap = sums[0];
@@ -146,20 +159,14 @@ extern "C" __global__ void beta_step(double* s, const double* sums, double* hist
 extern "C" __global__ void dots_alpha_step(long long n, const double* x, const double* y, double* partials,
                                            unsigned int* arrivals, double* sums, double* s)
 {
-    block_partials(n, 1, x, y, nullptr, nullptr, nullptr, nullptr, partials);
-    if (!last_block(arrivals)) return;
-    sum_rows(gridDim.x, partials, sums);
-    if (threadIdx.x == 0) alpha(s, sums);
+    dots_then(n, 1, x, y, nullptr, nullptr, nullptr, nullptr, partials, arrivals, sums, [&] { alpha(s, sums); });
 }
 
 // r . z, r . r and z . z and the beta step from them, in one launch of partial_count(n) blocks of BLOCK threads
 extern "C" __global__ void dots_beta_step(long long n, const double* r, const double* z, double* partials,
                                           unsigned int* arrivals, double* sums, double* s, double* history, int start)
 {
-    block_partials(n, 3, r, z, r, r, z, z, partials);
-    if (!last_block(arrivals)) return;
-    sum_rows(gridDim.x, partials, sums);
-    if (threadIdx.x == 0) beta(s, sums, history, start);
+    dots_then(n, 3, r, z, r, r, z, z, partials, arrivals, sums, [&] { beta(s, sums, history, start); });
 }
 
 extern "C" __global__ void record_step(double* s, const double* sums, double* history, int start)
@@ -176,20 +183,15 @@ extern "C" __global__ void direction_step(double* s, const double* sums)
 extern "C" __global__ void dots_record_step(long long n, const double* r, double* partials, unsigned int* arrivals,
                                             double* sums, double* s, double* history, int start)
 {
-    block_partials(n, 1, r, r, nullptr, nullptr, nullptr, nullptr, partials);
-    if (!last_block(arrivals)) return;
-    sum_rows(gridDim.x, partials, sums);
-    if (threadIdx.x == 0) record(s, sums, history, start);
+    dots_then(n, 1, r, r, nullptr, nullptr, nullptr, nullptr, partials, arrivals, sums,
+              [&] { record(s, sums, history, start); });
 }
 
 // r . z and the direction step from it, in one launch of partial_count(n) blocks of BLOCK threads
 extern "C" __global__ void dots_direction_step(long long n, const double* r, const double* z, double* partials,
                                                unsigned int* arrivals, double* sums, double* s)
 {
-    block_partials(n, 1, r, z, nullptr, nullptr, nullptr, nullptr, partials);
-    if (!last_block(arrivals)) return;
-    sum_rows(gridDim.x, partials, sums);
-    if (threadIdx.x == 0) direction(s, sums);
+    dots_then(n, 1, r, z, nullptr, nullptr, nullptr, nullptr, partials, arrivals, sums, [&] { direction(s, sums); });
 }
 
 extern "C" __global__ void update_iterate(long long n, const double* s, double* x, double* r, const double* p,
