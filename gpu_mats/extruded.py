@@ -27,7 +27,6 @@ import scipy.sparse
 import scipy.sparse.linalg
 
 from .amg.shifted import ShiftedAMG
-from .backend import sparse_module
 from .kernels import family, graph_cache
 
 TOLERANCE = 1e-10  # of the couplings' agreement between layers, relative to the largest
@@ -74,10 +73,6 @@ class ExtrudedSolver:
         else:
             self.section_solver = MultigridSections(L, c, mu, self.singular, layers, xp, rtol, max_it)
 
-    @property
-    def wavenumbers(self):
-        return self.layers // 2 + 1
-
     def solve(self, b, x):
         """x = A^+ b (b, x flat arrays in ``xp``'s memory)."""
         xp = self.xp
@@ -109,8 +104,9 @@ class DirectSections:
     def solve(self, field):
         """Each column k of ``field`` (columns, wavenumbers; complex) solved by its system."""
         for k, factor in enumerate(self.factors):
-            rhs = field[:, k].copy()
+            rhs = field[:, k]
             if k == 0 and self.singular:
+                rhs = rhs.copy()
                 rhs[0] = 0.0
             field[:, k] = factor.solve(rhs.real) + 1j * factor.solve(rhs.imag)
         return field
@@ -131,8 +127,6 @@ class MultigridSections:
 
     def __init__(self, L, c, mu, singular, layers, xp, rtol, max_it):
         self.xp, self.rtol, self.max_it, self.singular = xp, rtol, max_it, singular
-        sparse = sparse_module(xp)
-        L = sparse.csr_matrix((xp.asarray(L.data), xp.asarray(L.indices), xp.asarray(L.indptr)), shape=L.shape)
         self.multigrid = ShiftedAMG(L, c, mu, xp, parts=2)
         counts = numpy.full(mu.size, 2.0)  # wavenumbers 0 and layers / 2 stand once in the full spectrum
         counts[0] = 1.0

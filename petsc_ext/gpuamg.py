@@ -20,6 +20,7 @@ from gpu_mats.amg import (AGGREGATIONS, CYCLES, DEGREE, SMOOTHERS, SPARSIFY, THR
                           AMGSettings, GeometricMultigrid)
 from gpu_mats.distributed_amg import DistributedAggregationAMG
 from gpu_mats.exchange import TRANSPORTS
+from gpu_mats.kernels import graph_cache
 from gpu_mats.stencil import StencilMatrix
 
 from .arrays import in_out_arrays
@@ -127,8 +128,7 @@ class AggregationMultigridPC(PythonPC):
         else:
             self.amg = AggregationAMG(indptr, indices, data, n, self.xp, self.settings())
         if self.xp is not numpy and comm.Get_size() == 1:  # graphs of the cycle hold its arrays and scalars
-            from gpu_mats.kernels.cuda_graphs import GraphCache  # CuPy's: imported where there is a GPU
-            self.graphs = GraphCache()
+            self.graphs = graph_cache()
 
     def settings(self):
         """The hierarchy's settings from the options."""

@@ -68,8 +68,8 @@ class ShiftedLevel:
 
 class ShiftedAMG:
     """The hierarchy of L + mu_k C for the ``shifts`` mu_k (host sequence,
-    each >= 0), from ``L`` (CSR in ``xp``'s memory, symmetric positive
-    semidefinite) and ``c`` (C's positive diagonal), for blocks of
+    each >= 0), from ``L`` (scipy or cupyx CSR, symmetric positive
+    semidefinite; copied to ``xp``'s memory) and ``c`` (C's positive diagonal), for blocks of
     (rows, K, ``parts``); ``apply(B, X)`` one V-cycle from zero, launching
     the shifted family's kernels on kept blocks."""
 
@@ -92,7 +92,7 @@ class ShiftedAMG:
             if L.shape[0] <= coarse_size or len(self.levels) == max_levels:
                 break
             d = diagonal_of(L)
-            rho = self._smoother(level)
+            rho = self._smoother(level, d)
             aggregates, count = mis2_aggregates(L, threshold)
             if count > 0.9 * L.shape[0]:
                 break
@@ -109,11 +109,11 @@ class ShiftedAMG:
         last.inverse = xp.ascontiguousarray(xp.stack([coarsest_inverse(xp, L_dense + mu * C_dense)
                                                       for mu in shifts.tolist()]))
 
-    def _smoother(self, level):
-        """The level's Chebyshev steps and scaling; returns the largest eigenvalue of D_L^-1 L (for P's
-        smoothing)."""
+    def _smoother(self, level, d_L):
+        """The level's Chebyshev steps and scaling from ``d_L``, L's diagonal; returns the largest eigenvalue
+        of D_L^-1 L (for P's smoothing)."""
         xp = self.xp
-        d_L, d_C = diagonal_of(level.L), diagonal_of(level.C)
+        d_C = diagonal_of(level.C)
         top_L = largest_eigenvalue(level.L, d_L, xp)
         top = max(top_L, largest_eigenvalue(level.C, d_C, xp))
         level.steps = chebyshev_steps(CHEBYSHEV_FRACTION * top, CHEBYSHEV_SAFETY * top, self.degree)

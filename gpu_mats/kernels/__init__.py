@@ -14,7 +14,8 @@ import importlib
 
 import numpy
 
-FAMILIES = ("sell", "csr", "stencil", "local_solves", "blas", "multigrid", "block_ilu", "flow", "pcg", "les", "spectral", "shifted")
+FAMILIES = ("sell", "csr", "stencil", "local_solves", "blas", "multigrid", "block_ilu", "flow", "pcg", "les", "spectral",
+            "shifted")
 
 
 @functools.cache
