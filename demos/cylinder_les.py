@@ -18,8 +18,10 @@ groups. Without the boundary layer (-les_wall_cell 0) the wall's shear
 layer, about D / sqrt(Re) thick, lies inside the first cell: the flow
 then stays attached, hardly sheds, and c_D falls to a third
 (BENCHMARKS.md).
-On the host on one rank the pressure takes layerfft (the extrusion's exact
-solve, a quarter of gamg's time here: BENCHMARKS.md), on the GPU gpuamg.
+On the host the pressure takes layerfft (the extrusion's exact solve, a
+quarter of gamg's time here: BENCHMARKS.md; on several ranks the mesh is
+cut by its cross-section, -flow_mesh_partitioner columns), on the GPU
+gpuamg.
 c_D = 2 F_x / (U^2 D pi) is averaged from t = -les_average_from to the end;
 St = D f / U from the lift's period over the same window.
 
@@ -99,7 +101,9 @@ def main():
     average_from = reader.real("les_average_from", 50.0, "the time from which c_D and St are averaged", low=0.0)
     mesh_path = reader.string("flow_mesh", "", "run on this mesh (groups inlet, outlet, sides, cylinder, front, "
                               "back) instead")
-    partitioner = reader.choice("flow_mesh_partitioner", "metis", tuple(PARTITIONERS), "how a mesh is cut among ranks")
+    partitioner = reader.choice("flow_mesh_partitioner", "columns", tuple(PARTITIONERS), "how the mesh is cut among "
+                                "ranks (columns: by its cross-section, whole columns on each rank, as layerfft "
+                                "needs)")
     directory = reader.string("flow_output_dir", "", "directory for forces.csv, summary.json and forces.png")
     comm = PETSc.COMM_WORLD
     mpi = comm.tompi4py()
@@ -113,7 +117,7 @@ def main():
         try:
             parts = distribute(path, mpi, partitioner, PERIODIC)
             mat_type = program_mat_type("cylinder_les")
-            on_host = {"pressure_pc_type": "layerfft"} if mat_type == "aij" and mpi.size == 1 else {}
+            on_host = {"pressure_pc_type": "layerfft"} if mat_type == "aij" else {}
             with option_defaults("", {**DEFAULTS, **on_host}):
                 solver = FlowSolver(parts.geometry, comm, mat_type, 1.0 / re,
                                     {"inlet": Inflow(free_stream), "outlet": Outflow(), "sides": Slip(),

@@ -19,15 +19,20 @@ amg.shifted, NumPy or CuPy), to a relative residual ``rtol`` of the whole
 3D right-hand side (Parseval). The wavenumber 0 system of a pure-Neumann
 operator is singular (the constants): ``direct`` pins its solution at one
 cell, CG takes its right-hand side's mean out; the solution is made of zero
-mean.
+mean. On several ranks each holds whole columns (a partition of the
+cross-section): its transforms are its own, and it solves its share of the
+wavenumbers on the whole cross-section (gpu_mats.wavenumbers).
 """
 
 import numpy
 import scipy.sparse
 import scipy.sparse.linalg
+from mpi4py import MPI
 
 from .amg.shifted import ShiftedAMG
+from .exchange import MpiTransport, halo_plan
 from .kernels import family, graph_cache
+from .wavenumbers import LocalSpectrum, SpectrumTranspose
 
 TOLERANCE = 1e-10  # of the couplings' agreement between layers, relative to the largest
 SECTIONS = ("direct", "multigrid")
@@ -43,45 +48,129 @@ class SectionConvergenceError(ArithmeticError):
 
 
 class ExtrudedSolver:
-    """x = A^+ b for ``A`` (scipy CSR, host) whose rows ``order[l, j]`` are
-    column j's cell in layer l (``order`` (layers, columns), the layers along
-    the periodic axis in turn): ``solve(b, x)`` on flat arrays in ``xp``'s
-    memory; ``sections`` (SECTIONS) says how the 2D systems are solved."""
+    """x = A^+ b for the rows ``A`` (scipy CSR) of a rank's cells and their
+    couplings (columns: global numbers, a rank's own rows following those
+    of lower ranks), the rows ``order[l, j]`` being its column j's cell in
+    layer l (``order`` (layers, columns), the layers along the periodic axis
+    in turn): ``solve(b, x)`` on the rank's flat arrays in ``xp``'s memory;
+    ``sections`` (SECTIONS) says how the 2D systems are solved. On several
+    ranks (``comm``, mpi4py; collective) each holds whole columns, and
+    solves the 2D systems of its share of the wavenumbers on the whole
+    cross-section (gpu_mats.wavenumbers)."""
 
-    def __init__(self, A, order, sections="direct", xp=numpy, rtol=RTOL, max_it=MAX_IT):
+    def __init__(self, A, order, sections="direct", xp=numpy, rtol=RTOL, max_it=MAX_IT, comm=None):
         if sections not in SECTIONS:
             raise ValueError(f"sections must be one of {SECTIONS}, not {sections!r}")
         if sections == "direct" and xp is not numpy:
             raise ValueError("direct 2D solves run on the host (SuperLU); on the GPU take multigrid")
-        A = scipy.sparse.csr_matrix(A)
+        comm = comm if comm is not None and comm.Get_size() > 1 else None
         order = numpy.asarray(order)
         layers, columns = order.shape
-        if layers < 3:
-            raise ExtrusionError(f"{layers} layers: a periodic axis needs at least 3")
-        if A.shape[0] != layers * columns or numpy.unique(order).size != A.shape[0]:
-            raise ExtrusionError(f"{layers} layers of {columns} cells are not the matrix's {A.shape[0]} rows")
-        P = A[order.ravel()][:, order.ravel()].tocoo()  # rows and columns layer by layer
-        c, cross_section = _split(P, layers, columns)
+        cross_section, c, columns_of = _cross_section(scipy.sparse.csr_matrix(A), order, comm)
         self.layers, self.columns, self.sections, self.xp = layers, columns, sections, xp
+        self.cross_section, self.ranks = cross_section.shape[0], 1 if comm is None else comm.Get_size()
         self.columns_first = xp.asarray(order.T)  # (columns, layers): the FFT runs along each column's cells
+        wavenumbers = layers // 2 + 1
+        self.spectrum = LocalSpectrum(wavenumbers) if comm is None else SpectrumTranspose(comm, columns_of,
+                                                                                          wavenumbers, xp)
+        first, stop = self.spectrum.mine
         L = (cross_section - scipy.sparse.diags(2.0 * c)).tocsr()
-        mu = 4.0 * numpy.sin(numpy.pi * numpy.arange(layers // 2 + 1) / layers) ** 2
-        scale = float(abs(A.data).max(initial=0.0)) or 1.0
-        self.singular = float(abs(A.sum(axis=1)).max()) <= TOLERANCE * scale  # rows summing to 0: constants
+        k = numpy.arange(first, stop)
+        mu = 4.0 * numpy.sin(numpy.pi * k / layers) ** 2
+        A = scipy.sparse.csr_matrix(A)
+        scale = _maximum(comm, float(abs(A.data).max(initial=0.0))) or 1.0
+        # rows summing to 0: the constants are the null space
+        self.singular = _maximum(comm, float(abs(numpy.asarray(A.sum(axis=1))).max(initial=0.0))) <= TOLERANCE * scale
+        self.cells = self.spectrum.total(float(order.size))
+        pinned = self.singular and first == 0  # this rank solves the constants' system
         if sections == "direct":
-            self.section_solver = DirectSections(L, c, mu, self.singular)
+            self.section_solver = DirectSections(L, c, mu, pinned)
         else:
-            self.section_solver = MultigridSections(L, c, mu, self.singular, layers, xp, rtol, max_it)
+            counts = numpy.where((k == 0) | (2 * k == layers), 1.0, 2.0)  # how often the full spectrum holds k
+            self.section_solver = MultigridSections(L, c, mu, pinned, counts, xp, rtol, max_it, self.spectrum.total)
 
     def solve(self, b, x):
-        """x = A^+ b (b, x flat arrays in ``xp``'s memory)."""
+        """x = A^+ b (b, x the rank's flat arrays in ``xp``'s memory)."""
         xp = self.xp
         field = xp.fft.rfft(xp.asarray(b)[self.columns_first], axis=1)  # (columns, wavenumbers)
-        field = self.section_solver.solve(field)
-        solution = xp.fft.irfft(field, n=self.layers, axis=1)
+        block = self.section_solver.solve(self.spectrum.to_wavenumbers(field))
+        solution = xp.fft.irfft(self.spectrum.to_columns(block), n=self.layers, axis=1)
         if self.singular:
-            solution -= solution.mean()
+            solution -= self.spectrum.total(float(solution.sum())) / self.cells
         x[self.columns_first] = solution
+
+
+def _maximum(comm, value):
+    return value if comm is None else comm.allreduce(value, op=MPI.MAX)
+
+
+def _gathered(comm, value, problem):
+    """Every rank's ``value`` (a list), once every rank has said whether it found a problem (a str, "" for
+    none): the first rank's problem is an ExtrusionError on every rank."""
+    every = [(value, problem)] if comm is None else comm.allgather((value, problem))
+    for rank, (_, problem) in enumerate(every):
+        if problem:
+            raise ExtrusionError(problem if comm is None else f"rank {rank}: {problem}")
+    return [v for v, _ in every]
+
+
+def _checked(make):
+    """(make(), "") or (None, the ExtrusionError's words)."""
+    try:
+        return make(), ""
+    except ExtrusionError as exc:
+        return None, str(exc)
+
+
+def _cross_section(A, order, comm):
+    """(B, c, columns of each rank) of a rank's rows ``A`` on its layers
+    ``order``: B the cross-section's operator (every column, numbered rank
+    after rank), c each column's coupling to the next layer, both gathered
+    from every rank; an ExtrusionError on every rank where A is no extruded
+    operator (collective)."""
+    layers, columns = order.shape
+    rows = A.shape[0]
+    problem = ""
+    if layers < 3:
+        problem = f"{layers} layers: a periodic axis needs at least 3"
+    elif rows != layers * columns or numpy.unique(order).size != rows:
+        problem = f"{layers} layers of {columns} cells are not the rank's {rows} rows"
+    counts = numpy.array(_gathered(comm, rows, problem))
+    columns_of = counts // layers
+    rank = 0 if comm is None else comm.Get_rank()
+    row_start, column_start = int(counts[:rank].sum()), int(columns_of[:rank].sum())
+    total = int(columns_of.sum())
+    number = numpy.empty(rows, dtype=numpy.int64)  # a row's (layer, global column) as layer * total + column
+    number[order] = numpy.arange(layers)[:, None] * total + column_start + numpy.arange(columns)[None, :]
+    P = A.tocoo()
+    owned = (P.col >= row_start) & (P.col < row_start + rows)
+    col = numpy.empty(P.col.size, dtype=numpy.int64)
+    col[owned] = number[P.col[owned] - row_start]
+    if comm is not None:
+        col[~owned] = _numbers_of_others(P.col[~owned], number, numpy.concatenate(([0], numpy.cumsum(counts))),
+                                         comm)
+    layer_of, column_of = numpy.divmod(number[P.row], total)
+    layer_to, column_to = numpy.divmod(col, total)
+    split, problem = _checked(lambda: _split(layer_of, column_of, layer_to, column_to, P.data,
+                                             (layers, columns, column_start, total)))
+    c, block = split if split is not None else (numpy.zeros(columns), scipy.sparse.csr_matrix((columns, total)))
+    block = block.tocoo()
+    gathered = _gathered(comm, (block.row + column_start, block.col, block.data, c), problem)
+    B = scipy.sparse.csr_matrix((numpy.concatenate([g[2] for g in gathered]),
+                                 (numpy.concatenate([g[0] for g in gathered]),
+                                  numpy.concatenate([g[1] for g in gathered]))), shape=(total, total))
+    return B, numpy.concatenate([g[3] for g in gathered]), columns_of
+
+
+def _numbers_of_others(cols, number, row_starts, comm):
+    """``number`` of the rows ``cols`` (global) that other ranks own, asked of their owners."""
+    wanted = numpy.unique(cols)
+    plan = halo_plan(wanted, row_starts, comm)
+    found = numpy.empty(wanted.size)
+    exchange = MpiTransport(plan, comm, numpy)
+    exchange.forward_begin(number.astype(numpy.float64), found)  # exact: numbers below 2^53
+    exchange.forward_end()
+    return found.astype(numpy.int64)[numpy.searchsorted(wanted, cols)]
 
 
 class DirectSections:
@@ -119,19 +208,16 @@ class MultigridSections:
     """All 2D systems at once: CG on the block of their real and imaginary
     parts, preconditioned by the family's V-cycle (ShiftedAMG), each member
     with its own CG coefficients, stopped when the 3D residual (the block's,
-    each wavenumber counted as often as the full spectrum holds it) is below
-    ``rtol`` of the right-hand side's. An iteration launches the shifted
+    each wavenumber counted ``counts`` times, as often as the full spectrum
+    holds it; ``total`` sums that over the ranks that share the spectrum) is
+    below ``rtol`` of the right-hand side's. An iteration launches the shifted
     and multigrid families' kernels only, on kept blocks: on the GPU it is
     replayed as one CUDA graph, the host reading the residual's column norms
     after each. ``iterations``: the last solve's."""
 
-    def __init__(self, L, c, mu, singular, layers, xp, rtol, max_it):
-        self.xp, self.rtol, self.max_it, self.singular = xp, rtol, max_it, singular
+    def __init__(self, L, c, mu, singular, counts, xp, rtol, max_it, total):
+        self.xp, self.rtol, self.max_it, self.singular, self.total = xp, rtol, max_it, singular, total
         self.multigrid = ShiftedAMG(L, c, mu, xp, parts=2)
-        counts = numpy.full(mu.size, 2.0)  # wavenumbers 0 and layers / 2 stand once in the full spectrum
-        counts[0] = 1.0
-        if layers % 2 == 0:
-            counts[-1] = 1.0
         self.counts = numpy.repeat(counts, 2)  # per column of a block
         self._kernels = family("shifted", xp)
         self.X, self.R, self.Z, self.D, self.Q = (xp.zeros((L.shape[0], mu.size, 2)) for _ in range(5))
@@ -186,23 +272,26 @@ class MultigridSections:
         return self._weighted(self.rr)
 
     def _weighted(self, column_norms):
-        """sum_j counts_j column_norms_j, read to the host."""
-        return float(self.counts @ numpy.asarray(column_norms if self.xp is numpy else column_norms.get()))
+        """sum_j counts_j column_norms_j, read to the host (and summed over the ranks)."""
+        return self.total(float(self.counts @ numpy.asarray(column_norms if self.xp is numpy else
+                                                            column_norms.get())))
 
     def describe(self):
         rows = ", ".join(str(n) for n, _ in self.multigrid.sizes())
         return (f"{self.multigrid.shifts.size} wavenumbers at once: CG to rtol {self.rtol:g} with one aggregation "
                 f"hierarchy of the cross-section (rows {rows}), {self.iterations} iterations in the last solve")
 
-def _split(P, layers, columns):
-    """(c, B) of the operator P (COO, rows and columns layer by layer): c the
-    couplings of each column to the next layer, B a layer's own block, both
-    the same in every layer; an ExtrusionError saying which layer differs
-    or why P is no extruded operator."""
-    layer_of, column_of = numpy.divmod(P.row, columns)
-    layer_to, column_to = numpy.divmod(P.col, columns)
+def _split(layer_of, column_of, layer_to, column_to, data, shape):
+    """(c, B) of an operator's entries ``data`` from (layer_of, column_of)
+    to (layer_to, column_to), the columns global, the rows' those of one
+    rank (``shape``: layers, its columns, its first column, every rank's
+    columns): c the couplings of each of its columns to the next layer, B
+    a layer's own block (its columns x every column), both the same in
+    every layer; an ExtrusionError saying which layer differs or why the
+    entries are no extruded operator."""
+    layers, columns, start, total = shape
     step = (layer_to - layer_of) % layers
-    scale = float(abs(P.data).max(initial=0.0)) or 1.0
+    scale = float(abs(data).max(initial=0.0)) or 1.0
     across = ((step == 1) | (step == layers - 1)) & (column_of != column_to)
     if across.any():
         k = int(numpy.flatnonzero(across)[0])
@@ -211,23 +300,24 @@ def _split(P, layers, columns):
     if ((step > 1) & (step < layers - 1)).any():
         raise ExtrusionError("cells are coupled to layers further than the next: not an extrusion")
     up, down = step == 1, step == layers - 1
+    own = column_of - start
     c = numpy.zeros((layers, columns))
-    c[layer_of[up], column_of[up]] = -P.data[up]  # the coupling of layer l to l + 1, per column
+    c[layer_of[up], own[up]] = -data[up]  # the coupling of layer l to l + 1, per column
     below = numpy.zeros((layers, columns))
-    below[layer_to[down], column_of[down]] = -P.data[down]  # the same seen from layer l + 1
-    if float(abs(c - below).max()) > TOLERANCE * scale:
+    below[layer_to[down], own[down]] = -data[down]  # the same seen from layer l + 1
+    if float(abs(c - below).max(initial=0.0)) > TOLERANCE * scale:
         raise ExtrusionError("the couplings between layers are not symmetric")
     if (c[-1] == 0).all():
         raise ExtrusionError("no coupling between the last layer and the first: the axis is not periodic")
-    spread = abs(c - c[0]).max(axis=1)
+    spread = abs(c - c[0]).max(axis=1, initial=0.0)
     if float(spread.max()) > TOLERANCE * scale:
         layer = int(numpy.argmax(spread))
         raise ExtrusionError(f"layer {layer}'s couplings to the next differ from layer 0's by up to "
                              f"{spread[layer]:.3g}: the layers are not equal (their spacing or their cells)")
     inside = step == 0
-    blocks = [scipy.sparse.csr_matrix((P.data[inside & (layer_of == l)],
-                                       (column_of[inside & (layer_of == l)], column_to[inside & (layer_of == l)])),
-                                      shape=(columns, columns)) for l in range(layers)]
+    blocks = [scipy.sparse.csr_matrix((data[inside & (layer_of == l)],
+                                       (own[inside & (layer_of == l)], column_to[inside & (layer_of == l)])),
+                                      shape=(columns, total)) for l in range(layers)]
     for l, block in enumerate(blocks[1:], start=1):
         difference = abs(block - blocks[0]).max() if block.nnz or blocks[0].nnz else 0.0
         if difference > TOLERANCE * scale:

@@ -50,8 +50,6 @@ class LayerTransformPC(ExactSolvePC):
 
     def build(self, pc):
         P = self.operator(pc)
-        if P.getComm().getSize() > 1:
-            raise ValueError("layerfft solves a mesh held on one rank; on several ranks use -pc_type gpuamg")
         sections = self.sections if self.sections != "auto" else "direct" if self.xp is numpy else "multigrid"
         if sections == "direct" and self.xp is not numpy:
             raise ValueError("layerfft's direct 2D solves run on the host; for CUDA vectors take "
@@ -59,10 +57,14 @@ class LayerTransformPC(ExactSolvePC):
         if self.order is None:
             raise ValueError("layerfft needs the mesh's layers, given to the PC (set_layers) as the flow driver "
                              "gives them")
-        indptr, indices, data = gpusell.local_block(P, numpy).to_csr()
+        comm = P.getComm().tompi4py()
+        if comm.Get_size() == 1:
+            indptr, indices, data = gpusell.local_block(P, numpy).to_csr()
+        else:
+            indptr, indices, data = P.getValuesCSR()  # the rank's rows, global columns
+        rows = scipy.sparse.csr_matrix((data, indices, indptr), shape=(P.getLocalSize()[0], P.getSize()[1]))
         try:
-            self.solver = ExtrudedSolver(scipy.sparse.csr_matrix((data, indices, indptr), shape=P.getLocalSize()),
-                                         self.order, sections, self.xp, self.rtol, self.max_it)
+            self.solver = ExtrudedSolver(rows, self.order, sections, self.xp, self.rtol, self.max_it, comm)
         except ExtrusionError as exc:
             raise ValueError(f"layerfft needs the Laplacian of a mesh extruded along a periodic axis in equal "
                              f"layers; this matrix: {exc}") from exc
@@ -71,4 +73,6 @@ class LayerTransformPC(ExactSolvePC):
         if self.solver is None:
             return []
         s = self.solver
-        return [f"  {s.layers} layers of {s.columns} cells: {s.section_solver.describe()}", self.setup_line(pc)]
+        shared = f" (rank 0's share of the wavenumbers among {s.ranks} ranks)" if s.ranks > 1 else ""
+        return [f"  {s.layers} layers of {s.cross_section} cells: {s.section_solver.describe()}{shared}",
+                self.setup_line(pc)]

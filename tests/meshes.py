@@ -198,3 +198,30 @@ def sided(mesh, lengths=(1.0, 1.0, 1.0), names=SIDES):
             physical.append(numpy.zeros(len(block.data), dtype=int))
     field_data = {name: numpy.array([k + 1, dim - 1]) for k, name in enumerate(names[:2 * dim])}
     return meshio.Mesh(points, cells, cell_data={"gmsh:physical": physical}, field_data=field_data)
+
+
+def prism_layers_mesh(n=4, lengths=(1.0, 1.0, 2.0)):
+    """sided prisms in n layers along z (their triangles in x-y), the x-y nodes moved, the same in every layer:
+    a mesh extruded along z in equal layers."""
+    mesh = sided(unit_mesh("wedge", n=n), lengths)
+    side = numpy.array(lengths[:2])
+    inside = (mesh.points[:, :2] > 1e-9).all(axis=1) & (mesh.points[:, :2] < side - 1e-9).all(axis=1)
+    shift = numpy.random.default_rng(3).uniform(-0.2, 0.2, (n + 1, n + 1, 2)) / n  # the same in every layer
+    ij = numpy.round(mesh.points[:, :2] * n / side).astype(int)
+    mesh.points[inside, :2] += shift[ij[inside, 0], ij[inside, 1]]
+    return mesh
+
+
+def shared_file(tmp_path, make, name):
+    """The mesh ``make()`` makes on rank 0 of PETSc's world, written (gmsh 2.2) to a path every rank sees;
+    (path, the mesh on rank 0, None elsewhere)."""
+    from petsc4py import PETSc
+
+    comm = PETSc.COMM_WORLD.tompi4py()
+    path = comm.bcast(os.path.join(str(tmp_path), name) if comm.rank == 0 else None)
+    mesh = None
+    if comm.rank == 0:
+        mesh = make()
+        mesh.write(path, file_format="gmsh22", binary=False)
+    comm.Barrier()
+    return path, mesh

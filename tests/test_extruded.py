@@ -13,26 +13,20 @@ import scipy.sparse
 import scipy.sparse.linalg
 
 from gpu_mats.extruded import SECTIONS, ExtrudedSolver, ExtrusionError, SectionConvergenceError
-from meshes import sided, unit_mesh
+from meshes import prism_layers_mesh, sided, unit_mesh
 from plugin.flow.extrusion import layer_order
 from plugin.flow.mesh import mesh_geometry
 from plugin.flow.operators import compact_laplacian
 
 
 def prism_layers(n=4, lengths=(1.0, 1.0, 2.0), periodic=True):
-    """A unit_mesh of prisms (their triangles in x-y, layers along z), x-y nodes moved, z sides joined."""
-    mesh = sided(unit_mesh("wedge", n=n), lengths)
-    side = numpy.array(lengths[:2])
-    inside = (mesh.points[:, :2] > 1e-9).all(axis=1) & (mesh.points[:, :2] < side - 1e-9).all(axis=1)
-    shift = numpy.random.default_rng(3).uniform(-0.2, 0.2, (n + 1, n + 1, 2)) / n  # the same in every layer
-    ij = numpy.round(mesh.points[:, :2] * n / side).astype(int)
-    mesh.points[inside, :2] += shift[ij[inside, 0], ij[inside, 1]]
-    return mesh_geometry(mesh, periodic=[("zmin", "zmax")] if periodic else ())
+    """The geometry of prism_layers_mesh, its z sides joined."""
+    return mesh_geometry(prism_layers_mesh(n, lengths), periodic=[("zmin", "zmax")] if periodic else ())
 
 
 def test_the_layers_of_an_extrusion_stand_above_each_other():
     g = prism_layers()
-    order = layer_order(g)
+    order = layer_order(g.centroids)
     assert order.shape == (4, 32) and numpy.unique(order).size == g.num_cells
     z = g.centroids[order, 2]
     numpy.testing.assert_allclose(z - z[:, :1], 0.0, atol=1e-14)
@@ -44,7 +38,7 @@ def layered_system(held, n=4):
     an outflow's held pressure along one column, in every layer."""
     g = prism_layers(n)
     A = (-compact_laplacian(g)).tocsr()
-    order = layer_order(g)
+    order = layer_order(g.centroids)
     if held:
         A = (A + scipy.sparse.diags(numpy.isin(numpy.arange(g.num_cells), order[:, 5]) * 3.0)).tocsr()
     b = numpy.random.default_rng(1).standard_normal(g.num_cells)
@@ -90,20 +84,20 @@ def test_what_is_no_extrusion_is_refused_with_the_layer_or_spacing():
     holed.cells[0] = meshio.CellBlock("wedge", holed.cells[0].data[1:])  # a prism of the first layer gone
     holed.cell_data["gmsh:physical"][0] = holed.cell_data["gmsh:physical"][0][1:]
     with pytest.raises(ExtrusionError, match=r"layer 1 along z \(at 0.375\) has 32 cells where layer 0 has 31"):
-        layer_order(mesh_geometry(holed, ungrouped="wall"))
+        layer_order(mesh_geometry(holed, ungrouped="wall").centroids)
     with pytest.raises(ExtrusionError, match="not equally spaced"):  # Kuhn's tetrahedra: no layers
-        layer_order(mesh_geometry(sided(unit_mesh("tetra", n=3))))
+        layer_order(mesh_geometry(sided(unit_mesh("tetra", n=3))).centroids)
     stretched = sided(unit_mesh("wedge", n=4))
     stretched.points[:, 2] = stretched.points[:, 2] ** 2  # layers 1/16, 3/16, 5/16, 7/16 thick
     with pytest.raises(ExtrusionError, match="not equally spaced: 0.375 between layers 2 and 3, 0.125 between"):
-        layer_order(mesh_geometry(stretched))
+        layer_order(mesh_geometry(stretched).centroids)
     g = prism_layers(periodic=False)
     with pytest.raises(ExtrusionError, match="no coupling between the last layer and the first: the axis is not "
                                           "periodic"):
-        ExtrudedSolver((-compact_laplacian(g)).tocsr(), layer_order(g))
+        ExtrudedSolver((-compact_laplacian(g)).tocsr(), layer_order(g.centroids))
     g = prism_layers()
     A = (-compact_laplacian(g)).tocsr()
-    order = layer_order(g)
+    order = layer_order(g.centroids)
     cell = order[2, 0]
     neighbour = next(j for j in A[cell].indices if j != cell and j in order[2])  # in the same layer
     A = A.tolil()

@@ -1380,6 +1380,40 @@ def test_layerfft_in_the_flow_on_the_gpu_gives_the_hosts_flow():
     numpy.testing.assert_allclose(runs["cupy"][1], runs["numpy"][1], rtol=0, atol=1e-9)
 
 
+@pytest.mark.mpi
+def test_layerfft_on_each_ranks_columns_on_the_gpu_gives_the_hosts_flow(tmp_path):
+    """The same on the ranks of PETSc's world, the mesh cut by its
+    cross-section: the transforms cross ranks through host memory, each
+    rank's multigrid sections solve its wavenumbers on the device."""
+    from petsc4py import PETSc
+
+    from gpu_mats.backend import to_host
+    from meshes import prism_layers_mesh, shared_file
+    from petsc_ext.options import option_defaults
+    from plugin.flow.boundary import Wall
+    from plugin.flow.distribution import distribute
+    from plugin.flow.solver import FlowSolver
+
+    comm = PETSc.COMM_WORLD
+    path, _ = shared_file(tmp_path, lambda: prism_layers_mesh(n=16), "prisms.msh")
+    g = distribute(path, comm.tompi4py(), "columns", (("zmin", "zmax"),)).geometry
+    start = numpy.array([numpy.sin(numpy.pi * g.centroids[:, 2]), 0.3 * numpy.cos(numpy.pi * g.centroids[:, 2]),
+                         0.2 * g.centroids[:, 0]])
+    runs = {}
+    for backend in ("cupy", "numpy"):
+        options = {"gpu_backend": backend, "flow_max_steps": 5, "flow_dt": 0.002, "pressure_ksp_rtol": 1e-12,
+                   "pressure_pc_type": "layerfft", "pressure_pc_layerfft_rtol": 1e-13}
+        with option_defaults("", options):
+            solver = FlowSolver(g, comm, "gpusell", 0.05, {name: Wall() for name in g.boundary_names})
+        state = solver.run(solver.initial_state(start, project=True))
+        context = solver.pressure_ksp.getPC().getPythonContext()
+        runs[backend] = (solver.pressure_iterations / solver.steps_run, to_host(solver.xp, state.u),
+                         context.solver.sections, context.solver.ranks)
+    assert runs["cupy"][2:] == ("multigrid", comm.getSize()) and runs["numpy"][2] == "direct"
+    assert runs["cupy"][0] == runs["numpy"][0] == 1.0
+    numpy.testing.assert_allclose(runs["cupy"][1], runs["numpy"][1], rtol=0, atol=1e-9)
+
+
 @pytest.mark.parametrize("shifted", [True, False], ids=["L + mu C", "L alone"])
 def test_cuda_shifted_block_kernels_match_numpy(shifted):
     """The shifted family's block product, fused Chebyshev step and coarse

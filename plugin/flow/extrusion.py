@@ -1,6 +1,6 @@
 """The layers of a mesh extruded along one axis: which cell is each
 column's in each layer (gpu_mats.extruded's ``order``), found from the cell
-centroids, or an ExtrusionError that says which layer or spacing differs."""
+centres, or an ExtrusionError that says which layer or spacing differs."""
 
 import numpy
 import scipy.spatial
@@ -10,11 +10,11 @@ from gpu_mats.extruded import ExtrusionError
 TOLERANCE = 1e-8  # relative to the mesh's extent: centroids closer than this are one
 
 
-def layer_order(geometry, axis=2):
-    """(layers, columns): the rank's cells by layer along ``axis`` (rising)
-    and by column (their centroids' other coordinates, the same in every
-    layer), for a mesh of equal layers equally spaced."""
-    x = geometry.centroids
+def layer_order(x, axis=2):
+    """(layers, columns): the cells of centres ``x`` (cells, d) by layer
+    along ``axis`` (rising) and by column (their centres' other
+    coordinates, the same in every layer), for a mesh of equal layers
+    equally spaced."""
     extent = float(numpy.ptp(x, axis=0).max()) or 1.0
     height = x[:, axis]
     rising = numpy.argsort(height, kind="stable")

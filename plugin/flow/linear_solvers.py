@@ -1,6 +1,6 @@
 """The flow driver's linear solvers: the pressure KSP and, with
 Crank-Nicolson diffusion, the momentum KSP, the types each starts from, and
-what a type asks of the geometry (a DMDA box's grids, one rank).
+what a type asks of the geometry (a DMDA box's grids, one rank; layers along z).
 
 The pressure takes the fastest preconditioner measured for its matrices
 (BENCHMARKS.md), under cg: gamg on host AIJ; on the project's and GPU
@@ -12,6 +12,7 @@ solve is gmres with PETSc's default PC on host AIJ, else graphcg + ainv fsai.
 Options under the prefixes ``pressure_`` and ``momentum_`` change any of it.
 """
 
+import numpy
 from petsc4py import PETSc
 
 from petsc_ext.options import OptionError, option_defaults
@@ -128,14 +129,31 @@ class LinearSolvers:
         return ksp
 
     def _layers(self, what):
-        """The mesh's cells by layer along z (plugin.flow.extrusion), or an OptionError naming ``what`` and why not."""
-        if self.box is not None or self.comm.getSize() > 1:
-            raise OptionError(f"{what} needs a mesh extruded along z held on one rank (this run: "
-                              f"{'a DMDA box: use boxfft' if self.box is not None else 'several ranks'})")
+        """The rank's cells by layer along z (plugin.flow.extrusion), or an OptionError naming ``what`` and why
+        not (on every rank: collective)."""
+        if self.box is not None:
+            raise OptionError(f"{what} needs a mesh extruded along z (this run: a DMDA box: use boxfft)")
+        centroids = self.operators.geometry.centroids
         try:
-            return layer_order(self.operators.geometry)
+            order, problem = layer_order(centroids), ""
         except ExtrusionError as exc:
-            raise OptionError(f"{what}: the mesh is not extruded along z in equal layers: {exc}") from exc
+            order, problem = None, str(exc)
+        mpi = self.comm.tompi4py()
+        levels = mpi.allgather(None if order is None else centroids[order[:, 0], 2])
+        mine, first = levels[mpi.rank], levels[0]
+        if not problem and first is not None and (len(mine) != len(first) or not numpy.allclose(
+                mine, first, rtol=0, atol=1e-8 * (abs(first).max() + 1.0))):
+            problem = (f"its {len(mine)} layers, z from {mine[0]:.6g} to {mine[-1]:.6g}, are not rank 0's "
+                       f"{len(first)}, z from {first[0]:.6g} to {first[-1]:.6g}")
+        problems = mpi.allgather(problem)
+        if any(problems):
+            rank = next(r for r, p in enumerate(problems) if p)
+            if mpi.size == 1:
+                raise OptionError(f"{what}: the mesh is not extruded along z in equal layers: {problems[rank]}")
+            raise OptionError(f"{what}: rank {rank}'s cells are not whole columns of a mesh extruded along z in "
+                              f"equal layers ({problems[rank]}); cut the mesh by its cross-section "
+                              f"(-flow_mesh_partitioner columns)")
+        return order
 
     def _need_box_on_one_rank(self, what, advice=""):
         """An OptionError naming ``what`` where the geometry is not a DMDA box on one rank."""

@@ -7,6 +7,9 @@ cells of each interior face. A partitioner gives each cell a part (a rank);
 
 import numpy
 
+from .extrusion import ExtrusionError, layer_order
+from .mesh import MeshError
+
 
 def graph_partition(face_cells, num_cells, parts):
     """A part (0 .. parts-1) for each cell: METIS (Karypis and Kumar, "A fast
@@ -44,9 +47,26 @@ def coordinate_bisection(centroids, parts):
     return owner
 
 
+def column_partition(face_cells, centres, parts):
+    """A part (0 .. parts-1) for each cell of a mesh extruded along z in
+    equal layers: METIS on the graph of its columns (the cells standing
+    above each other), so that a part holds whole columns and layerfft's
+    transforms along them are its own; a MeshError where the mesh has no
+    such layers."""
+    try:
+        order = layer_order(centres)
+    except ExtrusionError as exc:
+        raise MeshError(f"the columns partition needs a mesh extruded along z in equal layers: {exc}") from exc
+    column = numpy.empty(len(centres), dtype=numpy.int64)
+    column[order] = numpy.arange(order.shape[1])
+    joined = column[face_cells]
+    return graph_partition(joined[joined[:, 0] != joined[:, 1]], order.shape[1], parts)[column]
+
+
 # name -> f(face_cells, cell centres, parts): a part for each cell
 PARTITIONERS = {"metis": lambda face_cells, centres, parts: graph_partition(face_cells, len(centres), parts),
-                "bisection": lambda face_cells, centres, parts: coordinate_bisection(centres, parts)}
+                "bisection": lambda face_cells, centres, parts: coordinate_bisection(centres, parts),
+                "columns": column_partition}
 
 
 def partition_quality(face_cells, owner):
