@@ -217,7 +217,8 @@ class MultigridSections:
 
     def __init__(self, L, c, mu, singular, counts, xp, rtol, max_it, total):
         self.xp, self.rtol, self.max_it, self.singular, self.total = xp, rtol, max_it, singular, total
-        self.multigrid = ShiftedAMG(L, c, mu, xp, parts=2)
+        # a rank without wavenumbers (more ranks than they) only joins the others' sums
+        self.multigrid = ShiftedAMG(L, c, mu, xp, parts=2) if mu.size else None
         self.counts = numpy.repeat(counts, 2)  # per column of a block
         self._kernels = family("shifted", xp)
         self.X, self.R, self.Z, self.D, self.Q = (xp.zeros((L.shape[0], mu.size, 2)) for _ in range(5))
@@ -227,26 +228,39 @@ class MultigridSections:
 
     def solve(self, field):
         """Each column k of ``field`` (columns, wavenumbers; complex) solved by its system."""
-        xp, mg, kernels = self.xp, self.multigrid, self._kernels
+        target = self.rtol**2 * self._start(field)
+        for self.iterations in range(1, self.max_it + 1):
+            if self._step() <= target:
+                return self.X.view(self.xp.complex128).reshape(field.shape)
+        raise SectionConvergenceError(f"the 2D systems' CG did not reach a relative residual of {self.rtol:g} in "
+                                      f"{self.max_it} iterations")
+
+    def _start(self, field):
+        """CG's start from x = 0 on ``field``; the squared 3D norm of the right-hand side (over the ranks)."""
+        if self.multigrid is None:
+            return self.total(0.0)
+        xp, kernels = self.xp, self._kernels
         X, R, Z, D = self.X, self.R, self.Z, self.D
         R[...] = xp.ascontiguousarray(field).view(xp.float64).reshape(R.shape)
         if self.singular:  # the constants' system: its right-hand side made consistent
             R[:, 0, :] -= R[:, 0, :].mean(axis=0)
         X[...] = 0.0
-        target = self.rtol**2 * self._weighted_norm(R)
-        mg.apply(R, Z)
+        norm = self._weighted_norm(R)
+        self.multigrid.apply(R, Z)
         D[...] = Z
         self.rz[...] = 0.0
         kernels.column_dots(R, Z, self.rz)
-        for self.iterations in range(1, self.max_it + 1):
-            if self.graphs is None:
-                self._iterate()
-            else:
-                self.graphs.run("iteration", self._iterate)
-            if self._weighted(self.rr) <= target:
-                return X.view(xp.complex128).reshape(field.shape)
-        raise SectionConvergenceError(f"the 2D systems' CG did not reach a relative residual of {self.rtol:g} in "
-                                      f"{self.max_it} iterations")
+        return norm
+
+    def _step(self):
+        """One CG iteration; the squared 3D norm of the new residual (over the ranks)."""
+        if self.multigrid is None:
+            return self.total(0.0)
+        if self.graphs is None:
+            self._iterate()
+        else:
+            self.graphs.run("iteration", self._iterate)
+        return self._weighted(self.rr)
 
     def _iterate(self):
         """One CG iteration of every column, kernels only on kept arrays; the new residual's column norms in
@@ -277,9 +291,12 @@ class MultigridSections:
                                                             column_norms.get())))
 
     def describe(self):
+        if self.multigrid is None:
+            return "no wavenumbers of its own"
         rows = ", ".join(str(n) for n, _ in self.multigrid.sizes())
         return (f"{self.multigrid.shifts.size} wavenumbers at once: CG to rtol {self.rtol:g} with one aggregation "
                 f"hierarchy of the cross-section (rows {rows}), {self.iterations} iterations in the last solve")
+
 
 def _split(layer_of, column_of, layer_to, column_to, data, shape):
     """(c, B) of an operator's entries ``data`` from (layer_of, column_of)

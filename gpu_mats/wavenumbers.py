@@ -17,11 +17,8 @@ from .backend import to_host
 
 
 def spectrum_split(wavenumbers, ranks):
-    """(first, stop) of each rank's wavenumbers: contiguous, as even as can be; a ValueError where a rank
-    would get none."""
-    if wavenumbers < ranks:
-        raise ValueError(f"{wavenumbers} wavenumbers cannot be shared among {ranks} ranks (each solves at "
-                         f"least one): run on at most {wavenumbers} ranks, or use more layers")
+    """(first, stop) of each rank's wavenumbers: contiguous, as even as can be (where there are more ranks
+    than wavenumbers, the last ranks get none)."""
     bounds = numpy.concatenate(([0], numpy.cumsum([wavenumbers // ranks + (r < wavenumbers % ranks)
                                                    for r in range(ranks)])))
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
