@@ -494,8 +494,8 @@ def test_implicit_steps_grow_to_the_cfl_limit_and_rebuild_the_momentum_matrix_ra
 def test_the_cpu_reference_runs_the_same_loop_on_petsc_aij():
     runs = []
     for mat_type in ("gpusell", "aij"):
-        _, solver = make_solver((10, 12), (False, False), 0.01, {"flow_max_steps": 6, "pressure_ksp_rtol": 1e-12},
-                                walls=LID, mat_type=mat_type)
+        _, solver = make_solver((10, 12), (False, False), 0.01, {"flow_max_steps": 6, "pressure_ksp_rtol": 1e-12,
+                                                                 "flow_box_stencils": False}, walls=LID, mat_type=mat_type)
         assert solver.matrices.mats["C"].getType() in ("seqaijgpusell", "seqaij")
         state = solver.run(solver.initial_state())
         runs.append([to_host(solver.xp, a) for a in (state.u, state.u_s)])
@@ -507,7 +507,8 @@ def test_gpusell_loop_operators_make_their_matrices_only_when_asked():
     """On one rank with gpusell the loop multiplies SellOperators: no PETSc
     matrix (no host AIJ copy) until one is asked for; the one made then has
     the operator's entries and products, C's the values the loop wrote."""
-    _, solver = make_solver((10, 12), (False, False), 0.01, {"flow_max_steps": 3}, walls=LID)
+    _, solver = make_solver((10, 12), (False, False), 0.01, {"flow_max_steps": 3, "flow_box_stencils": False},
+                            walls=LID)  # the box's matrices, not its stencils
     m = solver.matrices
     state = solver.run(solver.initial_state())
     assert m.mats.made() == [] and set(m.mats) >= {"Ms", "Gamma", "Gs", "G", "K", "flux_rate", "C", "E"}

@@ -1475,3 +1475,63 @@ def test_cuda_shifted_block_kernels_match_numpy(shifted):
         results.append([a if xp is numpy else a.get() for a in (dots, x, r, d)])
     for got, expected in zip(results[1], results[0]):
         numpy.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape, periodic", [((7, 5, 4), (True, True, True)), ((7, 5, 4), (True, False, True)),
+                                             ((6, 5, 3), (False, False, False)), ((7, 5, 1), (False, True, False)),
+                                             ((6, 6, 1), (True, True, False))],
+                         ids=["periodic", "walls along y", "walls", "2D walls along x", "2D periodic"])
+def test_cuda_box_stencils_match_numpy(shape, periodic):
+    """The box family's kernels against their NumPy twins on random vectors, with and without z."""
+    import cupy
+
+    from gpu_mats.box_faces import BoxGrid
+    from gpu_mats.kernels import family
+
+    grid = BoxGrid(shape, periodic, 2 if shape[2] == 1 else 3)
+    host, cuda = family("box", numpy), family("box", cupy)
+    rng = numpy.random.default_rng(11)
+    n, faces, dim = grid.cells, grid.faces, grid.dim
+    cells, face_values, velocity = rng.standard_normal(n), rng.standard_normal(faces), rng.standard_normal((dim, n))
+    constants = tuple(rng.uniform(0.5, 2.0, dim))
+    calls = {  # name -> (arguments before the output, output shape, arguments after, z's shape)
+        "interpolate": ((velocity,), (faces,), (), None),
+        "face_gradient": ((cells,), (faces,), (constants,), (faces,)),
+        "face_sum": ((face_values,), (n,), (constants,), (n,)),
+        "cell_gradient": ((cells,), (dim, n), (constants,), None),
+        "convection": ((face_values, velocity), (dim, n), (constants,), None),
+        "diffusion": ((velocity,), (dim, n), (constants,), (dim, n)),
+    }
+    for name, (before, shape_out, after, z_shape) in calls.items():
+        for z in [None] + ([rng.standard_normal(z_shape)] if z_shape else []):
+            extra = {} if z is None else {"z": z}
+            expected = numpy.full(shape_out, numpy.nan)
+            getattr(host, name)(grid, *before, expected, *after, **extra)
+            got = cupy.full(shape_out, cupy.nan)
+            getattr(cuda, name)(grid, *(cupy.asarray(a) for a in before), got, *after,
+                                **{k: cupy.asarray(v) for k, v in extra.items()})
+            numpy.testing.assert_allclose(got.get(), expected, rtol=0, atol=1e-14 * abs(expected).max(),
+                                          err_msg=f"{name}, z {z is not None}")
+    expected, got = numpy.empty(n), cupy.empty(n)
+    host.face_sum(grid, face_values, expected, constants, speeds=True)
+    cuda.face_sum(grid, cupy.asarray(face_values), got, constants, speeds=True)
+    numpy.testing.assert_allclose(got.get(), expected, rtol=0, atol=1e-14 * abs(expected).max())
+
+
+@pytest.mark.parametrize("name", ["periodic 3D", "walls 3D", "walls 2D"])
+def test_the_flow_with_box_stencils_on_the_gpu_is_the_flow_with_matrices(name):
+    """The box's stencils in CUDA in the flow (its steps CUDA graphs) give the SELL matrices' fields."""
+    from gpu_mats.backend import to_host
+    from test_box_stencils import box_solver
+
+    runs = []
+    for stencils in (True, False):
+        solver = box_solver(name, {"gpu_backend": "cupy", "flow_box_stencils": stencils, "flow_max_steps": 8,
+                                   "flow_diffusion": "implicit" if "2D" in name else "explicit"})
+        assert (solver.matrices.stencils is not None) is stencils
+        x = solver.geometry.centroids
+        start = [numpy.sin(2 * numpy.pi * x[:, 1]), numpy.cos(2 * numpy.pi * x[:, 0]), 0.3 * numpy.sin(x[:, 0])]
+        state = solver.run(solver.initial_state(numpy.array(start[:solver.geometry.dim]), project=True))
+        runs.append([to_host(solver.xp, a) for a in (state.u, state.p, state.u_s)])
+    for with_stencils, with_matrices in zip(*runs):
+        numpy.testing.assert_allclose(with_stencils, with_matrices, rtol=0, atol=1e-12 * abs(with_matrices).max())

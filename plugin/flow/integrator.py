@@ -737,8 +737,7 @@ class FractionalStep:
 
     def _queue_rate(self, u_s):
         """The convective rate of u_s into _largest_value, not read."""
-        self.xp.abs(u_s, out=self.face_scratch)
-        self.matrices.flux_rate(self.face_scratch, self.cell_scratch)
+        self.matrices.speed_rate(u_s, self.cell_scratch, self.face_scratch)
         self.updates.max_abs(self._largest_value, self.cell_scratch, None, self._largest_scratch)
 
     def unit_convective_rate(self):

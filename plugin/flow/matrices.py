@@ -21,6 +21,12 @@ The convective matrix C shares L's pattern; its values change every step.
 E, the constant matrix E_C with each row moved to where C stores that value
 (Oyarzún 2015, eq. 2.14: the position in the SELL value array), refreshes them
 with one SpMV written straight into C's storage (petsc_ext.matrix_values).
+
+On a DMDA box of equal cells on one rank with gpusell, whose sides are
+periodic or walls, the loop's face operators (Ms, Gamma, Gs, G, K,
+flux_rate, C) are the box's stencils instead (gpu_mats.box_faces: no
+matrix read, no E), checked once against the assembled operators
+(``-flow_box_stencils``).
 """
 
 from collections.abc import Mapping
@@ -32,15 +38,21 @@ from petsc4py import PETSc
 from gpu_mats.backend import array_module, sparse_module
 from gpu_mats.kernels import family
 from petsc_ext import gpusell
-from petsc_ext.array_operators import matrix_product
+from gpu_mats.box_faces import BoxFaceOperators, BoxGrid
+from petsc_ext.array_operators import ArrayOperator, matrix_product
 from petsc_ext.arrays import ArrayVecs, matrix_array_module
 from petsc_ext.matrices import aij_from_device_csr, aij_from_rows
 from petsc_ext.matrix_values import value_target
 
+from .boundary import Wall
 from .operators import host_matrix
 
 # Mat types that take their values from device arrays (MatSetValuesCOO), without a host copy.
 DEVICE_COO_TYPES = ("aijcusparse", "seqaijcusparse", "mpiaijcusparse")
+# The loop's operators that a box's stencils replace, and the BoxFaceOperators method of each.
+STENCILS = {"Ms": "divergence", "Gamma": "gamma", "Gs": "face_gradient", "G": "cell_gradient", "K": "diffusion",
+            "flux_rate": "flux_rate", "C": "convection"}
+STENCIL_TOLERANCE = 1e-12  # a stencil's product against the assembled operator's, relative to its largest value
 
 
 class FlowMatrices:
@@ -53,9 +65,12 @@ class FlowMatrices:
     ``eddy_rate`` (their part of each D_ii / Omega_i),
     ``diffusion_correction`` (times -nu), ``pressure_correction`` and
     ``skewness_correction`` (else None), each called as ``product(x, y)`` for
-    y = A x or ``product(x, y, z)`` for A x + z."""
+    y = A x or ``product(x, y, z)`` for A x + z. ``box``: a DMDA box's
+    (shape, periodic), whose stencils serve where they can with
+    ``box_stencils`` (``stencils``: the BoxFaceOperators, else None)."""
 
-    def __init__(self, ops, comm, mat_type, implicit_diffusion=False, pressure_laplacian="compact"):
+    def __init__(self, ops, comm, mat_type, implicit_diffusion=False, pressure_laplacian="compact", box=None,
+                 box_stencils=True):
         g = ops.geometry
         self.ops, self.comm, self.mat_type = ops, comm, mat_type
         n, faces, dim = g.num_cells, ops.num_faces, g.dim
@@ -89,9 +104,14 @@ class FlowMatrices:
             loop["pressure_correction"] = (ops.pressure_correction, dim * n, "T grad p (pressure face gradient)")
         if ops.skewness_correction is not None:
             loop["skewness_correction"] = (ops.skewness_correction, dim * dim * n, "K grad u (face interpolation)")
+        self.stencils = (self._box_stencils(box, 0.5 if implicit_diffusion else 1.0)
+                         if box_stencils and pressure_laplacian == "compact" else None)
+        if self.stencils is not None:
+            loop = {name: spec for name, spec in loop.items() if name not in STENCILS}
         self.mats = _LoopMatrices(self, loop, self._sell_operators_fit())
-        self._values = value_target(self.mats.operator("C"))
-        self.mats.add("E", (self._storage_order(ops.E_C, self._values), faces, "E_C (in C's storage order)"))
+        if self.stencils is None:
+            self._values = value_target(self.mats.operator("C"))
+            self.mats.add("E", (self._storage_order(ops.E_C, self._values), faces, "E_C (in C's storage order)"))
         self._diffusion = self._molecular = None
         if ops.eddy_diffusion is not None:  # explicit in time, with Crank-Nicolson too: the momentum matrix stays
             self._diffusion = target = value_target(self.mats.operator("K"))
@@ -107,6 +127,9 @@ class FlowMatrices:
         self.slip, self.velocity_gradient = map(self._product, ("slip", "velocity_gradient"))
         self.diffusion_correction, self.pressure_correction, self.skewness_correction = map(
             self._product, ("diffusion_correction", "pressure_correction", "skewness_correction"))
+        if self.stencils is not None:
+            for name, method in STENCILS.items():
+                setattr(self, name, ArrayOperator(getattr(self.stencils, method), graph_key=("box", name), blocks=True))
         self.momentum = self._momentum() if implicit_diffusion else None
         self._outflow = self.xp.asarray(ops.open_faces, dtype=numpy.int64)
         self._convected = self.xp.empty(faces) if len(ops.open_faces) else None
@@ -135,6 +158,63 @@ class FlowMatrices:
         elif csr is not matrix and mat.getType() == gpusell.SEQ_TYPE and gpusell.context(mat).xp is self.ops.xp:
             gpusell.context(mat).adopt(matrix.indptr, matrix.indices, matrix.data)
         return mat
+
+    def _box_stencils(self, box, diffusion_scale):
+        """The BoxFaceOperators of a DMDA box (``box``: (shape, periodic)) of
+        equal cells on one rank with gpusell, whose sides are periodic or
+        walls, under the symmetric scheme without LES, each checked against
+        the assembled operator on a random vector; else None."""
+        ops, g = self.ops, self.ops.geometry
+        extras = (ops.slip, ops.velocity_gradient, ops.diffusion_correction, ops.pressure_correction,
+                  ops.skewness_correction, ops.eddy_diffusion)
+        if (box is None or not self._sell_operators_fit() or any(e is not None for e in extras)
+                or len(ops.open_faces) or not all(isinstance(c, Wall) for c in ops.conditions.values())):
+            return None
+        shape, periodic = box
+        axis = numpy.argmax(abs(g.face_normals), axis=1)
+        per_axis = [(g.face_areas[axis == d], g.face_distances[axis == d]) for d in range(g.dim)]
+        walls = numpy.argmax(abs(g.boundary_normals), axis=1) if len(g.boundary_normals) else axis[:0]
+
+        def equal(values, value):
+            return abs(values - value).max(initial=0.0) <= STENCIL_TOLERANCE * abs(value)
+
+        if not all(len(areas) for areas, _ in per_axis):
+            return None  # an axis of one cell between walls
+        spacings = [float(distances[0]) for _, distances in per_axis]
+        areas = [float(areas[0]) for areas, _ in per_axis]
+        if not (equal(g.volumes, g.volumes[0]) and all(equal(a, a[0]) and equal(h, h[0]) for a, h in per_axis)
+                and all(equal(g.boundary_distances[walls == d], spacings[d] / 2) for d in range(g.dim))):
+            return None  # a graded box
+        grid = BoxGrid(tuple(int(n) for n in shape) + (1,) * (3 - len(shape)),
+                       tuple(bool(p) for p in periodic) + (False,) * (3 - len(periodic)), g.dim)
+        stencils = BoxFaceOperators(grid, areas, spacings, float(g.volumes[0]), ops.nu, diffusion_scale, self.xp)
+        self._check_stencils(stencils, diffusion_scale)
+        return stencils
+
+    def _check_stencils(self, stencils, diffusion_scale):
+        """Each stencil's product against the assembled operator's on a random vector, on the device where
+        they are: a difference is a RuntimeError naming the operator (the box's numbering or values not the
+        stencils')."""
+        ops, xp, n, dim = self.ops, self.xp, self.ops.geometry.num_cells, self.ops.dim
+        rng = numpy.random.default_rng(7)
+        cells, faces, velocity = (xp.asarray(rng.standard_normal(size)) for size in (n, ops.num_faces, dim * n))
+        stencils.set_face_velocities(faces)
+        C = ops.convection(faces)
+
+        def blocks(matrix, scale=1.0):  # the operator on each velocity component
+            return xp.concatenate([scale * (matrix @ velocity[e * n:(e + 1) * n]) for e in range(dim)])
+
+        checks = {"Ms": (faces, ops.Ms @ faces), "Gamma": (velocity, ops.Gamma @ velocity),
+                  "Gs": (cells, ops.Gs @ cells), "G": (cells, ops.G @ cells),
+                  "flux_rate": (abs(faces), ops.flux_rate @ abs(faces)), "K": (velocity, blocks(ops.D, diffusion_scale)),
+                  "C": (velocity, blocks(C))}
+        for name, (x, expected) in checks.items():
+            y = xp.empty(expected.shape)
+            getattr(stencils, STENCILS[name])(x, y)
+            difference, largest = (float(abs(v).max(initial=0.0)) for v in (y - expected, expected))
+            if difference > STENCIL_TOLERANCE * max(largest, 1.0):
+                raise RuntimeError(f"the box's stencil for {name} differs from the assembled operator by "
+                                   f"{difference:.3g}: the box's numbering or values are not the stencils'")
 
     def _sell_operators_fit(self):
         """Whether the loop's operators can be gpusell.SellOperators: gpusell on one rank, computing where
@@ -177,11 +257,23 @@ class FlowMatrices:
     def refresh_convection(self, u_s):
         """C's values from the face velocities: Val(C) = E_C u_s (eq. 2.10), with
         max(u_s, 0) on outflow faces (backflow brings no momentum in)."""
+        if self.stencils is not None:
+            self.stencils.set_face_velocities(u_s)
+            return
         if self._convected is not None:
             family("flow", self.xp).upwind_outflow(self._convected, u_s, self._outflow)
             u_s = self._convected
         self.E(u_s, self._values.buffer)
         self._values.commit()
+
+    def speed_rate(self, u_s, out, scratch):
+        """out = the flux rate's product of |u_s| (``scratch``: a face vector where |u_s| is taken apart; a
+        box's stencil takes it as it reads u_s)."""
+        if self.stencils is not None:
+            self.stencils.flux_rate(u_s, out)
+            return
+        self.xp.abs(u_s, out=scratch)
+        self.flux_rate(scratch, out)
 
     def refresh_diffusion(self, nu_t):
         """K's values from nu and the cells' eddy viscosities: K(nu) + E_D nu_t

@@ -133,6 +133,9 @@ OPTIONS = (
            "and 2D flows)", choices=("none",) + LES_MODELS),
     Option("flow_les_constant", "les_constant", 0.0, "the subgrid model's constant (0: the model's own, "
            "smagorinsky 0.1, wale 0.325, sigma 1.35)", low=0.0),
+    Option("flow_box_stencils", "box_stencils", True, "on a DMDA box of equal cells on one rank with gpusell, "
+           "its sides periodic or walls (symmetric scheme, no LES), apply the face operators (Ms, Gamma, Gs, G, D, "
+           "the flux rate, C) from the grid instead of matrices: no matrix read, C's values never written"),
     Option("flow_cuda_graphs", "cuda_graphs", True, "replay each step as one CUDA graph while dt stays the same "
            "(it is held while its limit allows), its solves in loops the device ends (graphcg), read back once, and "
            "the next step launched before the host waits for this one: gpusell on one rank, boundary values steady "
@@ -269,7 +272,8 @@ class FlowSolver:
         implicit = self.diffusion == "implicit"
         with self.set_up_stage("matrices"):
             self.matrices = FlowMatrices(self.operators, comm, mat_type, implicit_diffusion=implicit,
-                                         pressure_laplacian=self.pressure_laplacian)
+                                         pressure_laplacian=self.pressure_laplacian, box=box,
+                                         box_stencils=self.box_stencils)
             if not self.operators.has_outflow:  # else the outflow's pressure makes L nonsingular
                 nullspace = PETSc.NullSpace().create(constant=True, comm=comm)
                 self.matrices.poisson.setNullSpace(nullspace)

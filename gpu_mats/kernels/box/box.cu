@@ -1,0 +1,202 @@
+// The flow's face operators on a box of equal cells on one rank, from the
+// grid instead of matrices. Cells are numbered x fastest on a grid of
+// nx x ny x nz (nz = 1 in 2D); the faces axis by axis (axis d's from
+// off[d]), each cell's face on its high side along d where it has one (a
+// periodic axis wraps, a walled one has none at its high end), in cell
+// order: a face's first cell is its low one, its normal +e_d. A cell lacks
+// a face at each wall. Every kernel is one thread a face or a cell, and
+// adds nothing where a face is missing; the coefficients are the box's
+// constants per axis.
+
+struct Grid {
+    long long n;
+    int size[3];
+    int periodic;  // bit d: axis d wraps
+    long long off[3];
+
+    __device__ bool wraps(int d) const { return (periodic >> d) & 1; }
+
+    // cells along ``axis`` of the block of faces along d
+    __device__ int extent(int axis, int d) const { return size[axis] - (axis == d && !wraps(d) ? 1 : 0); }
+
+    __device__ void coordinates(long long cell, int (&c)[3]) const
+    {
+        c[0] = static_cast<int>(cell % size[0]);
+        c[1] = static_cast<int>((cell / size[0]) % size[1]);
+        c[2] = static_cast<int>(cell / (static_cast<long long>(size[0]) * size[1]));
+    }
+
+    __device__ long long cell(const int (&c)[3]) const
+    {
+        return c[0] + static_cast<long long>(size[0]) * (c[1] + static_cast<long long>(size[1]) * c[2]);
+    }
+
+    // the neighbour of cell c one step (+1 or -1) along d, -1 past a wall
+    __device__ long long neighbour(const int (&c)[3], int d, int step) const
+    {
+        int m[3] = {c[0], c[1], c[2]};
+        m[d] += step;
+        if (m[d] < 0 || m[d] >= size[d]) {
+            if (!wraps(d)) return -1;
+            m[d] = (m[d] + size[d]) % size[d];
+        }
+        return cell(m);
+    }
+
+    // the face on the high side of cell c along d, -1 at a wall
+    __device__ long long high_face(const int (&c)[3], int d) const
+    {
+        if (!wraps(d) && c[d] == size[d] - 1) return -1;
+        return off[d] + c[0] + static_cast<long long>(extent(0, d)) * (c[1] + static_cast<long long>(extent(1, d)) * c[2]);
+    }
+
+    // the face on the low side of cell c along d (its low neighbour's high face), -1 at a wall
+    __device__ long long low_face(const int (&c)[3], int d) const
+    {
+        int m[3] = {c[0], c[1], c[2]};
+        if (m[d] == 0) {
+            if (!wraps(d)) return -1;
+            m[d] = size[d] - 1;
+        } else {
+            m[d] -= 1;
+        }
+        return high_face(m, d);
+    }
+
+    // face f's axis and its low cell's coordinates
+    __device__ int face_cell(long long f, int (&c)[3]) const
+    {
+        const int d = f >= off[2] ? 2 : (f >= off[1] ? 1 : 0);
+        const long long local = f - off[d];
+        const int e0 = extent(0, d), e1 = extent(1, d);
+        c[0] = static_cast<int>(local % e0);
+        c[1] = static_cast<int>((local / e0) % e1);
+        c[2] = static_cast<int>(local / (static_cast<long long>(e0) * e1));
+        return d;
+    }
+};
+
+#define GRID_PARAMETERS long long n, int nx, int ny, int nz, int periodic, long long faces, long long off1, long long off2
+#define GRID {n, {nx, ny, nz}, periodic, {0, off1, off2}}
+
+// w_f = (u_d of its two cells) / 2: Gamma on the face velocities' normal component
+extern "C" __global__ void interpolate(GRID_PARAMETERS, const double* __restrict__ u, double* __restrict__ w)
+{
+    const long long f = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (f >= faces) return;
+    const Grid g = GRID;
+    int c[3];
+    const int d = g.face_cell(f, c);
+    const double* ud = u + d * n;
+    w[f] = 0.5 * ud[g.cell(c)] + 0.5 * ud[g.neighbour(c, d, 1)];
+}
+
+// w_f = (p of its high cell - p of its low cell) inverse[d] (+ z_f where ``add``): Gs
+extern "C" __global__ void face_gradient(GRID_PARAMETERS, const double* __restrict__ p, const double* z, int add,
+                                         double* w, double ix, double iy, double iz)
+{
+    const long long f = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (f >= faces) return;
+    const Grid g = GRID;
+    const double inverse[3] = {ix, iy, iz};
+    int c[3];
+    const int d = g.face_cell(f, c);
+    const double difference = inverse[d] * p[g.neighbour(c, d, 1)] - inverse[d] * p[g.cell(c)];
+    w[f] = add ? difference + z[f] : difference;
+}
+
+// out = sum over a cell's faces of scale[d] (w_high - w_low) (+ z where ``add``): Ms, scale the areas;
+// with ``speeds`` sum scale[d] (|w_high| + |w_low|): the convective rate of the CFL number (scale A_d / (2 Omega))
+extern "C" __global__ void face_sum(GRID_PARAMETERS, int dim, int speeds, const double* __restrict__ w, const double* z,
+                                    int add, double* out, double sx, double sy, double sz)
+{
+    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (i >= n) return;
+    const Grid g = GRID;
+    const double scale[3] = {sx, sy, sz};
+    int c[3];
+    g.coordinates(i, c);
+    double sum = 0.0;
+    for (int d = 0; d < dim; ++d) {
+        const long long high = g.high_face(c, d), low = g.low_face(c, d);
+        if (high >= 0) sum += scale[d] * (speeds ? fabs(w[high]) : w[high]);
+        if (low >= 0) sum += speeds ? scale[d] * fabs(w[low]) : -scale[d] * w[low];
+    }
+    out[i] = add ? sum + z[i] : sum;
+}
+
+// out_d = scale[d] ((p_high - p) + (p - p_low)), each term where the face is: G (scale A_d / (2 Omega))
+extern "C" __global__ void cell_gradient(GRID_PARAMETERS, int dim, const double* __restrict__ p,
+                                         double* __restrict__ out, double sx, double sy, double sz)
+{
+    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (i >= n) return;
+    const Grid g = GRID;
+    const double scale[3] = {sx, sy, sz};
+    int c[3];
+    g.coordinates(i, c);
+    for (int d = 0; d < dim; ++d) {
+        const long long up = g.neighbour(c, d, 1), down = g.neighbour(c, d, -1);
+        double sum = 0.0;
+        if (up >= 0) sum += scale[d] * (p[up] - p[i]);
+        if (down >= 0) sum -= scale[d] * (p[down] - p[i]);
+        out[d * n + i] = sum;
+    }
+}
+
+// out_e = C(w) u_e for every component e: sum over a cell's faces of
+// s half[d] w_f (u_e of the other cell + u_e of the cell), s = +1 on its high
+// face, -1 on its low one (Oyarzun 2015, eq. 2.13's values of C)
+extern "C" __global__ void convection(GRID_PARAMETERS, int dim, const double* __restrict__ w,
+                                      const double* __restrict__ u, double* __restrict__ out, double hx, double hy,
+                                      double hz)
+{
+    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (i >= n) return;
+    const Grid g = GRID;
+    const double half[3] = {hx, hy, hz};
+    int c[3];
+    g.coordinates(i, c);
+    double flux[6];
+    long long other[6];
+    for (int d = 0; d < dim; ++d) {
+        const long long high = g.high_face(c, d), low = g.low_face(c, d);
+        flux[2 * d] = high >= 0 ? half[d] * w[high] : 0.0;
+        other[2 * d] = high >= 0 ? g.neighbour(c, d, 1) : i;
+        flux[2 * d + 1] = low >= 0 ? -half[d] * w[low] : 0.0;
+        other[2 * d + 1] = low >= 0 ? g.neighbour(c, d, -1) : i;
+    }
+    for (int e = 0; e < dim; ++e) {
+        const double* ue = u + e * n;
+        const double here = ue[i];
+        double sum = 0.0;
+        for (int k = 0; k < 2 * dim; ++k) sum += flux[k] * (ue[other[k]] + here);
+        out[e * n + i] = sum;
+    }
+}
+
+// out_e = sum over a cell's faces along d of conductance[d] (u_e - u_e of the
+// other cell), 2 conductance[d] u_e at a wall (the held face half a cell
+// away) (+ z_e where ``add``), for every component: D (conductance nu A_d /
+// h_d, times 1/2 for its explicit half under Crank-Nicolson)
+extern "C" __global__ void diffusion(GRID_PARAMETERS, int dim, const double* __restrict__ u, const double* z, int add,
+                                     double* out, double kx, double ky, double kz)
+{
+    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (i >= n) return;
+    const Grid g = GRID;
+    const double conductance[3] = {kx, ky, kz};
+    int c[3];
+    g.coordinates(i, c);
+    for (int e = 0; e < dim; ++e) {
+        const double* ue = u + e * n;
+        const double here = ue[i];
+        double sum = 0.0;
+        for (int d = 0; d < dim; ++d) {
+            const long long up = g.neighbour(c, d, 1), down = g.neighbour(c, d, -1);
+            sum += up >= 0 ? conductance[d] * (here - ue[up]) : 2.0 * conductance[d] * here;
+            sum += down >= 0 ? conductance[d] * (here - ue[down]) : 2.0 * conductance[d] * here;
+        }
+        out[e * n + i] = add ? sum + z[e * n + i] : sum;
+    }
+}
