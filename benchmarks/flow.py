@@ -118,7 +118,8 @@ def measure(n, re, warmup, steps, breakdown=False, mesh=None):
     state = solver.run(state)
     solver.print_timing()
     timing = solver.timing()
-    types = {solver.matrices.mats["Ms"].getType(), solver.matrices.poisson.getType()}
+    m = solver.matrices
+    types = {"box stencils" if m.stencils is not None else m.mats["Ms"].getType(), m.poisson.getType()}
     row = {"n": n, "case": name, "cells": timing["cells"], "ranks": COMM.getSize(), "mat_type": " / ".join(sorted(types)),
            "pressure": f"{solver.pressure_ksp.getType()} + {solver.pressure_ksp.getPC().getType()}",
            "setup_s": setup, "setup_stages_s": dict(solver.setup_seconds), "peak_host_GiB": peak,

@@ -4,12 +4,11 @@
 // off[d]), each cell's face on its high side along d where it has one (a
 // periodic axis wraps, a walled one has none at its high end), in cell
 // order: a face's first cell is its low one, its normal +e_d. A cell lacks
-// a face at each wall. Every kernel is one thread a face or a cell, and
-// adds nothing where a face is missing; the coefficients are the box's
-// constants per axis.
+// a face at each wall. Every kernel is one thread a cell (writing its high
+// faces where it makes faces), and adds nothing where a face is missing;
+// the coefficients are the box's constants per axis.
 
 struct Grid {
-    long long n;
     int size[3];
     int periodic;  // bit d: axis d wraps
     long long off[3];
@@ -18,13 +17,6 @@ struct Grid {
 
     // cells along ``axis`` of the block of faces along d
     __device__ int extent(int axis, int d) const { return size[axis] - (axis == d && !wraps(d) ? 1 : 0); }
-
-    __device__ void coordinates(long long cell, int (&c)[3]) const
-    {
-        c[0] = static_cast<int>(cell % size[0]);
-        c[1] = static_cast<int>((cell / size[0]) % size[1]);
-        c[2] = static_cast<int>(cell / (static_cast<long long>(size[0]) * size[1]));
-    }
 
     __device__ long long cell(const int (&c)[3]) const
     {
@@ -38,7 +30,7 @@ struct Grid {
         m[d] += step;
         if (m[d] < 0 || m[d] >= size[d]) {
             if (!wraps(d)) return -1;
-            m[d] = (m[d] + size[d]) % size[d];
+            m[d] = m[d] < 0 ? size[d] - 1 : 0;
         }
         return cell(m);
     }
@@ -62,47 +54,42 @@ struct Grid {
         }
         return high_face(m, d);
     }
-
-    // face f's axis and its low cell's coordinates
-    __device__ int face_cell(long long f, int (&c)[3]) const
-    {
-        const int d = f >= off[2] ? 2 : (f >= off[1] ? 1 : 0);
-        const long long local = f - off[d];
-        const int e0 = extent(0, d), e1 = extent(1, d);
-        c[0] = static_cast<int>(local % e0);
-        c[1] = static_cast<int>((local / e0) % e1);
-        c[2] = static_cast<int>(local / (static_cast<long long>(e0) * e1));
-        return d;
-    }
 };
 
-#define GRID_PARAMETERS long long n, int nx, int ny, int nz, int periodic, long long faces, long long off1, long long off2
-#define GRID {n, {nx, ny, nz}, periodic, {0, off1, off2}}
+// Each kernel runs on a grid of blocks over (x in blocks of blockDim.x, y, z): a thread's cell is
+// (blockIdx.x blockDim.x + threadIdx.x, blockIdx.y, blockIdx.z), no division.
+#define GRID_PARAMETERS long long n, int nx, int ny, int nz, int periodic, long long off1, long long off2
+#define CELL                                                                   \
+    const Grid g = {{nx, ny, nz}, periodic, {0, off1, off2}};                  \
+    const int c[3] = {static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x), \
+                      static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)}; \
+    if (c[0] >= nx) return;                                                    \
+    const long long i = g.cell(c);
 
-// w_f = (u_d of its two cells) / 2: Gamma on the face velocities' normal component
-extern "C" __global__ void interpolate(GRID_PARAMETERS, const double* __restrict__ u, double* __restrict__ w)
+// w_f = (u_d of its two cells) / 2 on each cell's high faces: Gamma on the face velocities' normal component
+extern "C" __global__ void interpolate(GRID_PARAMETERS, int dim, const double* __restrict__ u,
+                                       double* __restrict__ w)
 {
-    const long long f = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-    if (f >= faces) return;
-    const Grid g = GRID;
-    int c[3];
-    const int d = g.face_cell(f, c);
-    const double* ud = u + d * n;
-    w[f] = 0.5 * ud[g.cell(c)] + 0.5 * ud[g.neighbour(c, d, 1)];
+    CELL
+    for (int d = 0; d < dim; ++d) {
+        const long long f = g.high_face(c, d);
+        if (f >= 0) w[f] = 0.5 * u[d * n + i] + 0.5 * u[d * n + g.neighbour(c, d, 1)];
+    }
 }
 
-// w_f = (p of its high cell - p of its low cell) inverse[d] (+ z_f where ``add``): Gs
-extern "C" __global__ void face_gradient(GRID_PARAMETERS, const double* __restrict__ p, const double* z, int add,
-                                         double* w, double ix, double iy, double iz)
+// w_f = (p of its high cell - p of its low cell) inverse[d] (+ z_f where ``add``) on each cell's high
+// faces: Gs
+extern "C" __global__ void face_gradient(GRID_PARAMETERS, int dim, const double* __restrict__ p, const double* z,
+                                         int add, double* w, double ix, double iy, double iz)
 {
-    const long long f = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-    if (f >= faces) return;
-    const Grid g = GRID;
+    CELL
     const double inverse[3] = {ix, iy, iz};
-    int c[3];
-    const int d = g.face_cell(f, c);
-    const double difference = inverse[d] * p[g.neighbour(c, d, 1)] - inverse[d] * p[g.cell(c)];
-    w[f] = add ? difference + z[f] : difference;
+    for (int d = 0; d < dim; ++d) {
+        const long long f = g.high_face(c, d);
+        if (f < 0) continue;
+        const double difference = inverse[d] * p[g.neighbour(c, d, 1)] - inverse[d] * p[i];
+        w[f] = add ? difference + z[f] : difference;
+    }
 }
 
 // out = sum over a cell's faces of scale[d] (w_high - w_low) (+ z where ``add``): Ms, scale the areas;
@@ -110,12 +97,8 @@ extern "C" __global__ void face_gradient(GRID_PARAMETERS, const double* __restri
 extern "C" __global__ void face_sum(GRID_PARAMETERS, int dim, int speeds, const double* __restrict__ w, const double* z,
                                     int add, double* out, double sx, double sy, double sz)
 {
-    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-    if (i >= n) return;
-    const Grid g = GRID;
+    CELL
     const double scale[3] = {sx, sy, sz};
-    int c[3];
-    g.coordinates(i, c);
     double sum = 0.0;
     for (int d = 0; d < dim; ++d) {
         const long long high = g.high_face(c, d), low = g.low_face(c, d);
@@ -129,12 +112,8 @@ extern "C" __global__ void face_sum(GRID_PARAMETERS, int dim, int speeds, const 
 extern "C" __global__ void cell_gradient(GRID_PARAMETERS, int dim, const double* __restrict__ p,
                                          double* __restrict__ out, double sx, double sy, double sz)
 {
-    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-    if (i >= n) return;
-    const Grid g = GRID;
+    CELL
     const double scale[3] = {sx, sy, sz};
-    int c[3];
-    g.coordinates(i, c);
     for (int d = 0; d < dim; ++d) {
         const long long up = g.neighbour(c, d, 1), down = g.neighbour(c, d, -1);
         double sum = 0.0;
@@ -151,12 +130,8 @@ extern "C" __global__ void convection(GRID_PARAMETERS, int dim, const double* __
                                       const double* __restrict__ u, double* __restrict__ out, double hx, double hy,
                                       double hz)
 {
-    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-    if (i >= n) return;
-    const Grid g = GRID;
+    CELL
     const double half[3] = {hx, hy, hz};
-    int c[3];
-    g.coordinates(i, c);
     double flux[6];
     long long other[6];
     for (int d = 0; d < dim; ++d) {
@@ -182,12 +157,8 @@ extern "C" __global__ void convection(GRID_PARAMETERS, int dim, const double* __
 extern "C" __global__ void diffusion(GRID_PARAMETERS, int dim, const double* __restrict__ u, const double* z, int add,
                                      double* out, double kx, double ky, double kz)
 {
-    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
-    if (i >= n) return;
-    const Grid g = GRID;
+    CELL
     const double conductance[3] = {kx, ky, kz};
-    int c[3];
-    g.coordinates(i, c);
     for (int e = 0; e < dim; ++e) {
         const double* ue = u + e * n;
         const double here = ue[i];

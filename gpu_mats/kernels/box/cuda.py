@@ -6,7 +6,7 @@ import pathlib
 import cupy
 import numpy
 
-BLOCK = 256
+BLOCK = 128  # threads along x
 
 
 @functools.cache
@@ -14,15 +14,15 @@ def _module():
     return cupy.RawModule(code=pathlib.Path(__file__).with_name("box.cu").read_text(), options=("-std=c++17",))
 
 
-def _launch(name, grid, count, *args):
-    """Kernel ``name`` over ``count`` threads, after the grid's arguments."""
-    if count:
+def _launch(name, grid, *args):
+    """Kernel ``name``, a thread a cell on blocks over (x, y, z), after the grid's arguments."""
+    if grid.cells:
         nx, ny, nz = grid.shape
         bits = sum(1 << d for d, wraps in enumerate(grid.periodic) if wraps)
         off = grid.offsets
-        _module().get_function(name)((-(-count // BLOCK),), (BLOCK,), (
+        _module().get_function(name)((-(-nx // BLOCK), ny, nz), (min(BLOCK, nx),), (
             numpy.int64(grid.cells), numpy.int32(nx), numpy.int32(ny), numpy.int32(nz), numpy.int32(bits),
-            numpy.int64(grid.faces), numpy.int64(off[1]), numpy.int64(off[2]), *args))
+            numpy.int64(off[1]), numpy.int64(off[2]), numpy.int32(grid.dim), *args))
 
 
 def _constants(values):
@@ -30,27 +30,26 @@ def _constants(values):
 
 
 def interpolate(grid, u, w):
-    _launch("interpolate", grid, grid.faces, u, w)
+    _launch("interpolate", grid, u, w)
 
 
 def face_gradient(grid, p, w, inverse, z=None):
-    _launch("face_gradient", grid, grid.faces, p, w if z is None else z, numpy.int32(z is not None), w,
-            *_constants(inverse))
+    _launch("face_gradient", grid, p, w if z is None else z, numpy.int32(z is not None), w, *_constants(inverse))
 
 
 def face_sum(grid, w, out, scale, z=None, speeds=False):
-    _launch("face_sum", grid, grid.cells, numpy.int32(grid.dim), numpy.int32(speeds), w, out if z is None else z,
-            numpy.int32(z is not None), out, *_constants(scale))
+    _launch("face_sum", grid, numpy.int32(speeds), w, out if z is None else z, numpy.int32(z is not None), out,
+            *_constants(scale))
 
 
 def cell_gradient(grid, p, out, scale):
-    _launch("cell_gradient", grid, grid.cells, numpy.int32(grid.dim), p, out, *_constants(scale))
+    _launch("cell_gradient", grid, p, out, *_constants(scale))
 
 
 def convection(grid, w, u, out, half):
-    _launch("convection", grid, grid.cells, numpy.int32(grid.dim), w, u, out, *_constants(half))
+    _launch("convection", grid, w, u, out, *_constants(half))
 
 
 def diffusion(grid, u, out, conductance, z=None):
-    _launch("diffusion", grid, grid.cells, numpy.int32(grid.dim), u, out if z is None else z,
-            numpy.int32(z is not None), out, *_constants(conductance))
+    _launch("diffusion", grid, u, out if z is None else z, numpy.int32(z is not None), out,
+            *_constants(conductance))

@@ -1,0 +1,79 @@
+"""The flow's face operators on a periodic box of n^3 equal cells: each
+product by the box's stencils (gpu_mats.box_faces) against the same
+product by the loop's SELL copies (-flow_box_stencils 0), GPU time per
+product (cupyx.profiler.benchmark, median of --repeats), and the bytes the
+stencil must move at least (its vectors once) as a bandwidth.
+
+    python benchmarks/box_stencils.py --sizes 128 256 --json box-stencils.json
+"""
+
+import argparse
+import sys
+
+import petsc4py
+
+petsc4py.init(sys.argv[:1])
+
+import numpy  # noqa: E402
+from petsc4py import PETSc  # noqa: E402
+
+import harness  # noqa: E402
+import plugin  # noqa: E402,F401
+from petsc_ext.options import option_defaults  # noqa: E402
+from plugin.flow.matrices import STENCILS  # noqa: E402
+from plugin.flow.solver import FlowSolver  # noqa: E402
+
+# name -> (input kind, output kind, with z): kinds "cells", "faces", "velocity" (dim x cells)
+CALLS = {"Gamma": ("velocity", "faces", False), "Ms": ("faces", "cells", True), "Gs": ("cells", "faces", True),
+         "G": ("cells", "velocity", False), "flux_rate": ("faces", "cells", False),
+         "C": ("velocity", "velocity", False), "K": ("velocity", "velocity", True)}
+
+
+def solver_on(n, stencils):
+    da = PETSc.DMDA().create([n] * 3, boundary_type=("periodic",) * 3, stencil_width=1, comm=PETSc.COMM_SELF)
+    da.setMatType("gpusell")
+    with option_defaults("", {"flow_box_stencils": stencils, "flow_max_steps": 0}):
+        return FlowSolver.from_dmda(da, (2 * numpy.pi,) * 3, 1.0 / 1600)
+
+
+def main():
+    import cupy
+    from cupyx.profiler import benchmark
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[128])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--json")
+    parser.add_argument("--commit")
+    args = parser.parse_args()
+    assert set(CALLS) == set(STENCILS)
+    payload = {**harness.metadata(args.commit), "rows": []}
+    for n in args.sizes:
+        for stencils in (True, False):
+            solver = solver_on(n, stencils)
+            m, cells, faces = solver.matrices, solver.geometry.num_cells, solver.operators.num_faces
+            sizes = {"cells": cells, "faces": faces, "velocity": 3 * cells}
+            m.refresh_convection(cupy.ones(faces))
+            for name, (given, made, with_z) in CALLS.items():
+                x, y = cupy.ones(sizes[given]), cupy.zeros(sizes[made])
+                if name in ("C", "K"):  # as the step calls them: every component a row
+                    x, y = x.reshape(3, cells), y.reshape(3, cells)
+                arguments = (x, y, y) if with_z else (x, y)
+                product = getattr(m, name)
+                timed = benchmark(product, arguments, n_repeat=args.repeats, n_warmup=3)
+                ms = float(numpy.median(timed.gpu_times)) * 1e3
+                least = 8 * (sizes[given] + sizes[made] * (2 if with_z else 1))  # each vector once
+                payload["rows"].append({"n": n, "operator": name, "stencils": stencils, "ms": ms,
+                                        "least_GB_per_s": least / ms * 1e-6})
+                harness.write_json(args.json, payload, quiet=True)
+            solver.destroy()
+            del solver, m
+            cupy.get_default_memory_pool().free_all_blocks()
+    harness.print_table(payload["rows"], [("n", "n", "{}"), ("operator", "operator", "{}"),
+                                          ("stencils", "stencils", "{}"), ("ms", "ms", "{:.3f}"),
+                                          ("least_GB_per_s", "GB/s (least bytes)", "{:.0f}")])
+    harness.write_json(args.json, payload)
+
+
+if __name__ == "__main__":
+    main()
