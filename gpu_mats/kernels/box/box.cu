@@ -23,16 +23,13 @@ struct Grid {
         return c[0] + static_cast<long long>(size[0]) * (c[1] + static_cast<long long>(size[1]) * c[2]);
     }
 
-    // the neighbour of cell c one step (+1 or -1) along d, -1 past a wall
-    __device__ long long neighbour(const int (&c)[3], int d, int step) const
+    // the neighbour of cell c (number i) one step (+1 or -1) along d, -1 past a wall
+    __device__ long long neighbour(const int (&c)[3], long long i, int d, int step) const
     {
-        int m[3] = {c[0], c[1], c[2]};
-        m[d] += step;
-        if (m[d] < 0 || m[d] >= size[d]) {
-            if (!wraps(d)) return -1;
-            m[d] = m[d] < 0 ? size[d] - 1 : 0;
-        }
-        return cell(m);
+        const long long stride = d == 0 ? 1 : (d == 1 ? size[0] : static_cast<long long>(size[0]) * size[1]);
+        if (step > 0 && c[d] == size[d] - 1) return wraps(d) ? i - (size[d] - 1) * stride : -1;
+        if (step < 0 && c[d] == 0) return wraps(d) ? i + (size[d] - 1) * stride : -1;
+        return i + step * stride;
     }
 
     // the face on the high side of cell c along d, -1 at a wall
@@ -45,19 +42,16 @@ struct Grid {
     // the face on the low side of cell c along d (its low neighbour's high face), -1 at a wall
     __device__ long long low_face(const int (&c)[3], int d) const
     {
-        int m[3] = {c[0], c[1], c[2]};
-        if (m[d] == 0) {
-            if (!wraps(d)) return -1;
-            m[d] = size[d] - 1;
-        } else {
-            m[d] -= 1;
-        }
+        if (c[d] == 0 && !wraps(d)) return -1;
+        const int low = c[d] == 0 ? size[d] - 1 : c[d] - 1;
+        const int m[3] = {d == 0 ? low : c[0], d == 1 ? low : c[1], d == 2 ? low : c[2]};
         return high_face(m, d);
     }
 };
 
 // Each kernel runs on a grid of blocks over (x in blocks of blockDim.x, y, z): a thread's cell is
-// (blockIdx.x blockDim.x + threadIdx.x, blockIdx.y, blockIdx.z), no division.
+// (blockIdx.x blockDim.x + threadIdx.x, blockIdx.y, blockIdx.z), no division; DIM, the box's
+// dimension, unrolls every loop over axes, so that the per-axis arrays stay in registers.
 #define GRID_PARAMETERS long long n, int nx, int ny, int nz, int periodic, long long off1, long long off2
 #define CELL                                                                   \
     const Grid g = {{nx, ny, nz}, periodic, {0, off1, off2}};                  \
@@ -67,40 +61,46 @@ struct Grid {
     const long long i = g.cell(c);
 
 // w_f = (u_d of its two cells) / 2 on each cell's high faces: Gamma on the face velocities' normal component
-extern "C" __global__ void interpolate(GRID_PARAMETERS, int dim, const double* __restrict__ u,
+template <int DIM>
+__global__ void interpolate(GRID_PARAMETERS, const double* __restrict__ u,
                                        double* __restrict__ w)
 {
     CELL
-    for (int d = 0; d < dim; ++d) {
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) {
         const long long f = g.high_face(c, d);
-        if (f >= 0) w[f] = 0.5 * u[d * n + i] + 0.5 * u[d * n + g.neighbour(c, d, 1)];
+        if (f >= 0) w[f] = 0.5 * u[d * n + i] + 0.5 * u[d * n + g.neighbour(c, i, d, 1)];
     }
 }
 
 // w_f = (p of its high cell - p of its low cell) inverse[d] (+ z_f where ``add``) on each cell's high
 // faces: Gs
-extern "C" __global__ void face_gradient(GRID_PARAMETERS, int dim, const double* __restrict__ p, const double* z,
+template <int DIM>
+__global__ void face_gradient(GRID_PARAMETERS, const double* __restrict__ p, const double* z,
                                          int add, double* w, double ix, double iy, double iz)
 {
     CELL
     const double inverse[3] = {ix, iy, iz};
-    for (int d = 0; d < dim; ++d) {
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) {
         const long long f = g.high_face(c, d);
         if (f < 0) continue;
-        const double difference = inverse[d] * p[g.neighbour(c, d, 1)] - inverse[d] * p[i];
+        const double difference = inverse[d] * p[g.neighbour(c, i, d, 1)] - inverse[d] * p[i];
         w[f] = add ? difference + z[f] : difference;
     }
 }
 
 // out = sum over a cell's faces of scale[d] (w_high - w_low) (+ z where ``add``): Ms, scale the areas;
 // with ``speeds`` sum scale[d] (|w_high| + |w_low|): the convective rate of the CFL number (scale A_d / (2 Omega))
-extern "C" __global__ void face_sum(GRID_PARAMETERS, int dim, int speeds, const double* __restrict__ w, const double* z,
+template <int DIM>
+__global__ void face_sum(GRID_PARAMETERS, int speeds, const double* __restrict__ w, const double* z,
                                     int add, double* out, double sx, double sy, double sz)
 {
     CELL
     const double scale[3] = {sx, sy, sz};
     double sum = 0.0;
-    for (int d = 0; d < dim; ++d) {
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) {
         const long long high = g.high_face(c, d), low = g.low_face(c, d);
         if (high >= 0) sum += scale[d] * (speeds ? fabs(w[high]) : w[high]);
         if (low >= 0) sum += speeds ? scale[d] * fabs(w[low]) : -scale[d] * w[low];
@@ -109,13 +109,15 @@ extern "C" __global__ void face_sum(GRID_PARAMETERS, int dim, int speeds, const 
 }
 
 // out_d = scale[d] ((p_high - p) + (p - p_low)), each term where the face is: G (scale A_d / (2 Omega))
-extern "C" __global__ void cell_gradient(GRID_PARAMETERS, int dim, const double* __restrict__ p,
+template <int DIM>
+__global__ void cell_gradient(GRID_PARAMETERS, const double* __restrict__ p,
                                          double* __restrict__ out, double sx, double sy, double sz)
 {
     CELL
     const double scale[3] = {sx, sy, sz};
-    for (int d = 0; d < dim; ++d) {
-        const long long up = g.neighbour(c, d, 1), down = g.neighbour(c, d, -1);
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) {
+        const long long up = g.neighbour(c, i, d, 1), down = g.neighbour(c, i, d, -1);
         double sum = 0.0;
         if (up >= 0) sum += scale[d] * (p[up] - p[i]);
         if (down >= 0) sum -= scale[d] * (p[down] - p[i]);
@@ -126,26 +128,30 @@ extern "C" __global__ void cell_gradient(GRID_PARAMETERS, int dim, const double*
 // out_e = C(w) u_e for every component e: sum over a cell's faces of
 // s half[d] w_f (u_e of the other cell + u_e of the cell), s = +1 on its high
 // face, -1 on its low one (Oyarzun 2015, eq. 2.13's values of C)
-extern "C" __global__ void convection(GRID_PARAMETERS, int dim, const double* __restrict__ w,
+template <int DIM>
+__global__ void convection(GRID_PARAMETERS, const double* __restrict__ w,
                                       const double* __restrict__ u, double* __restrict__ out, double hx, double hy,
                                       double hz)
 {
     CELL
     const double half[3] = {hx, hy, hz};
-    double flux[6];
-    long long other[6];
-    for (int d = 0; d < dim; ++d) {
+    double flux[2 * DIM];
+    long long other[2 * DIM];
+#pragma unroll
+    for (int d = 0; d < DIM; ++d) {
         const long long high = g.high_face(c, d), low = g.low_face(c, d);
         flux[2 * d] = high >= 0 ? half[d] * w[high] : 0.0;
-        other[2 * d] = high >= 0 ? g.neighbour(c, d, 1) : i;
+        other[2 * d] = high >= 0 ? g.neighbour(c, i, d, 1) : i;
         flux[2 * d + 1] = low >= 0 ? -half[d] * w[low] : 0.0;
-        other[2 * d + 1] = low >= 0 ? g.neighbour(c, d, -1) : i;
+        other[2 * d + 1] = low >= 0 ? g.neighbour(c, i, d, -1) : i;
     }
-    for (int e = 0; e < dim; ++e) {
+#pragma unroll
+    for (int e = 0; e < DIM; ++e) {
         const double* ue = u + e * n;
         const double here = ue[i];
         double sum = 0.0;
-        for (int k = 0; k < 2 * dim; ++k) sum += flux[k] * (ue[other[k]] + here);
+#pragma unroll
+        for (int k = 0; k < 2 * DIM; ++k) sum += flux[k] * (ue[other[k]] + here);
         out[e * n + i] = sum;
     }
 }
@@ -154,17 +160,20 @@ extern "C" __global__ void convection(GRID_PARAMETERS, int dim, const double* __
 // other cell), 2 conductance[d] u_e at a wall (the held face half a cell
 // away) (+ z_e where ``add``), for every component: D (conductance nu A_d /
 // h_d, times 1/2 for its explicit half under Crank-Nicolson)
-extern "C" __global__ void diffusion(GRID_PARAMETERS, int dim, const double* __restrict__ u, const double* z, int add,
+template <int DIM>
+__global__ void diffusion(GRID_PARAMETERS, const double* __restrict__ u, const double* z, int add,
                                      double* out, double kx, double ky, double kz)
 {
     CELL
     const double conductance[3] = {kx, ky, kz};
-    for (int e = 0; e < dim; ++e) {
+#pragma unroll
+    for (int e = 0; e < DIM; ++e) {
         const double* ue = u + e * n;
         const double here = ue[i];
         double sum = 0.0;
-        for (int d = 0; d < dim; ++d) {
-            const long long up = g.neighbour(c, d, 1), down = g.neighbour(c, d, -1);
+#pragma unroll
+        for (int d = 0; d < DIM; ++d) {
+            const long long up = g.neighbour(c, i, d, 1), down = g.neighbour(c, i, d, -1);
             sum += up >= 0 ? conductance[d] * (here - ue[up]) : 2.0 * conductance[d] * here;
             sum += down >= 0 ? conductance[d] * (here - ue[down]) : 2.0 * conductance[d] * here;
         }

@@ -7,22 +7,25 @@ import cupy
 import numpy
 
 BLOCK = 128  # threads along x
+KERNELS = ("interpolate", "face_gradient", "face_sum", "cell_gradient", "convection", "diffusion")
 
 
 @functools.cache
 def _module():
-    return cupy.RawModule(code=pathlib.Path(__file__).with_name("box.cu").read_text(), options=("-std=c++17",))
+    return cupy.RawModule(code=pathlib.Path(__file__).with_name("box.cu").read_text(), options=("-std=c++17",),
+                          name_expressions=[f"{name}<{dim}>" for name in KERNELS for dim in (2, 3)])
 
 
 def _launch(name, grid, *args):
-    """Kernel ``name``, a thread a cell on blocks over (x, y, z), after the grid's arguments."""
+    """Kernel ``name`` for the grid's dimension, a thread a cell on blocks over (x, y, z), after the grid's
+    arguments."""
     if grid.cells:
         nx, ny, nz = grid.shape
         bits = sum(1 << d for d, wraps in enumerate(grid.periodic) if wraps)
         off = grid.offsets
-        _module().get_function(name)((-(-nx // BLOCK), ny, nz), (min(BLOCK, nx),), (
+        _module().get_function(f"{name}<{grid.dim}>")((-(-nx // BLOCK), ny, nz), (min(BLOCK, nx),), (
             numpy.int64(grid.cells), numpy.int32(nx), numpy.int32(ny), numpy.int32(nz), numpy.int32(bits),
-            numpy.int64(off[1]), numpy.int64(off[2]), numpy.int32(grid.dim), *args))
+            numpy.int64(off[1]), numpy.int64(off[2]), *args))
 
 
 def _constants(values):
