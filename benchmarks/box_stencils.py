@@ -19,6 +19,7 @@ from petsc4py import PETSc  # noqa: E402
 
 import harness  # noqa: E402
 import plugin  # noqa: E402,F401
+from gpu_mats.kernels import family  # noqa: E402
 from petsc_ext.options import option_defaults  # noqa: E402
 from plugin.flow.matrices import STENCILS  # noqa: E402
 from plugin.flow.solver import FlowSolver  # noqa: E402
@@ -43,13 +44,21 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[128])
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--blocks", nargs="+", default=[], help="the stencils' block shapes to time too, as "
+                        "64x2 (cells along x and y; the box family's BLOCK)")
+    parser.add_argument("--no-matrices", action="store_true", help="the stencils only")
     parser.add_argument("--json")
     parser.add_argument("--commit")
     args = parser.parse_args()
     assert set(CALLS) == set(STENCILS)
     payload = {**harness.metadata(args.commit), "rows": []}
+    kernels = family("box", cupy)
+    default = kernels.BLOCK
+    variants = [(True, default)] + [(True, tuple(int(v) for v in b.split("x"))) for b in args.blocks]
+    variants += [] if args.no_matrices else [(False, None)]
     for n in args.sizes:
-        for stencils in (True, False):
+        for stencils, block in variants:
+            kernels.BLOCK = block or default
             solver = solver_on(n, stencils)
             m, cells, faces = solver.matrices, solver.geometry.num_cells, solver.operators.num_faces
             sizes = {"cells": cells, "faces": faces, "velocity": 3 * cells}
@@ -67,14 +76,16 @@ def main():
                 timed = benchmark(product, arguments, n_repeat=args.repeats, n_warmup=3, name=name)
                 ms = float(numpy.median(timed.gpu_times)) * 1e3
                 least = 8 * (sizes[given] + sizes[made] * (2 if with_z else 1))  # each vector once
-                payload["rows"].append({"n": n, "operator": name, "stencils": stencils, "ms": ms,
+                payload["rows"].append({"n": n, "operator": name, "stencils": stencils,
+                                        "block": "x".join(map(str, block)) if block else None, "ms": ms,
                                         "least_GB_per_s": least / ms * 1e-6})
                 harness.write_json(args.json, payload, quiet=True)
             solver.destroy()
             del solver, m
             cupy.get_default_memory_pool().free_all_blocks()
     harness.print_table(payload["rows"], [("n", "n", "{}"), ("operator", "operator", "{}"),
-                                          ("stencils", "stencils", "{}"), ("ms", "ms", "{:.3f}"),
+                                          ("stencils", "stencils", "{}"), ("block", "block", "{}"),
+                                          ("ms", "ms", "{:.3f}"),
                                           ("least_GB_per_s", "GB/s (least bytes)", "{:.0f}")])
     harness.write_json(args.json, payload)
 

@@ -49,15 +49,16 @@ struct Grid {
     }
 };
 
-// Each kernel runs on a grid of blocks over (x in blocks of blockDim.x, y, z): a thread's cell is
-// (blockIdx.x blockDim.x + threadIdx.x, blockIdx.y, blockIdx.z), no division; DIM, the box's
+// Each kernel runs on a grid of blocks of blockDim.x x blockDim.y cells of one x-y plane: a thread's
+// cell is (blockIdx.x blockDim.x + threadIdx.x, blockIdx.y blockDim.y + threadIdx.y, blockIdx.z), no
+// division; DIM, the box's
 // dimension, unrolls every loop over axes, so that the per-axis arrays stay in registers.
 #define GRID_PARAMETERS long long n, int nx, int ny, int nz, int periodic, long long off1, long long off2
-#define CELL                                                                   \
-    const Grid g = {{nx, ny, nz}, periodic, {0, off1, off2}};                  \
-    const int c[3] = {static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x), \
-                      static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z)}; \
-    if (c[0] >= nx) return;                                                    \
+#define CELL                                                                            \
+    const Grid g = {{nx, ny, nz}, periodic, {0, off1, off2}};                           \
+    const int c[3] = {static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x),          \
+                      static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y), static_cast<int>(blockIdx.z)}; \
+    if (c[0] >= nx || c[1] >= ny) return;                                               \
     const long long i = g.cell(c);
 
 // w_f = (u_d of its two cells) / 2 on each cell's high faces: Gamma on the face velocities' normal component

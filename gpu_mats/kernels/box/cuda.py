@@ -6,7 +6,7 @@ import pathlib
 import cupy
 import numpy
 
-BLOCK = 128  # threads along x
+BLOCK = (128, 1)  # a block's cells along x and y
 KERNELS = ("interpolate", "face_gradient", "face_sum", "cell_gradient", "convection", "diffusion")
 
 
@@ -17,13 +17,14 @@ def _module():
 
 
 def _launch(name, grid, *args):
-    """Kernel ``name`` for the grid's dimension, a thread a cell on blocks over (x, y, z), after the grid's
-    arguments."""
+    """Kernel ``name`` for the grid's dimension, a thread a cell in blocks of BLOCK cells of an x-y plane,
+    after the grid's arguments."""
     if grid.cells:
         nx, ny, nz = grid.shape
         bits = sum(1 << d for d, wraps in enumerate(grid.periodic) if wraps)
         off = grid.offsets
-        _module().get_function(f"{name}<{grid.dim}>")((-(-nx // BLOCK), ny, nz), (min(BLOCK, nx),), (
+        bx, by = min(BLOCK[0], nx), min(BLOCK[1], ny)
+        _module().get_function(f"{name}<{grid.dim}>")((-(-nx // bx), -(-ny // by), nz), (bx, by), (
             numpy.int64(grid.cells), numpy.int32(nx), numpy.int32(ny), numpy.int32(nz), numpy.int32(bits),
             numpy.int64(off[1]), numpy.int64(off[2]), *args))
 
