@@ -101,3 +101,8 @@ class BoxFaceOperators:
         """out = D u (+ z), D times diffusion_scale."""
         self._kernels.diffusion(self.grid, self._vectors(u), self._vectors(out), self.conductances,
                                 None if z is None else self._vectors(z))
+
+    def transport(self, u, v, out):
+        """out = C(u_s) u + D v in one pass (D times diffusion_scale)."""
+        self._kernels.transport(self.grid, self._face_velocities, self._vectors(u), self._vectors(v),
+                                self._vectors(out), self.half_areas, self.conductances)

@@ -533,9 +533,8 @@ class FractionalStep:
         m.refresh_convection(state.u_s)
         if self.eddy is not None:
             self.eddy.refresh(self.velocity_gradients(state.u, state.t), m)
-        m.C(self.u_star, self.rate)
         diffused = state.u if implicit else self.u_star
-        m.K(diffused, self.rate, self.rate)
+        m.explicit_rate(self.u_star, diffused, self.rate)
         if m.slip is not None:
             m.slip(diffused.ravel(), self.rate.ravel(), self.rate.ravel())
         if m.diffusion_correction is not None:  # explicit, on the extrapolated velocity

@@ -266,6 +266,14 @@ class FlowMatrices:
         self.E(u_s, self._values.buffer)
         self._values.commit()
 
+    def explicit_rate(self, u, v, out):
+        """out = C(u_s) u + K v (u_s: the last refresh_convection's): a box's stencils in one pass."""
+        if self.stencils is not None:
+            self.stencils.transport(u, v, out)
+            return
+        self.C(u, out)
+        self.K(v, out, out)
+
     def speed_rate(self, u_s, out, scratch):
         """out = the flux rate's product of |u_s| (``scratch``: a face vector where |u_s| is taken apart; a
         box's stencil takes it as it reads u_s)."""

@@ -31,3 +31,7 @@ def convection(grid, w, u, out, half):
 def diffusion(grid, u, out, conductance, z=None):
     """out (dim, cells) = D u (+ z): over each cell's faces along d conductance[d] (u - u of the other cell),
     2 conductance[d] u where a wall holds the face."""
+
+
+def transport(grid, w, u, v, out, half, conductance):
+    """out (dim, cells) = C(w) u + D v: the explicit rate's convection and diffusion in one pass."""

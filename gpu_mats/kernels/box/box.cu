@@ -126,58 +126,96 @@ __global__ void cell_gradient(GRID_PARAMETERS, const double* __restrict__ p,
     }
 }
 
-// out_e = C(w) u_e for every component e: sum over a cell's faces of
-// s half[d] w_f (u_e of the other cell + u_e of the cell), s = +1 on its high
-// face, -1 on its low one (Oyarzun 2015, eq. 2.13's values of C)
+// A cell's neighbours and faces, high and low along each axis in turn (entry 2 d and 2 d + 1), -1 past
+// a wall.
 template <int DIM>
-__global__ void convection(GRID_PARAMETERS, const double* __restrict__ w,
-                                      const double* __restrict__ u, double* __restrict__ out, double hx, double hy,
-                                      double hz)
+struct Around {
+    long long cell[2 * DIM];
+    long long face[2 * DIM];
+
+    __device__ Around(const Grid& g, const int (&c)[3], long long i)
+    {
+#pragma unroll
+        for (int d = 0; d < DIM; ++d) {
+            cell[2 * d] = g.neighbour(c, i, d, 1);
+            cell[2 * d + 1] = g.neighbour(c, i, d, -1);
+            face[2 * d] = g.high_face(c, d);
+            face[2 * d + 1] = g.low_face(c, d);
+        }
+    }
+
+    // s half[d] w_f on each face (s = +1 on the high face, -1 on the low one), 0 where there is none
+    __device__ void fluxes(const double* w, const double (&half)[3], double (&flux)[2 * DIM]) const
+    {
+#pragma unroll
+        for (int k = 0; k < 2 * DIM; ++k)
+            flux[k] = face[k] >= 0 ? (k % 2 ? -half[k / 2] : half[k / 2]) * w[face[k]] : 0.0;
+    }
+
+    // [C(w) u]_i for one component u, from the faces' fluxes (Oyarzun 2015, eq. 2.13's values of C)
+    __device__ double convected(const double (&flux)[2 * DIM], const double* u, long long i) const
+    {
+        const double here = u[i];
+        double sum = 0.0;
+#pragma unroll
+        for (int k = 0; k < 2 * DIM; ++k) sum += flux[k] * ((cell[k] >= 0 ? u[cell[k]] : here) + here);
+        return sum;
+    }
+
+    // [D v]_i for one component v: conductance[d] (v - v of the other cell), 2 conductance[d] v at a wall
+    // (the held face half a cell away)
+    __device__ double diffused(const double (&conductance)[3], const double* v, long long i) const
+    {
+        const double here = v[i];
+        double sum = 0.0;
+#pragma unroll
+        for (int k = 0; k < 2 * DIM; ++k)
+            sum += cell[k] >= 0 ? conductance[k / 2] * (here - v[cell[k]]) : 2.0 * conductance[k / 2] * here;
+        return sum;
+    }
+};
+
+// out_e = C(w) u_e for every component e
+template <int DIM>
+__global__ void convection(GRID_PARAMETERS, const double* __restrict__ w, const double* __restrict__ u,
+                           double* __restrict__ out, double hx, double hy, double hz)
 {
     CELL
     const double half[3] = {hx, hy, hz};
+    const Around<DIM> around(g, c, i);
     double flux[2 * DIM];
-    long long other[2 * DIM];
+    around.fluxes(w, half, flux);
 #pragma unroll
-    for (int d = 0; d < DIM; ++d) {
-        const long long high = g.high_face(c, d), low = g.low_face(c, d);
-        flux[2 * d] = high >= 0 ? half[d] * w[high] : 0.0;
-        other[2 * d] = high >= 0 ? g.neighbour(c, i, d, 1) : i;
-        flux[2 * d + 1] = low >= 0 ? -half[d] * w[low] : 0.0;
-        other[2 * d + 1] = low >= 0 ? g.neighbour(c, i, d, -1) : i;
-    }
-#pragma unroll
-    for (int e = 0; e < DIM; ++e) {
-        const double* ue = u + e * n;
-        const double here = ue[i];
-        double sum = 0.0;
-#pragma unroll
-        for (int k = 0; k < 2 * DIM; ++k) sum += flux[k] * (ue[other[k]] + here);
-        out[e * n + i] = sum;
-    }
+    for (int e = 0; e < DIM; ++e) out[e * n + i] = around.convected(flux, u + e * n, i);
 }
 
-// out_e = sum over a cell's faces along d of conductance[d] (u_e - u_e of the
-// other cell), 2 conductance[d] u_e at a wall (the held face half a cell
-// away) (+ z_e where ``add``), for every component: D (conductance nu A_d /
-// h_d, times 1/2 for its explicit half under Crank-Nicolson)
+// out_e = D u_e (+ z_e where ``add``) for every component (conductance nu A_d / h_d, times 1/2 for D's
+// explicit half under Crank-Nicolson)
 template <int DIM>
-__global__ void diffusion(GRID_PARAMETERS, const double* __restrict__ u, const double* z, int add,
-                                     double* out, double kx, double ky, double kz)
+__global__ void diffusion(GRID_PARAMETERS, const double* __restrict__ u, const double* z, int add, double* out,
+                          double kx, double ky, double kz)
 {
     CELL
     const double conductance[3] = {kx, ky, kz};
+    const Around<DIM> around(g, c, i);
 #pragma unroll
     for (int e = 0; e < DIM; ++e) {
-        const double* ue = u + e * n;
-        const double here = ue[i];
-        double sum = 0.0;
-#pragma unroll
-        for (int d = 0; d < DIM; ++d) {
-            const long long up = g.neighbour(c, i, d, 1), down = g.neighbour(c, i, d, -1);
-            sum += up >= 0 ? conductance[d] * (here - ue[up]) : 2.0 * conductance[d] * here;
-            sum += down >= 0 ? conductance[d] * (here - ue[down]) : 2.0 * conductance[d] * here;
-        }
+        const double sum = around.diffused(conductance, u + e * n, i);
         out[e * n + i] = add ? sum + z[e * n + i] : sum;
     }
+}
+
+// out_e = C(w) u_e + D v_e for every component: the explicit rate's two products in one pass
+template <int DIM>
+__global__ void transport(GRID_PARAMETERS, const double* __restrict__ w, const double* u, const double* v,
+                          double* __restrict__ out, double hx, double hy, double hz, double kx, double ky, double kz)
+{
+    CELL
+    const double half[3] = {hx, hy, hz}, conductance[3] = {kx, ky, kz};
+    const Around<DIM> around(g, c, i);
+    double flux[2 * DIM];
+    around.fluxes(w, half, flux);
+#pragma unroll
+    for (int e = 0; e < DIM; ++e)
+        out[e * n + i] = around.convected(flux, u + e * n, i) + around.diffused(conductance, v + e * n, i);
 }

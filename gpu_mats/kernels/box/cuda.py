@@ -6,8 +6,8 @@ import pathlib
 import cupy
 import numpy
 
-BLOCK = (128, 1)  # a block's cells along x and y
-KERNELS = ("interpolate", "face_gradient", "face_sum", "cell_gradient", "convection", "diffusion")
+BLOCK = (32, 4)  # a block's cells along x and y (the fastest of 128x1, 64x2, 32x4, 32x8: BENCHMARKS.md)
+KERNELS = ("interpolate", "face_gradient", "face_sum", "cell_gradient", "convection", "diffusion", "transport")
 
 
 @functools.cache
@@ -57,3 +57,7 @@ def convection(grid, w, u, out, half):
 def diffusion(grid, u, out, conductance, z=None):
     _launch("diffusion", grid, u, out if z is None else z, numpy.int32(z is not None), out,
             *_constants(conductance))
+
+
+def transport(grid, w, u, v, out, half, conductance):
+    _launch("transport", grid, w, u, v, out, *_constants(half), *_constants(conductance))

@@ -88,3 +88,8 @@ def diffusion(grid, u, out, conductance, z=None):
                     _along(total, d, end.start, end.stop)[...] += 2.0 * conductance[d] * _along(U, d, end.start,
                                                                                                end.stop)
         out[e] = total.ravel() + (0.0 if z is None else z[e])
+
+
+def transport(grid, w, u, v, out, half, conductance):
+    convection(grid, w, u, out, half)
+    diffusion(grid, v, out, conductance, out)
