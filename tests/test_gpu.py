@@ -1352,56 +1352,15 @@ def test_the_extruded_solve_on_the_gpu_gives_the_hosts(held):
     numpy.testing.assert_allclose(Y.get(), X, rtol=0, atol=1e-12 * abs(X).max())
 
 
-def test_layerfft_in_the_flow_on_the_gpu_gives_the_hosts_flow():
-    """-pressure_pc_type layerfft on CUDA vectors (multigrid sections, the
-    auto choice there) in the flow on a periodic extrusion: one cg
-    iteration a step, the host's flow with direct sections."""
-    from petsc4py import PETSc
-
+def _layerfft_flows_agree(g, comm):
+    """The flow of -pressure_pc_type layerfft on ``g`` (a periodic extrusion) on CUDA vectors (multigrid
+    sections, the auto choice there) against the host's (direct sections): one cg iteration a step, the
+    same velocities; each rank's wavenumbers solved where ``comm`` has several."""
     from gpu_mats.backend import to_host
     from petsc_ext.options import option_defaults
     from plugin.flow.boundary import Wall
     from plugin.flow.solver import FlowSolver
-    from test_extruded import prism_layers
 
-    g = prism_layers(n=16)
-    start = numpy.array([numpy.sin(numpy.pi * g.centroids[:, 2]), 0.3 * numpy.cos(numpy.pi * g.centroids[:, 2]),
-                         0.0 * g.centroids[:, 2]])
-    runs = {}
-    for backend in ("cupy", "numpy"):
-        options = {"gpu_backend": backend, "flow_max_steps": 5, "flow_dt": 0.002, "pressure_ksp_rtol": 1e-12,
-                   "pressure_pc_type": "layerfft", "pressure_pc_layerfft_rtol": 1e-13}
-        with option_defaults("", options):
-            solver = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.05, {name: Wall() for name in g.boundary_names})
-        state = solver.run(solver.initial_state(start, project=True))
-        context = solver.pressure_ksp.getPC().getPythonContext()
-        runs[backend] = (solver.pressure_iterations / solver.steps_run, to_host(solver.xp, state.u),
-                         context.solver.sections)
-    assert runs["cupy"][2] == "multigrid" and runs["numpy"][2] == "direct"
-    assert runs["cupy"][0] == runs["numpy"][0] == 1.0
-    numpy.testing.assert_allclose(runs["cupy"][1], runs["numpy"][1], rtol=0, atol=1e-9)
-
-
-@pytest.mark.mpi
-def test_layerfft_on_each_ranks_columns_on_the_gpu_gives_the_hosts_flow(tmp_path, monkeypatch):
-    """The same on the ranks of PETSc's world, the mesh cut by its
-    cross-section: the transforms cross ranks through host memory, each
-    rank's multigrid sections solve its wavenumbers on the device."""
-    from cupy.cuda import nccl
-    from petsc4py import PETSc
-
-    from gpu_mats.backend import to_host
-    from meshes import prism_layers_mesh, shared_file
-    from petsc_ext.options import option_defaults
-    from plugin.flow.boundary import Wall
-    from plugin.flow.distribution import distribute
-    from plugin.flow.solver import FlowSolver
-
-    comm = PETSc.COMM_WORLD
-    # the ranks may share one GPU, where NCCL refuses to run: the halos go through MPI, as where CuPy has none
-    monkeypatch.setattr(nccl, "available", False)
-    path, _ = shared_file(tmp_path, lambda: prism_layers_mesh(n=16), "prisms.msh")
-    g = distribute(path, comm.tompi4py(), "columns", (("zmin", "zmax"),)).geometry
     start = numpy.array([numpy.sin(numpy.pi * g.centroids[:, 2]), 0.3 * numpy.cos(numpy.pi * g.centroids[:, 2]),
                          0.2 * g.centroids[:, 0]])
     runs = {}
@@ -1417,6 +1376,31 @@ def test_layerfft_on_each_ranks_columns_on_the_gpu_gives_the_hosts_flow(tmp_path
     assert runs["cupy"][2:] == ("multigrid", comm.getSize()) and runs["numpy"][2] == "direct"
     assert runs["cupy"][0] == runs["numpy"][0] == 1.0
     numpy.testing.assert_allclose(runs["cupy"][1], runs["numpy"][1], rtol=0, atol=1e-9)
+
+
+def test_layerfft_in_the_flow_on_the_gpu_gives_the_hosts_flow():
+    from petsc4py import PETSc
+
+    from test_extruded import prism_layers
+
+    _layerfft_flows_agree(prism_layers(n=16), PETSc.COMM_SELF)
+
+
+@pytest.mark.mpi
+def test_layerfft_on_each_ranks_columns_on_the_gpu_gives_the_hosts_flow(tmp_path, monkeypatch):
+    """The same on the ranks of PETSc's world, the mesh cut by its
+    cross-section: the transforms cross ranks through host memory."""
+    from cupy.cuda import nccl
+    from petsc4py import PETSc
+
+    from meshes import prism_layers_mesh, shared_file
+    from plugin.flow.distribution import distribute
+
+    # the ranks may share one GPU, where NCCL refuses to run: the halos go through MPI, as where CuPy has none
+    monkeypatch.setattr(nccl, "available", False)
+    path, _ = shared_file(tmp_path, lambda: prism_layers_mesh(n=16), "prisms.msh")
+    _layerfft_flows_agree(distribute(path, PETSc.COMM_WORLD.tompi4py(), "columns", (("zmin", "zmax"),)).geometry,
+                          PETSc.COMM_WORLD)
 
 
 @pytest.mark.parametrize("shifted", [True, False], ids=["L + mu C", "L alone"])
@@ -1525,18 +1509,6 @@ def test_cuda_box_stencils_match_numpy(shape, periodic):
 @pytest.mark.parametrize("name", ["periodic 3D", "walls 3D", "walls 2D"])
 def test_the_flow_with_box_stencils_on_the_gpu_is_the_flow_with_matrices(name):
     """The box's stencils in CUDA in the flow (its steps CUDA graphs) give the SELL matrices' fields."""
-    from gpu_mats.backend import to_host
-    from test_box_stencils import box_solver
+    from test_box_stencils import flows_agree
 
-    runs = []
-    for stencils in (True, False):
-        solver = box_solver(name, {"gpu_backend": "cupy", "flow_box_stencils": stencils, "flow_max_steps": 8,
-                                   "flow_diffusion": "implicit" if "2D" in name else "explicit"})
-        assert (solver.matrices.stencils is not None) is stencils
-        x = solver.geometry.centroids
-        start = [numpy.sin(2 * numpy.pi * x[:, 1]), numpy.cos(2 * numpy.pi * x[:, 0]), 0.3 * numpy.sin(x[:, 0])]
-        state = solver.run(solver.initial_state(numpy.array(start[:solver.geometry.dim]), project=True))
-        pressure = state.p - state.p.mean()  # a closed box's pressure is known up to a constant
-        runs.append([to_host(solver.xp, a) for a in (state.u, pressure, state.u_s)])
-    for with_stencils, with_matrices in zip(*runs):
-        numpy.testing.assert_allclose(with_stencils, with_matrices, rtol=0, atol=1e-12 * abs(with_matrices).max())
+    flows_agree(name, {"gpu_backend": "cupy", "flow_max_steps": 8})

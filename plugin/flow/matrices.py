@@ -206,7 +206,8 @@ class FlowMatrices:
 
         checks = {"Ms": (faces, ops.Ms @ faces), "Gamma": (velocity, ops.Gamma @ velocity),
                   "Gs": (cells, ops.Gs @ cells), "G": (cells, ops.G @ cells),
-                  "flux_rate": (abs(faces), ops.flux_rate @ abs(faces)), "K": (velocity, blocks(ops.D, diffusion_scale)),
+                  "flux_rate": (abs(faces), ops.flux_rate @ abs(faces)),
+                  "K": (velocity, blocks(ops.D, diffusion_scale)),
                   "C": (velocity, blocks(C))}
         for name, (x, expected) in checks.items():
             y = xp.empty(expected.shape)
