@@ -88,6 +88,10 @@ class BoxFaceOperators:
         """out = the flux rate's product: over each cell's faces A_d / (2 Omega) |w_f|."""
         self._kernels.face_sum(self.grid, speeds, out, self.rate_scale, speeds=True)
 
+    def largest_flux_rate(self, speeds, out):
+        """out[0] = the largest over cells of flux_rate's product (NaN where any is), in one pass."""
+        self._kernels.largest_rate(self.grid, speeds, out, self.rate_scale)
+
     def set_face_velocities(self, w):
         """The face velocities u_s that C(u_s) takes from now on (read by every product, not copied)."""
         self._face_velocities = w

@@ -62,9 +62,12 @@ def test_each_stencil_is_the_assembled_operator(name):
     m.explicit_rate(velocity, other, y)
     C, K = expected["C"][1], half * (component_blocks(host_matrix(ops.D), dim, [n]) @ other)
     numpy.testing.assert_allclose(y, C + K, rtol=0, atol=1e-13 * abs(C + K).max())
-    y = numpy.empty(n)
-    m.speed_rate(faces, y, numpy.empty(ops.num_faces))
-    numpy.testing.assert_allclose(y, ops.flux_rate @ abs(faces), rtol=0, atol=1e-13 * abs(y).max())
+    largest = numpy.empty(1)
+    m.largest_speed_rate(faces, largest, numpy.empty(n), numpy.empty(ops.num_faces), numpy.empty(1))
+    assert largest[0] == pytest.approx((ops.flux_rate @ abs(faces)).max(), rel=1e-13)
+    faces[7] = numpy.nan  # a blow-up is seen
+    m.largest_speed_rate(faces, largest, numpy.empty(n), numpy.empty(ops.num_faces), numpy.empty(1))
+    assert numpy.isnan(largest[0])
 
 
 def flows_agree(name, options=()):

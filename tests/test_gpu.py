@@ -1504,6 +1504,11 @@ def test_cuda_box_stencils_match_numpy(shape, periodic):
     host.face_sum(grid, face_values, expected, constants, speeds=True)
     cuda.face_sum(grid, cupy.asarray(face_values), got, constants, speeds=True)
     numpy.testing.assert_allclose(got.get(), expected, rtol=0, atol=1e-14 * abs(expected).max())
+    for values in (face_values, numpy.where(numpy.arange(faces) == 3, numpy.nan, face_values)):  # a blow-up seen
+        expected, got = numpy.empty(1), cupy.full(1, 5.0)
+        host.largest_rate(grid, values, expected, constants)
+        cuda.largest_rate(grid, cupy.asarray(values), got, constants)
+        numpy.testing.assert_allclose(got.get(), expected, rtol=1e-14, equal_nan=True)
 
 
 @pytest.mark.parametrize("name", ["periodic 3D", "walls 3D", "walls 2D"])

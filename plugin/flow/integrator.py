@@ -736,8 +736,8 @@ class FractionalStep:
 
     def _queue_rate(self, u_s):
         """The convective rate of u_s into _largest_value, not read."""
-        self.matrices.speed_rate(u_s, self.cell_scratch, self.face_scratch)
-        self.updates.max_abs(self._largest_value, self.cell_scratch, None, self._largest_scratch)
+        self.matrices.largest_speed_rate(u_s, self._largest_value, self.cell_scratch, self.face_scratch,
+                                         self._largest_scratch)
 
     def unit_convective_rate(self):
         """The convective rate of a unit speed on every face: sets the first

@@ -36,9 +36,9 @@ import scipy.sparse
 from petsc4py import PETSc
 
 from gpu_mats.backend import array_module, sparse_module
+from gpu_mats.box_faces import BoxFaceOperators, BoxGrid
 from gpu_mats.kernels import family
 from petsc_ext import gpusell
-from gpu_mats.box_faces import BoxFaceOperators, BoxGrid
 from petsc_ext.array_operators import ArrayOperator, matrix_product
 from petsc_ext.arrays import ArrayVecs, matrix_array_module
 from petsc_ext.matrices import aij_from_device_csr, aij_from_rows
@@ -275,14 +275,16 @@ class FlowMatrices:
         self.C(u, out)
         self.K(v, out, out)
 
-    def speed_rate(self, u_s, out, scratch):
-        """out = the flux rate's product of |u_s| (``scratch``: a face vector where |u_s| is taken apart; a
-        box's stencil takes it as it reads u_s)."""
+    def largest_speed_rate(self, u_s, out, cells, faces, partials):
+        """out[0] = max over cells of the flux rate's product of |u_s| (NaN where any is): the CFL number's
+        rate, not read; ``cells``, ``faces`` and ``partials`` (blas reduction slots of the cells): scratch.
+        A box's stencils do it in one pass."""
         if self.stencils is not None:
-            self.stencils.flux_rate(u_s, out)
+            self.stencils.largest_flux_rate(u_s, out)
             return
-        self.xp.abs(u_s, out=scratch)
-        self.flux_rate(scratch, out)
+        self.xp.abs(u_s, out=faces)
+        self.flux_rate(faces, cells)
+        family("blas", self.xp).max_abs(out, cells, None, partials)
 
     def refresh_diffusion(self, nu_t):
         """K's values from nu and the cells' eddy viscosities: K(nu) + E_D nu_t

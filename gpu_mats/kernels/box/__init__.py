@@ -18,6 +18,10 @@ def face_sum(grid, w, out, scale, z=None, speeds=False):
     with ``speeds``, scale[d] (|w_high| + |w_low|) (the convective rate)."""
 
 
+def largest_rate(grid, w, out, scale):
+    """out[0] = the largest over cells of face_sum's speeds (NaN where any is): the CFL number's rate."""
+
+
 def cell_gradient(grid, p, out, scale):
     """out (dim, cells) = G p: scale[d] (p_up - p) - scale[d] (p_down - p), each term where the cell has that
     face."""

@@ -109,6 +109,42 @@ __global__ void face_sum(GRID_PARAMETERS, int speeds, const double* __restrict__
     out[i] = add ? sum + z[i] : sum;
 }
 
+// out[0] = max over cells of sum over a cell's faces of scale[d] |w_f| (NaN where any is): the CFL
+// number's convective rate and its maximum in one pass. The rates are non-negative, so their bits order
+// as they do (a NaN made positive orders above every number): each block's largest goes to out by
+// atomicMax on the bits; out holds 0 before.
+template <int DIM>
+__global__ void largest_face_sum(GRID_PARAMETERS, const double* __restrict__ w, unsigned long long* out, double sx,
+                                 double sy, double sz)
+{
+    __shared__ unsigned long long warps[32];
+    const Grid g = {{nx, ny, nz}, periodic, {0, off1, off2}};
+    const int c[3] = {static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x),
+                      static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y), static_cast<int>(blockIdx.z)};
+    unsigned long long bits = 0;
+    if (c[0] < nx && c[1] < ny) {
+        const double scale[3] = {sx, sy, sz};
+        double sum = 0.0;
+#pragma unroll
+        for (int d = 0; d < DIM; ++d) {
+            const long long high = g.high_face(c, d), low = g.low_face(c, d);
+            if (high >= 0) sum += scale[d] * fabs(w[high]);
+            if (low >= 0) sum += scale[d] * fabs(w[low]);
+        }
+        bits = isnan(sum) ? 0x7ff8000000000000ULL : static_cast<unsigned long long>(__double_as_longlong(sum));
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) bits = max(bits, __shfl_down_sync(0xffffffffu, bits, offset));
+    const int lane = (threadIdx.y * blockDim.x + threadIdx.x) % 32, warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;
+    if (lane == 0) warps[warp] = bits;
+    __syncthreads();
+    if (warp == 0) {
+        const int count = (blockDim.x * blockDim.y + 31) / 32;
+        bits = lane < count ? warps[lane] : 0;
+        for (int offset = 16; offset > 0; offset >>= 1) bits = max(bits, __shfl_down_sync(0xffffffffu, bits, offset));
+        if (lane == 0) atomicMax(out, bits);
+    }
+}
+
 // out_d = scale[d] ((p_high - p) + (p - p_low)), each term where the face is: G (scale A_d / (2 Omega))
 template <int DIM>
 __global__ void cell_gradient(GRID_PARAMETERS, const double* __restrict__ p,

@@ -7,7 +7,8 @@ import cupy
 import numpy
 
 BLOCK = (32, 4)  # a block's cells along x and y (the fastest of 128x1, 64x2, 32x4, 32x8: BENCHMARKS.md)
-KERNELS = ("interpolate", "face_gradient", "face_sum", "cell_gradient", "convection", "diffusion", "transport")
+KERNELS = ("interpolate", "face_gradient", "face_sum", "largest_face_sum", "cell_gradient", "convection", "diffusion",
+           "transport")
 
 
 @functools.cache
@@ -44,6 +45,11 @@ def face_gradient(grid, p, w, inverse, z=None):
 def face_sum(grid, w, out, scale, z=None, speeds=False):
     _launch("face_sum", grid, numpy.int32(speeds), w, out if z is None else z, numpy.int32(z is not None), out,
             *_constants(scale))
+
+
+def largest_rate(grid, w, out, scale):
+    out.fill(0.0)
+    _launch("largest_face_sum", grid, w, out, *_constants(scale))
 
 
 def cell_gradient(grid, p, out, scale):

@@ -59,6 +59,12 @@ def face_sum(grid, w, out, scale, z=None, speeds=False):
     out[...] = total.ravel() + (0.0 if z is None else z)
 
 
+def largest_rate(grid, w, out, scale):
+    rates = numpy.empty(grid.cells)
+    face_sum(grid, w, rates, scale, speeds=True)
+    out[0] = rates.max() if rates.size else 0.0  # NaN where any rate is
+
+
 def cell_gradient(grid, p, out, scale):
     for d in range(grid.dim):
         low, high = _ends(grid, _cells(grid, p), d)
