@@ -1,8 +1,9 @@
 """The flow's face operators on a periodic box of n^3 equal cells: each
 product by the box's stencils (gpu_mats.box_faces) against the same
-product by the loop's SELL copies (-flow_box_stencils 0), GPU time per
-product (cupyx.profiler.benchmark, median of --repeats), and the bytes the
-stencil must move at least (its vectors once) as a bandwidth.
+product by the loop's SELL copies (-flow_box_stencils 0), and the CFL
+number's rate and maximum (FlowMatrices.largest_speed_rate), GPU time
+(cupyx.profiler.benchmark, median of --repeats), and the bytes the stencil
+must move at least (its vectors once) as a bandwidth.
 
     python benchmarks/box_stencils.py --sizes 128 256 --json box-stencils.json
 """
@@ -80,6 +81,19 @@ def main():
                                         "block": "x".join(map(str, block)) if block else None, "ms": ms,
                                         "least_GB_per_s": least / ms * 1e-6})
                 harness.write_json(args.json, payload, quiet=True)
+            out, cells_scratch, faces_scratch = cupy.zeros(1), cupy.zeros(cells), cupy.zeros(faces)
+            partials = cupy.zeros(family("blas", cupy).reduction_slots(cells))
+            speeds = cupy.ones(faces)
+
+            def largest():
+                m.largest_speed_rate(speeds, out, cells_scratch, faces_scratch, partials)
+
+            timed = benchmark(largest, (), n_repeat=args.repeats, n_warmup=3, name="largest rate")
+            ms = float(numpy.median(timed.gpu_times)) * 1e3
+            payload["rows"].append({"n": n, "operator": "CFL rate and max", "stencils": stencils,
+                                    "block": "x".join(map(str, block)) if block else None, "ms": ms,
+                                    "least_GB_per_s": 8 * faces / ms * 1e-6})
+            harness.write_json(args.json, payload, quiet=True)
             solver.destroy()
             del solver, m
             cupy.get_default_memory_pool().free_all_blocks()
