@@ -110,28 +110,45 @@ __global__ void face_sum(GRID_PARAMETERS, int speeds, const double* __restrict__
 }
 
 // out[0] = max over cells of sum over a cell's faces of scale[d] |w_f| (NaN where any is): the CFL
-// number's convective rate and its maximum in one pass. The rates are non-negative, so their bits order
-// as they do (a NaN made positive orders above every number): each block's largest goes to out by
-// atomicMax on the bits; out holds 0 before.
+// number's convective rate and its maximum in one pass. A thread takes a column of PLANES cells along z,
+// where a cell's low z face is the high one of the cell below it, read once. The rates are non-negative,
+// so their bits order as they do (a NaN made positive orders above every number): each block's largest
+// goes to out by atomicMax on the bits; out holds 0 before.
+#define PLANES 8
 template <int DIM>
 __global__ void largest_face_sum(GRID_PARAMETERS, const double* __restrict__ w, unsigned long long* out, double sx,
                                  double sy, double sz)
 {
     __shared__ unsigned long long warps[32];
     const Grid g = {{nx, ny, nz}, periodic, {0, off1, off2}};
-    const int c[3] = {static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x),
-                      static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y), static_cast<int>(blockIdx.z)};
+    int c[3] = {static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x),
+                static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y), static_cast<int>(blockIdx.z) * PLANES};
     unsigned long long bits = 0;
     if (c[0] < nx && c[1] < ny) {
         const double scale[3] = {sx, sy, sz};
-        double sum = 0.0;
+        double below = 0.0;  // |w| of the low z face, where the cell below read it
+        const int last = min(c[2] + PLANES, nz);
+        for (int k = c[2]; k < last; ++k) {
+            const int here[3] = {c[0], c[1], k};
+            double sum = 0.0;
 #pragma unroll
-        for (int d = 0; d < DIM; ++d) {
-            const long long high = g.high_face(c, d), low = g.low_face(c, d);
-            if (high >= 0) sum += scale[d] * fabs(w[high]);
-            if (low >= 0) sum += scale[d] * fabs(w[low]);
+            for (int d = 0; d < DIM; ++d) {
+                const long long high = g.high_face(here, d);
+                const double top = high >= 0 ? fabs(w[high]) : 0.0;
+                double bottom;
+                if (d == 2 && k > c[2]) {
+                    bottom = below;
+                } else {
+                    const long long low = g.low_face(here, d);
+                    bottom = low >= 0 ? fabs(w[low]) : 0.0;
+                }
+                if (d == 2) below = top;
+                sum += scale[d] * top + scale[d] * bottom;
+            }
+            const unsigned long long mine =
+                isnan(sum) ? 0x7ff8000000000000ULL : static_cast<unsigned long long>(__double_as_longlong(sum));
+            bits = max(bits, mine);
         }
-        bits = isnan(sum) ? 0x7ff8000000000000ULL : static_cast<unsigned long long>(__double_as_longlong(sum));
     }
     for (int offset = 16; offset > 0; offset >>= 1) bits = max(bits, __shfl_down_sync(0xffffffffu, bits, offset));
     const int lane = (threadIdx.y * blockDim.x + threadIdx.x) % 32, warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;

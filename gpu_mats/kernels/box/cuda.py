@@ -17,15 +17,18 @@ def _module():
                           name_expressions=[f"{name}<{dim}>" for name in KERNELS for dim in (2, 3)])
 
 
-def _launch(name, grid, *args):
-    """Kernel ``name`` for the grid's dimension, a thread a cell in blocks of BLOCK cells of an x-y plane,
-    after the grid's arguments."""
+PLANES = 8  # box.cu's: the cells along z of a thread of largest_face_sum
+
+
+def _launch(name, grid, *args, planes=1):
+    """Kernel ``name`` for the grid's dimension, a thread a cell (or a column of ``planes`` cells along z) in
+    blocks of BLOCK cells of an x-y plane, after the grid's arguments."""
     if grid.cells:
         nx, ny, nz = grid.shape
         bits = sum(1 << d for d, wraps in enumerate(grid.periodic) if wraps)
         off = grid.offsets
         bx, by = min(BLOCK[0], nx), min(BLOCK[1], ny)
-        _module().get_function(f"{name}<{grid.dim}>")((-(-nx // bx), -(-ny // by), nz), (bx, by), (
+        _module().get_function(f"{name}<{grid.dim}>")((-(-nx // bx), -(-ny // by), -(-nz // planes)), (bx, by), (
             numpy.int64(grid.cells), numpy.int32(nx), numpy.int32(ny), numpy.int32(nz), numpy.int32(bits),
             numpy.int64(off[1]), numpy.int64(off[2]), *args))
 
@@ -49,7 +52,7 @@ def face_sum(grid, w, out, scale, z=None, speeds=False):
 
 def largest_rate(grid, w, out, scale):
     out.fill(0.0)
-    _launch("largest_face_sum", grid, w, out, *_constants(scale))
+    _launch("largest_face_sum", grid, w, out, *_constants(scale), planes=PLANES)
 
 
 def cell_gradient(grid, p, out, scale):
