@@ -47,6 +47,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--blocks", nargs="+", default=[], help="the stencils' block shapes to time too, as "
                         "64x2 (cells along x and y; the box family's BLOCK)")
+    parser.add_argument("--planes", type=int, nargs="+", default=[], help="the CFL kernel's cells a thread along z "
+                        "to time too (the box family's PLANES)")
     parser.add_argument("--no-matrices", action="store_true", help="the stencils only")
     parser.add_argument("--json")
     parser.add_argument("--commit")
@@ -88,12 +90,15 @@ def main():
             def largest():
                 m.largest_speed_rate(speeds, out, cells_scratch, faces_scratch, partials)
 
-            timed = benchmark(largest, (), n_repeat=args.repeats, n_warmup=3, name="largest rate")
-            ms = float(numpy.median(timed.gpu_times)) * 1e3
-            payload["rows"].append({"n": n, "operator": "CFL rate and max", "stencils": stencils,
-                                    "block": "x".join(map(str, block)) if block else None, "ms": ms,
-                                    "least_GB_per_s": 8 * faces / ms * 1e-6})
-            harness.write_json(args.json, payload, quiet=True)
+            planes = kernels.PLANES
+            for kernels.PLANES in [planes] + (args.planes if stencils else []):
+                timed = benchmark(largest, (), n_repeat=args.repeats, n_warmup=3, name="largest rate")
+                ms = float(numpy.median(timed.gpu_times)) * 1e3
+                payload["rows"].append({"n": n, "operator": f"CFL rate and max ({kernels.PLANES} planes)",
+                                        "stencils": stencils, "block": "x".join(map(str, block)) if block else None,
+                                        "ms": ms, "least_GB_per_s": 8 * faces / ms * 1e-6})
+                harness.write_json(args.json, payload, quiet=True)
+            kernels.PLANES = planes
             solver.destroy()
             del solver, m
             cupy.get_default_memory_pool().free_all_blocks()

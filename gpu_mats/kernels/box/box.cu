@@ -110,24 +110,23 @@ __global__ void face_sum(GRID_PARAMETERS, int speeds, const double* __restrict__
 }
 
 // out[0] = max over cells of sum over a cell's faces of scale[d] |w_f| (NaN where any is): the CFL
-// number's convective rate and its maximum in one pass. A thread takes a column of PLANES cells along z,
+// number's convective rate and its maximum in one pass. A thread takes a column of ``planes`` cells along z,
 // where a cell's low z face is the high one of the cell below it, read once. The rates are non-negative,
 // so their bits order as they do (a NaN made positive orders above every number): each block's largest
 // goes to out by atomicMax on the bits; out holds 0 before.
-#define PLANES 8
 template <int DIM>
-__global__ void largest_face_sum(GRID_PARAMETERS, const double* __restrict__ w, unsigned long long* out, double sx,
-                                 double sy, double sz)
+__global__ void largest_face_sum(GRID_PARAMETERS, int planes, const double* __restrict__ w, unsigned long long* out,
+                                 double sx, double sy, double sz)
 {
     __shared__ unsigned long long warps[32];
     const Grid g = {{nx, ny, nz}, periodic, {0, off1, off2}};
     int c[3] = {static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x),
-                static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y), static_cast<int>(blockIdx.z) * PLANES};
+                static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y), static_cast<int>(blockIdx.z) * planes};
     unsigned long long bits = 0;
     if (c[0] < nx && c[1] < ny) {
         const double scale[3] = {sx, sy, sz};
         double below = 0.0;  // |w| of the low z face, where the cell below read it
-        const int last = min(c[2] + PLANES, nz);
+        const int last = min(c[2] + planes, nz);
         for (int k = c[2]; k < last; ++k) {
             const int here[3] = {c[0], c[1], k};
             double sum = 0.0;

@@ -17,7 +17,7 @@ def _module():
                           name_expressions=[f"{name}<{dim}>" for name in KERNELS for dim in (2, 3)])
 
 
-PLANES = 8  # box.cu's: the cells along z of a thread of largest_face_sum
+PLANES = 8  # the cells along z of a thread of largest_face_sum
 
 
 def _launch(name, grid, *args, planes=1):
@@ -52,7 +52,7 @@ def face_sum(grid, w, out, scale, z=None, speeds=False):
 
 def largest_rate(grid, w, out, scale):
     out.fill(0.0)
-    _launch("largest_face_sum", grid, w, out, *_constants(scale), planes=PLANES)
+    _launch("largest_face_sum", grid, numpy.int32(PLANES), w, out, *_constants(scale), planes=PLANES)
 
 
 def cell_gradient(grid, p, out, scale):
