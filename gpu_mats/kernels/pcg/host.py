@@ -45,22 +45,29 @@ def beta_step(s, sums, history, start, dots=None, test=None):
         r, z = dots[2:]
         _summed(sums, dots[0], r, z, r, r, z, z)
     rz = sums[0]
-    s[ROW] = 0.0 if start else s[ROW] + 1.0
-    history[int(s[ROW])] = sums
+    _next_row(s, history, sums, start)
     s[BETA] = 0.0 if start or s[RZ] == 0.0 else rz / s[RZ]
     s[RZ] = rz
     if not rz >= 0.0:
         s[FLAG] = INDEFINITE_PRECONDITIONER
-    if test is not None:
-        column, rtol, atol, dtol, limit, handle = test
-        loop_test(s, history, column, rtol, atol, dtol, limit, AFTER_ITERATION, handle)
+    _test_after_iteration(s, history, test)
 
 
 def record_step(s, sums, history, start, dots=None, test=None):
     if dots is not None:
         _summed(sums, dots[0], dots[2], dots[2])
+    _next_row(s, history, (0.0, sums[0], 0.0), start)
+    _test_after_iteration(s, history, test)
+
+
+def _next_row(s, history, row, start):
+    """history's next row (the first at the start) = ``row``."""
     s[ROW] = 0.0 if start else s[ROW] + 1.0
-    history[int(s[ROW])] = (0.0, sums[0], 0.0)
+    history[int(s[ROW])] = row
+
+
+def _test_after_iteration(s, history, test):
+    """loop_test's AFTER_ITERATION where ``test`` (column, rtol, atol, dtol, limit, handle) is given."""
     if test is not None:
         column, rtol, atol, dtol, limit, handle = test
         loop_test(s, history, column, rtol, atol, dtol, limit, AFTER_ITERATION, handle)
