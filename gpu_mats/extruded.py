@@ -64,9 +64,9 @@ class ExtrudedSolver:
         if sections == "direct" and xp is not numpy:
             raise ValueError("direct 2D solves run on the host (SuperLU); on the GPU take multigrid")
         comm = comm if comm is not None and comm.Get_size() > 1 else None
-        order = numpy.asarray(order)
+        A, order = scipy.sparse.csr_matrix(A), numpy.asarray(order)
         layers, columns = order.shape
-        cross_section, c, columns_of = _cross_section(scipy.sparse.csr_matrix(A), order, comm)
+        cross_section, c, columns_of = _cross_section(A, order, comm)
         self.layers, self.columns, self.sections, self.xp = layers, columns, sections, xp
         self.cross_section, self.ranks = cross_section.shape[0], 1 if comm is None else comm.Get_size()
         self.columns_first = xp.asarray(order.T)  # (columns, layers): the FFT runs along each column's cells
@@ -77,7 +77,6 @@ class ExtrudedSolver:
         L = (cross_section - scipy.sparse.diags(2.0 * c)).tocsr()
         k = numpy.arange(first, stop)
         mu = 4.0 * numpy.sin(numpy.pi * k / layers) ** 2
-        A = scipy.sparse.csr_matrix(A)
         scale = _maximum(comm, float(abs(A.data).max(initial=0.0))) or 1.0
         # rows summing to 0: the constants are the null space
         self.singular = _maximum(comm, float(abs(numpy.asarray(A.sum(axis=1))).max(initial=0.0))) <= TOLERANCE * scale
@@ -153,9 +152,12 @@ def _cross_section(A, order, comm):
     layer_to, column_to = numpy.divmod(col, total)
     split, problem = _checked(lambda: _split(layer_of, column_of, layer_to, column_to, P.data,
                                              (layers, columns, column_start, total)))
-    c, block = split if split is not None else (numpy.zeros(columns), scipy.sparse.csr_matrix((columns, total)))
-    block = block.tocoo()
-    gathered = _gathered(comm, (block.row + column_start, block.col, block.data, c), problem)
+    mine = None  # this rank's part of B (COO) and its c, where it found no problem
+    if split is not None:
+        c, block = split
+        block = block.tocoo()
+        mine = (block.row + column_start, block.col, block.data, c)
+    gathered = _gathered(comm, mine, problem)
     B = scipy.sparse.csr_matrix((numpy.concatenate([g[2] for g in gathered]),
                                  (numpy.concatenate([g[0] for g in gathered]),
                                   numpy.concatenate([g[1] for g in gathered]))), shape=(total, total))

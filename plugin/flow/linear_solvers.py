@@ -139,13 +139,8 @@ class LinearSolvers:
         except ExtrusionError as exc:
             order, problem = None, str(exc)
         mpi = self.comm.tompi4py()
-        levels = mpi.allgather(None if order is None else centroids[order[:, 0], 2])
-        mine, first = levels[mpi.rank], levels[0]
-        if not problem and first is not None and (len(mine) != len(first) or not numpy.allclose(
-                mine, first, rtol=0, atol=1e-8 * (abs(first).max() + 1.0))):
-            problem = (f"its {len(mine)} layers, z from {mine[0]:.6g} to {mine[-1]:.6g}, are not rank 0's "
-                       f"{len(first)}, z from {first[0]:.6g} to {first[-1]:.6g}")
-        problems = mpi.allgather(problem)
+        every = mpi.allgather((problem, None if order is None else centroids[order[:, 0], 2]))
+        problems = [found or _other_layers(levels, every[0][1]) for found, levels in every]
         if any(problems):
             rank = next(r for r, p in enumerate(problems) if p)
             if mpi.size == 1:
@@ -187,3 +182,13 @@ class LinearSolvers:
         across x or z too, where boxfft's cosine transforms run outside the step's graph (BENCHMARKS.md)."""
         return (self.box_on_one_rank and not self.operators.has_outflow and self.pressure_laplacian == "compact"
                 and len(self.box[0]) == 3 and (self.multigrid is not None or self._transforms_replay()))
+
+
+def _other_layers(levels, first):
+    """Why a rank's layers at heights ``levels`` are not rank 0's at ``first`` ("" where they are, or where
+    either is unknown)."""
+    if levels is None or first is None or (len(levels) == len(first) and numpy.allclose(
+            levels, first, rtol=0, atol=1e-8 * (abs(first).max() + 1.0))):
+        return ""
+    return (f"its {len(levels)} layers, z from {levels[0]:.6g} to {levels[-1]:.6g}, are not rank 0's {len(first)}, "
+            f"z from {first[0]:.6g} to {first[-1]:.6g}")
