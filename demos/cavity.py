@@ -11,9 +11,10 @@ mid-plane z = 0.
     python demos/cavity.py -flow_mesh square.msh -flow_re 100     (demos/meshes.py makes such meshes)
 
 With -flow_mesh FILE (any mesh meshio reads; rank 0 reads it and sends each
-rank its part, -flow_mesh_partitioner metis or bisection) the cavity is
-that mesh of the unit square or cube, whose boundary groups are named "lid"
-(moving with u = 1 along x) and "wall"; in 2D its centrelines are interpolated
+rank its part, -flow_mesh_partitioner metis, bisection, or columns for a
+mesh extruded along z) the cavity is that mesh of the unit square or
+cube, whose boundary groups are named "lid" (moving with u = 1 along x)
+and "wall"; in 2D its centrelines are interpolated
 linearly from the cell centres and the walls and compared with Ghia's. Its
 other groups may come in periodic pairs, -flow_mesh_periodic a:b,c:d (each
 b the face of a moved by one translation): their faces join the cells on
