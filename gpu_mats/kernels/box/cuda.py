@@ -37,17 +37,21 @@ def _constants(values):
     return tuple(numpy.float64(v) for v in tuple(values) + (0.0,) * (3 - len(values)))
 
 
+def _addend(z, out):
+    """A kernel's optional addend and its flag: z to add, or out, which the kernel then does not read."""
+    return out if z is None else z, numpy.int32(z is not None)
+
+
 def interpolate(grid, u, w):
     _launch("interpolate", grid, u, w)
 
 
 def face_gradient(grid, p, w, inverse, z=None):
-    _launch("face_gradient", grid, p, w if z is None else z, numpy.int32(z is not None), w, *_constants(inverse))
+    _launch("face_gradient", grid, p, *_addend(z, w), w, *_constants(inverse))
 
 
 def face_sum(grid, w, out, scale, z=None, speeds=False):
-    _launch("face_sum", grid, numpy.int32(speeds), w, out if z is None else z, numpy.int32(z is not None), out,
-            *_constants(scale))
+    _launch("face_sum", grid, numpy.int32(speeds), w, *_addend(z, out), out, *_constants(scale))
 
 
 def largest_rate(grid, w, out, scale):
@@ -64,8 +68,7 @@ def convection(grid, w, u, out, half):
 
 
 def diffusion(grid, u, out, conductance, z=None):
-    _launch("diffusion", grid, u, out if z is None else z, numpy.int32(z is not None), out,
-            *_constants(conductance))
+    _launch("diffusion", grid, u, *_addend(z, out), out, *_constants(conductance))
 
 
 def transport(grid, w, u, v, out, half, conductance):

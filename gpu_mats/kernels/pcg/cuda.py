@@ -42,42 +42,35 @@ def alpha_step(s, sums, dots=None):
     _kernel("dots_alpha_step")((partials.shape[1],), (BLOCK,), (numpy.int64(x.size), x, y, partials, arrivals, sums, s))
 
 
-def beta_step(s, sums, history, start, dots=None, test=None):
-    if dots is not None and test is not None:
-        partials, arrivals, r, z = dots
-        column, rtol, atol, dtol, limit, handle = test
-        _loop_kernel("dots_beta_test_step")(
-            (partials.shape[1],), (BLOCK,),
-            (numpy.int64(r.size), r, z, partials, arrivals, sums, s, history, numpy.int32(column), numpy.float64(rtol),
-             numpy.float64(atol), numpy.float64(dtol), numpy.int32(limit), numpy.uint64(handle)))
-        return
+def _history_step(step, s, sums, history, start, dots, test):
+    """beta_step's and record_step's launches (``step`` "beta" or "record"): the scalar step alone, or with its
+    dot products (``dots``: partials, arrivals, r and beta's z), and with the test after an iteration in the
+    same launch where both are given."""
     if dots is None:
-        _kernel("beta_step")((1,), (1,), (s, sums, history, numpy.int32(bool(start))))
+        _kernel(f"{step}_step")((1,), (1,), (s, sums, history, numpy.int32(bool(start))))
     else:
-        partials, arrivals, r, z = dots
-        _kernel("dots_beta_step")((partials.shape[1],), (BLOCK,), (numpy.int64(r.size), r, z, partials, arrivals, sums,
-                                                                  s, history, numpy.int32(bool(start))))
+        partials, arrivals, *vectors = dots
+        grid, length = (partials.shape[1],), numpy.int64(vectors[0].size)
+        if test is not None:
+            column, rtol, atol, dtol, limit, handle = test
+            r, z = vectors if step == "beta" else vectors * 2  # record's one product is r . r
+            _loop_kernel(f"dots_test_step<{str(step == 'beta').lower()}>")(
+                grid, (BLOCK,), (length, r, z, partials, arrivals, sums, s, history, numpy.int32(column),
+                                 numpy.float64(rtol), numpy.float64(atol), numpy.float64(dtol), numpy.int32(limit),
+                                 numpy.uint64(handle)))
+            return
+        _kernel(f"dots_{step}_step")(grid, (BLOCK,), (length, *vectors, partials, arrivals, sums, s, history,
+                                                      numpy.int32(bool(start))))
     if test is not None:
         loop_test(s, history, *test[:5], AFTER_ITERATION, test[5])
+
+
+def beta_step(s, sums, history, start, dots=None, test=None):
+    _history_step("beta", s, sums, history, start, dots, test)
 
 
 def record_step(s, sums, history, start, dots=None, test=None):
-    if dots is not None and test is not None:
-        partials, arrivals, r = dots
-        column, rtol, atol, dtol, limit, handle = test
-        _loop_kernel("dots_record_test_step")(
-            (partials.shape[1],), (BLOCK,),
-            (numpy.int64(r.size), r, partials, arrivals, sums, s, history, numpy.int32(column), numpy.float64(rtol),
-             numpy.float64(atol), numpy.float64(dtol), numpy.int32(limit), numpy.uint64(handle)))
-        return
-    if dots is None:
-        _kernel("record_step")((1,), (1,), (s, sums, history, numpy.int32(bool(start))))
-    else:
-        partials, arrivals, r = dots
-        _kernel("dots_record_step")((partials.shape[1],), (BLOCK,), (numpy.int64(r.size), r, partials, arrivals, sums,
-                                                                    s, history, numpy.int32(bool(start))))
-    if test is not None:
-        loop_test(s, history, *test[:5], AFTER_ITERATION, test[5])
+    _history_step("record", s, sums, history, start, dots, test)
 
 
 def direction_step(s, sums, dots=None):
@@ -95,12 +88,15 @@ def remove_mean(v, sums):
         _kernel("remove_mean")((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), sums, v))
 
 
+LOOP_TEMPLATES = ("dots_test_step<true>", "dots_test_step<false>")  # beta's, record's
+
+
 @functools.cache
 def _loop_kernel(name):
     """loop.cu after pcg.cu, a module of their own: its kernels call the device runtime's
     cudaGraphSetConditional, which the others do not."""
     code = "".join(pathlib.Path(__file__).with_name(f).read_text() for f in ("pcg.cu", "loop.cu"))
-    return cupy.RawModule(code=code).get_function(name)
+    return cupy.RawModule(code=code, name_expressions=LOOP_TEMPLATES).get_function(name)
 
 
 def loop_test(s, history, column, rtol, atol, dtol, limit, mode, handle):

@@ -1,6 +1,7 @@
 // The device-side convergence test of a loop of CG iterations (see __init__.py's loop_test): its verdict
 // goes to s[5] and, inside a CUDA graph, to the conditional handle of the WHILE node that repeats the loop.
-// Compiled after pcg.cu, in one module with it: dots_beta_test_step is its dots_beta_step and the test at once.
+// Compiled after pcg.cu, in one module with it: dots_test_step is its dots_beta_step or dots_record_step and the
+// test at once.
 
 // As cuda_device_runtime_api.h declares it (CUDA 12.4 and later): a builtin of the compiler. Declared here since
 // that header needs the toolkit's crt/host_defines.h, which NVRTC installed from pip wheels does not find.
@@ -37,26 +38,18 @@ extern "C" __global__ void loop_test(double* s, const double* history, int colum
     verdict(s, history, column, rtol, atol, dtol, limit, mode, handle);
 }
 
-// dots_beta_step, then the test after an iteration (AFTER_ITERATION), by the block that takes the step
-extern "C" __global__ void dots_beta_test_step(long long n, const double* r, const double* z, double* partials,
-                                               unsigned int* arrivals, double* sums, double* s, double* history,
-                                               int column, double rtol, double atol, double dtol, int limit,
-                                               unsigned long long handle)
+// dots_beta_step (BETA) or dots_record_step, then the test after an iteration (AFTER_ITERATION), by the block
+// that takes the step; record's one dot product is r . r, so it is given z = r
+template <bool BETA>
+__global__ void dots_test_step(long long n, const double* r, const double* z, double* partials, unsigned int* arrivals,
+                               double* sums, double* s, double* history, int column, double rtol, double atol,
+                               double dtol, int limit, unsigned long long handle)
 {
-    dots_then(n, 3, r, z, r, r, z, z, partials, arrivals, sums, [&] {
-        beta(s, sums, history, 0);
-        verdict(s, history, column, rtol, atol, dtol, limit, AFTER_ITERATION, handle);
-    });
-}
-
-// dots_record_step, then the test after an iteration (AFTER_ITERATION), by the block that records
-extern "C" __global__ void dots_record_test_step(long long n, const double* r, double* partials,
-                                                 unsigned int* arrivals, double* sums, double* s, double* history,
-                                                 int column, double rtol, double atol, double dtol, int limit,
-                                                 unsigned long long handle)
-{
-    dots_then(n, 1, r, r, nullptr, nullptr, nullptr, nullptr, partials, arrivals, sums, [&] {
-        record(s, sums, history, 0);
+    dots_then(n, BETA ? 3 : 1, r, z, r, r, z, z, partials, arrivals, sums, [&] {
+        if (BETA)
+            beta(s, sums, history, 0);
+        else
+            record(s, sums, history, 0);
         verdict(s, history, column, rtol, atol, dtol, limit, AFTER_ITERATION, handle);
     });
 }
