@@ -48,7 +48,7 @@ def main():
     parser.add_argument("--blocks", nargs="+", default=[], help="the stencils' block shapes to time too, as "
                         "64x2 (cells along x and y; the box family's BLOCK)")
     parser.add_argument("--planes", type=int, nargs="+", default=[], help="the CFL kernel's cells a thread along z "
-                        "to time too (the box family's PLANES)")
+                        "to time too (the box family's PLANES, one of its PLANES_CHOICES)")
     parser.add_argument("--no-matrices", action="store_true", help="the stencils only")
     parser.add_argument("--json")
     parser.add_argument("--commit")

@@ -1465,11 +1465,13 @@ def test_cuda_shifted_block_kernels_match_numpy(shifted):
 
 
 @pytest.mark.parametrize("shape, periodic", [((7, 5, 4), (True, True, True)), ((7, 5, 4), (True, False, True)),
-                                             ((6, 5, 3), (False, False, False)), ((7, 5, 1), (False, True, False)),
-                                             ((6, 6, 1), (True, True, False))],
-                         ids=["periodic", "walls along y", "walls", "2D walls along x", "2D periodic"])
-def test_cuda_box_stencils_match_numpy(shape, periodic):
-    """The box family's kernels against their NumPy twins on random vectors, with and without z."""
+                                             ((6, 5, 3), (False, False, False)), ((5, 3, 37), (True, True, False)),
+                                             ((7, 5, 1), (False, True, False)), ((6, 6, 1), (True, True, False))],
+                         ids=["periodic", "walls along y", "walls", "walls along z, long columns", "2D walls along x",
+                              "2D periodic"])
+def test_cuda_box_stencils_match_numpy(shape, periodic, monkeypatch):
+    """The box family's kernels against their NumPy twins on random vectors, with and without z; the CFL
+    number's largest rate with each column of cells along z that the family compiles."""
     import cupy
 
     from gpu_mats.box_faces import BoxGrid
@@ -1504,11 +1506,25 @@ def test_cuda_box_stencils_match_numpy(shape, periodic):
     host.face_sum(grid, face_values, expected, constants, speeds=True)
     cuda.face_sum(grid, cupy.asarray(face_values), got, constants, speeds=True)
     numpy.testing.assert_allclose(got.get(), expected, rtol=0, atol=1e-14 * abs(expected).max())
-    for values in (face_values, numpy.where(numpy.arange(faces) == 3, numpy.nan, face_values)):  # a blow-up seen
-        expected, got = numpy.empty(1), cupy.full(1, 5.0)
-        host.largest_rate(grid, values, expected, constants)
-        cuda.largest_rate(grid, cupy.asarray(values), got, constants)
-        numpy.testing.assert_allclose(got.get(), expected, rtol=1e-14, equal_nan=True)
+    # each cell in turn the largest rate (its faces a thousand times the others), so that every cell's sum is
+    # checked, at each place in a column
+    ones, spiked = (1.0,) * dim, []
+    for cell in range(n):
+        touched = numpy.zeros(faces)
+        host.interpolate(grid, numpy.eye(1, n, cell).repeat(dim, axis=0), touched)  # nonzero on the cell's faces
+        spiked.append(numpy.where(touched != 0.0, 1000.0, 1.0) * abs(face_values))
+    for planes in cuda.PLANES_CHOICES:
+        monkeypatch.setattr(cuda, "PLANES", planes)
+        for values in (face_values, numpy.where(numpy.arange(faces) == 3, numpy.nan, face_values)):  # a blow-up seen
+            expected, got = numpy.empty(1), cupy.full(1, 5.0)
+            host.largest_rate(grid, values, expected, constants)
+            cuda.largest_rate(grid, cupy.asarray(values), got, constants)
+            numpy.testing.assert_allclose(got.get(), expected, rtol=1e-14, equal_nan=True, err_msg=f"{planes} planes")
+        for cell, values in enumerate(spiked):
+            expected, got = numpy.empty(1), cupy.full(1, 5.0)
+            host.largest_rate(grid, values, expected, ones)
+            cuda.largest_rate(grid, cupy.asarray(values), got, ones)
+            numpy.testing.assert_allclose(got.get(), expected, rtol=1e-14, err_msg=f"cell {cell}, {planes} planes")
 
 
 @pytest.mark.parametrize("name", ["periodic 3D", "walls 3D", "walls 2D"])

@@ -110,37 +110,41 @@ __global__ void face_sum(GRID_PARAMETERS, int speeds, const double* __restrict__
 }
 
 // out[0] = max over cells of sum over a cell's faces of scale[d] |w_f| (NaN where any is): the CFL
-// number's convective rate and its maximum in one pass. A thread takes a column of ``planes`` cells along z,
-// where a cell's low z face is the high one of the cell below it, read once. The rates are non-negative,
-// so their bits order as they do (a NaN made positive orders above every number): each block's largest
-// goes to out by atomicMax on the bits; out holds 0 before.
-template <int DIM>
-__global__ void largest_face_sum(GRID_PARAMETERS, int planes, const double* __restrict__ w, unsigned long long* out,
+// number's convective rate and its maximum in one pass. A thread takes a column of PLANES cells along z,
+// unrolled so that their loads are in flight together: it finds its first cell's faces, the next cells'
+// by one plane of faces more each, and reads a cell's low z face as the high one of the cell below. The
+// rates are non-negative, so their bits order as they do (a NaN made positive orders above every number):
+// each block's largest goes to out by atomicMax on the bits; out holds 0 before.
+template <int DIM, int PLANES>
+__global__ void largest_face_sum(GRID_PARAMETERS, const double* __restrict__ w, unsigned long long* out,
                                  double sx, double sy, double sz)
 {
     __shared__ unsigned long long warps[32];
     const Grid g = {{nx, ny, nz}, periodic, {0, off1, off2}};
-    int c[3] = {static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x),
-                static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y), static_cast<int>(blockIdx.z) * planes};
+    const int first[3] = {static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x),
+                          static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y),
+                          static_cast<int>(blockIdx.z) * PLANES};
     unsigned long long bits = 0;
-    if (c[0] < nx && c[1] < ny) {
+    if (first[0] < nx && first[1] < ny) {
         const double scale[3] = {sx, sy, sz};
+        long long high[DIM], low[DIM], plane[DIM];
+#pragma unroll
+        for (int d = 0; d < DIM; ++d) {
+            high[d] = g.high_face(first, d);
+            low[d] = g.low_face(first, d);
+            plane[d] = static_cast<long long>(g.extent(0, d)) * g.extent(1, d);
+        }
         double below = 0.0;  // |w| of the low z face, where the cell below read it
-        const int last = min(c[2] + planes, nz);
-        for (int k = c[2]; k < last; ++k) {
-            const int here[3] = {c[0], c[1], k};
+#pragma unroll
+        for (int k = 0; k < PLANES; ++k) {
+            if (first[2] + k >= nz) break;
             double sum = 0.0;
 #pragma unroll
             for (int d = 0; d < DIM; ++d) {
-                const long long high = g.high_face(here, d);
-                const double top = high >= 0 ? fabs(w[high]) : 0.0;
-                double bottom;
-                if (d == 2 && k > c[2]) {
-                    bottom = below;
-                } else {
-                    const long long low = g.low_face(here, d);
-                    bottom = low >= 0 ? fabs(w[low]) : 0.0;
-                }
+                // along x and y a column's cells all have their faces or all lack them; along z only a wall's
+                const bool has_high = d < 2 ? high[d] >= 0 : (g.wraps(2) || first[2] + k < nz - 1);
+                const double top = has_high ? fabs(w[high[d] + k * plane[d]]) : 0.0;
+                const double bottom = d == 2 && k > 0 ? below : (low[d] >= 0 ? fabs(w[low[d] + k * plane[d]]) : 0.0);
                 if (d == 2) below = top;
                 sum += scale[d] * top + scale[d] * bottom;
             }

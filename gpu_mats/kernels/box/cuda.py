@@ -7,28 +7,29 @@ import cupy
 import numpy
 
 BLOCK = (32, 4)  # a block's cells along x and y (the fastest of 128x1, 64x2, 32x4, 32x8: BENCHMARKS.md)
-KERNELS = ("interpolate", "face_gradient", "face_sum", "largest_face_sum", "cell_gradient", "convection", "diffusion",
-           "transport")
+KERNELS = ("interpolate", "face_gradient", "face_sum", "cell_gradient", "convection", "diffusion", "transport")
+PLANES = 8  # the cells along z of a thread of largest_face_sum
+PLANES_CHOICES = (4, 8, 16, 32)  # those compiled, for benchmarks/box_stencils.py's --planes
 
 
 @functools.cache
 def _module():
     return cupy.RawModule(code=pathlib.Path(__file__).with_name("box.cu").read_text(), options=("-std=c++17",),
-                          name_expressions=[f"{name}<{dim}>" for name in KERNELS for dim in (2, 3)])
+                          name_expressions=[f"{name}<{dim}>" for name in KERNELS for dim in (2, 3)]
+                          + [f"largest_face_sum<{dim},{planes}>" for dim in (2, 3) for planes in PLANES_CHOICES])
 
 
-PLANES = 8  # the cells along z of a thread of largest_face_sum
-
-
-def _launch(name, grid, *args, planes=1):
-    """Kernel ``name`` for the grid's dimension, a thread a cell (or a column of ``planes`` cells along z) in
-    blocks of BLOCK cells of an x-y plane, after the grid's arguments."""
+def _launch(name, grid, *args, planes=None):
+    """Kernel ``name`` for the grid's dimension, a thread a cell (or, given ``planes``, its template's second
+    argument, a column of that many cells along z) in blocks of BLOCK cells of an x-y plane, after the grid's
+    arguments."""
     if grid.cells:
         nx, ny, nz = grid.shape
         bits = sum(1 << d for d, wraps in enumerate(grid.periodic) if wraps)
         off = grid.offsets
         bx, by = min(BLOCK[0], nx), min(BLOCK[1], ny)
-        _module().get_function(f"{name}<{grid.dim}>")((-(-nx // bx), -(-ny // by), -(-nz // planes)), (bx, by), (
+        template = f"{name}<{grid.dim}>" if planes is None else f"{name}<{grid.dim},{planes}>"
+        _module().get_function(template)((-(-nx // bx), -(-ny // by), -(-nz // (planes or 1))), (bx, by), (
             numpy.int64(grid.cells), numpy.int32(nx), numpy.int32(ny), numpy.int32(nz), numpy.int32(bits),
             numpy.int64(off[1]), numpy.int64(off[2]), *args))
 
@@ -55,8 +56,10 @@ def face_sum(grid, w, out, scale, z=None, speeds=False):
 
 
 def largest_rate(grid, w, out, scale):
+    if PLANES not in PLANES_CHOICES:
+        raise ValueError(f"the box family's PLANES is {PLANES}; compiled: {PLANES_CHOICES}")
     out.fill(0.0)
-    _launch("largest_face_sum", grid, numpy.int32(PLANES), w, out, *_constants(scale), planes=PLANES)
+    _launch("largest_face_sum", grid, w, out, *_constants(scale), planes=PLANES)
 
 
 def cell_gradient(grid, p, out, scale):
