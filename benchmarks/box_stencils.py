@@ -2,13 +2,16 @@
 product by the box's stencils (gpu_mats.box_faces) against the same
 product by the loop's SELL copies (-flow_box_stencils 0), and the CFL
 number's rate and maximum (FlowMatrices.largest_speed_rate), GPU time
-(cupyx.profiler.benchmark, median of --repeats), and the bytes the stencil
-must move at least (its vectors once) as a bandwidth.
+(cupyx.profiler.benchmark, median of --repeats) of each call captured in a
+CUDA graph and replayed, as the flow's step runs it (--launched: launched
+from Python, the host's launch time in the GPU's gaps), and the bytes the
+stencil must move at least (its vectors once) as a bandwidth.
 
     python benchmarks/box_stencils.py --sizes 128 256 --json box-stencils.json
 """
 
 import argparse
+import functools
 import sys
 
 import petsc4py
@@ -38,9 +41,22 @@ def solver_on(n, stencils):
         return FlowSolver.from_dmda(da, (2 * numpy.pi,) * 3, 1.0 / 1600)
 
 
+def gpu_ms(fn, repeats, launched):
+    """The median GPU time of fn's work, replayed as one CUDA graph (run once first: its kernels compiled) or
+    launched by fn where ``launched``."""
+    from cupyx.profiler import benchmark
+
+    from gpu_mats.kernels.cuda_graphs import capture, replay
+
+    if not launched:
+        fn()
+        graph = capture(fn)
+        fn = functools.partial(replay, graph)
+    return float(numpy.median(benchmark(fn, (), n_repeat=repeats, n_warmup=3).gpu_times)) * 1e3
+
+
 def main():
     import cupy
-    from cupyx.profiler import benchmark
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[128])
@@ -50,11 +66,14 @@ def main():
     parser.add_argument("--planes", type=int, nargs="+", default=[], help="the CFL kernel's cells a thread along z "
                         "to time too (the box family's PLANES, one of its PLANES_CHOICES)")
     parser.add_argument("--no-matrices", action="store_true", help="the stencils only")
+    parser.add_argument("--launched", action="store_true", help="time the calls launched from Python, not "
+                        "replayed as CUDA graphs")
     parser.add_argument("--json")
     parser.add_argument("--commit")
     args = parser.parse_args()
     assert set(CALLS) == set(STENCILS)
-    payload = {**harness.metadata(args.commit), "rows": []}
+    payload = {**harness.metadata(args.commit), "timing": "launched" if args.launched else "CUDA graph replays",
+               "rows": []}
     kernels = family("box", cupy)
     default = kernels.BLOCK
     variants = [(True, default)] + [(True, tuple(int(v) for v in b.split("x"))) for b in args.blocks]
@@ -73,11 +92,7 @@ def main():
                 arguments = (x, y, y) if with_z else (x, y)
                 operator = getattr(m, name)
 
-                def product(*arrays):
-                    operator(*arrays)
-
-                timed = benchmark(product, arguments, n_repeat=args.repeats, n_warmup=3, name=name)
-                ms = float(numpy.median(timed.gpu_times)) * 1e3
+                ms = gpu_ms(functools.partial(operator, *arguments), args.repeats, args.launched)
                 least = 8 * (sizes[given] + sizes[made] * (2 if with_z else 1))  # each vector once
                 payload["rows"].append({"n": n, "operator": name, "stencils": stencils,
                                         "block": "x".join(map(str, block)) if block else None, "ms": ms,
@@ -93,8 +108,7 @@ def main():
             default_planes = kernels.PLANES
             for planes in [default_planes] + (args.planes if stencils else []):
                 kernels.PLANES = planes
-                timed = benchmark(largest, (), n_repeat=args.repeats, n_warmup=3, name="largest rate")
-                ms = float(numpy.median(timed.gpu_times)) * 1e3
+                ms = gpu_ms(largest, args.repeats, args.launched)
                 payload["rows"].append({"n": n, "operator": f"CFL rate and max ({planes} planes)",
                                         "stencils": stencils, "block": "x".join(map(str, block)) if block else None,
                                         "ms": ms, "least_GB_per_s": 8 * faces / ms * 1e-6})

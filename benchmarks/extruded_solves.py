@@ -7,7 +7,9 @@ once; a solve is timed by the wall clock after a device synchronize
 (median of --repeats, after --warmup), on gpusell matrices with CUDA
 vectors (--host: aij and host vectors, layerfft's direct sections against
 gamg). Under mpiexec the mesh is cut by its cross-section (the columns
-partition) and the right-hand side is the same whatever the ranks.
+partition) and the right-hand side is the same whatever the ranks; on GPUs
+layerfft's spectra travel by NCCL (its default where CuPy has it) or, in
+the variant so named, through host memory by MPI.
 
     python demos/cylinder_mesh.py ...  # or cylinder_les's make_spanwise
     python benchmarks/extruded_solves.py --mesh span.msh --json extruded-solves.json
@@ -37,6 +39,8 @@ from plugin.flow.operators import compact_laplacian  # noqa: E402
 PERIODIC = (("front", "back"),)
 VARIANTS = {
     "cg + layerfft multigrid": {"ksp_type": "cg", "pc_type": "layerfft", "pc_layerfft_sections": "multigrid"},
+    "cg + layerfft multigrid, spectra by MPI": {"ksp_type": "cg", "pc_type": "layerfft",
+                                                "pc_layerfft_sections": "multigrid", "pc_layerfft_transport": "mpi"},
     "graphcg + gpuamg": {"ksp_type": "graphcg", "pc_type": "gpuamg"},
     "graphcg + gpuamg float32": {"ksp_type": "graphcg", "pc_type": "gpuamg", "pc_gpuamg_value_type": "float32",
                                  "pc_gpuamg_vector_type": "float32"},

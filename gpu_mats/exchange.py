@@ -61,25 +61,28 @@ def halo_plan(halo, col_starts, comm):
     return HaloPlan(send_rows=send_rows, send=send, recv=recv)
 
 
-def transport(plan, comm, xp, choice="auto", notify=print):
-    """The transport for ``plan`` on arrays of ``xp``: ``choice`` nccl, mpi, or auto
-    (NCCL for device arrays when CuPy has it, with a notice when it has not)."""
+def nccl_chosen(choice, xp, what, notify=print):
+    """Whether ``what`` (halos, spectra) of arrays of ``xp`` travel by NCCL: ``choice`` nccl, mpi, or auto
+    (NCCL for device arrays when CuPy has it, with a notice when it has not); host arrays go by MPI."""
     if choice not in TRANSPORTS:
-        raise ValueError(f"unknown halo transport '{choice}': valid values are {', '.join(TRANSPORTS)}")
+        raise ValueError(f"unknown transport '{choice}' of the {what}: valid values are {', '.join(TRANSPORTS)}")
     if xp is numpy:
         if choice == "nccl":
-            raise ValueError("the nccl halo transport needs device arrays; host arrays use mpi")
-        return MpiTransport(plan, comm, xp)
+            raise ValueError(f"the nccl transport of the {what} needs device arrays; host arrays use mpi")
+        return False
     from cupy.cuda import nccl
 
     available = getattr(nccl, "available", False)
-    if choice == "nccl" or (choice == "auto" and available):
-        if not available:
-            raise RuntimeError("the nccl halo transport was asked for, but this CuPy has no NCCL")
-        return NcclTransport(plan, comm)
-    if choice == "auto":
-        notify("gpusell: CuPy has no NCCL; halos go through host memory and MPI\n")
-    return MpiTransport(plan, comm, xp)
+    if choice == "nccl" and not available:
+        raise RuntimeError(f"the nccl transport of the {what} was asked for, but this CuPy has no NCCL")
+    if choice == "auto" and not available:
+        notify(f"CuPy has no NCCL: the {what} go through host memory and MPI\n")
+    return available and choice != "mpi"
+
+
+def transport(plan, comm, xp, choice="auto", notify=print):
+    """The transport for ``plan`` on arrays of ``xp`` (``choice``: nccl_chosen's)."""
+    return NcclTransport(plan, comm) if nccl_chosen(choice, xp, "halos", notify) else MpiTransport(plan, comm, xp)
 
 
 class MpiTransport:
@@ -124,7 +127,7 @@ class NcclTransport:
         import cupy
 
         self.plan, self.cupy = plan, cupy
-        self.nccl = _nccl_communicator(comm)
+        self.nccl = nccl_communicator(comm)
         self._rows = cupy.asarray(plan.send_rows)
         self._sent = cupy.empty(plan.nsend)
         self.stream = cupy.cuda.Stream(non_blocking=True)
@@ -167,7 +170,7 @@ class NcclTransport:
 _communicators = {}
 
 
-def _nccl_communicator(comm):
+def nccl_communicator(comm):
     """One NCCL communicator per MPI communicator (created collectively on first use)."""
     from cupy.cuda import nccl
 

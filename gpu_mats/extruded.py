@@ -56,9 +56,11 @@ class ExtrudedSolver:
     ``sections`` (SECTIONS) says how the 2D systems are solved. On several
     ranks (``comm``, mpi4py; collective) each holds whole columns, and
     solves the 2D systems of its share of the wavenumbers on the whole
-    cross-section (gpu_mats.wavenumbers)."""
+    cross-section (gpu_mats.wavenumbers, whose ``transport`` the spectra
+    take, with a ``notify``-ed notice where it falls back)."""
 
-    def __init__(self, A, order, sections="direct", xp=numpy, rtol=RTOL, max_it=MAX_IT, comm=None):
+    def __init__(self, A, order, sections="direct", xp=numpy, rtol=RTOL, max_it=MAX_IT, comm=None, transport="auto",
+                 notify=print):
         if sections not in SECTIONS:
             raise ValueError(f"sections must be one of {SECTIONS}, not {sections!r}")
         if sections == "direct" and xp is not numpy:
@@ -71,8 +73,8 @@ class ExtrudedSolver:
         self.cross_section, self.ranks = cross_section.shape[0], 1 if comm is None else comm.Get_size()
         self.columns_first = xp.asarray(order.T)  # (columns, layers): the FFT runs along each column's cells
         wavenumbers = layers // 2 + 1
-        self.spectrum = LocalSpectrum(wavenumbers) if comm is None else SpectrumTranspose(comm, columns_of,
-                                                                                          wavenumbers, xp)
+        self.spectrum = LocalSpectrum(wavenumbers) if comm is None else SpectrumTranspose(
+            comm, columns_of, wavenumbers, xp, transport, notify)
         first, stop = self.spectrum.mine
         L = (cross_section - scipy.sparse.diags(2.0 * c)).tocsr()
         k = numpy.arange(first, stop)

@@ -6,14 +6,16 @@ per wavenumber, couple every column of the cross-section: an all-to-all
 turns the ranks' columns x all wavenumbers into all columns x each rank's
 wavenumbers and back (the transpose of a pencil-decomposed FFT). Every rank
 then solves the 2D systems of its own contiguous range of wavenumbers on the
-whole cross-section. MPI here need not be CUDA-aware: device arrays go
-through host memory.
+whole cross-section. Device arrays go GPU to GPU by NCCL, or through host
+memory by MPI, which need not be CUDA-aware (the transport: as halos'
+choice, gpu_mats.exchange).
 """
 
 import numpy
 from mpi4py import MPI
 
 from .backend import to_host
+from .exchange import nccl_chosen, nccl_communicator
 
 
 def spectrum_split(wavenumbers, ranks):
@@ -43,32 +45,36 @@ class LocalSpectrum:
 class SpectrumTranspose:
     """The all-to-all between the ranks' columns (``columns[r]`` each, numbered rank after rank) and their
     wavenumbers (spectrum_split); ``mine``: this rank's (first, stop); ``total``: a float summed over the
-    ranks."""
+    ranks; ``transport`` (exchange.TRANSPORTS) as nccl_chosen takes it."""
 
-    def __init__(self, comm, columns, wavenumbers, xp):
+    def __init__(self, comm, columns, wavenumbers, xp, transport="auto", notify=print):
         self.comm, self.xp = comm, xp
         self.columns = numpy.asarray(columns)
         self.split = spectrum_split(wavenumbers, comm.Get_size())
         self.mine = self.split[comm.Get_rank()]
         self.widths = numpy.array([b - a for a, b in self.split])
         self.wavenumbers = wavenumbers
+        self.nccl = nccl_communicator(comm) if nccl_chosen(transport, xp, "spectra", notify) else None
+        self.memory = xp if self.nccl is not None else numpy  # where the messages are packed
 
     def to_wavenumbers(self, field):
         """(own columns, all wavenumbers) -> (every column, own wavenumbers), complex."""
-        field = to_host(self.xp, field)
-        send = numpy.concatenate([field[:, a:b].ravel() for a, b in self.split])
+        xp = self.memory
+        field = to_host(self.xp, field) if xp is numpy else field
+        send = xp.concatenate([field[:, a:b].ravel() for a, b in self.split])
         width = self.widths[self.comm.Get_rank()]
-        block = numpy.empty((self.columns.sum(), width), dtype=numpy.complex128)
+        block = xp.empty((self.columns.sum(), width), dtype=numpy.complex128)
         self._exchange(send, field.shape[0] * self.widths, block, self.columns * width)
         return self.xp.asarray(block)
 
     def to_columns(self, block):
         """(every column, own wavenumbers) -> (own columns, all wavenumbers), complex."""
-        block = numpy.ascontiguousarray(to_host(self.xp, block))
+        xp = self.memory
+        block = xp.ascontiguousarray(to_host(self.xp, block) if xp is numpy else block)
         own = self.columns[self.comm.Get_rank()]
-        received = numpy.empty(own * self.wavenumbers, dtype=numpy.complex128)
+        received = xp.empty(own * self.wavenumbers, dtype=numpy.complex128)
         self._exchange(block.ravel(), self.columns * block.shape[1], received, own * self.widths)
-        field = numpy.empty((own, self.wavenumbers), dtype=numpy.complex128)
+        field = xp.empty((own, self.wavenumbers), dtype=numpy.complex128)
         start = 0
         for (a, b), width in zip(self.split, self.widths):
             field[:, a:b] = received[start:start + own * width].reshape(own, width)
@@ -76,11 +82,29 @@ class SpectrumTranspose:
         return self.xp.asarray(field)
 
     def _exchange(self, send, send_counts, receive, receive_counts):
-        def spec(buffer, counts):
-            counts = numpy.asarray(counts, dtype=numpy.int64)
-            return [buffer, counts, numpy.concatenate(([0], numpy.cumsum(counts)[:-1])), MPI.C_DOUBLE_COMPLEX]
+        """Segment p of ``send`` (send_counts[p] complex values) to rank p, rank p's into segment p of
+        ``receive``."""
+        if self.nccl is None:
+            def spec(buffer, counts):
+                counts = numpy.asarray(counts, dtype=numpy.int64)
+                return [buffer, counts, numpy.concatenate(([0], numpy.cumsum(counts)[:-1])), MPI.C_DOUBLE_COMPLEX]
 
-        self.comm.Alltoallv(spec(send, send_counts), spec(receive.reshape(-1), receive_counts))
+            self.comm.Alltoallv(spec(send, send_counts), spec(receive.reshape(-1), receive_counts))
+            return
+        from cupy.cuda import get_current_stream, nccl
+
+        receive, rank, stream = receive.reshape(-1), self.comm.Get_rank(), get_current_stream().ptr
+        sent, got = (numpy.concatenate(([0], numpy.cumsum(counts))) for counts in (send_counts, receive_counts))
+        receive[got[rank]:got[rank + 1]] = send[sent[rank]:sent[rank + 1]]  # its own share, not a message
+        nccl.groupStart()
+        for p in range(self.comm.Get_size()):
+            if p != rank and send_counts[p]:  # a complex value is two float64
+                self.nccl.send(send.data.ptr + 16 * int(sent[p]), 2 * int(send_counts[p]), nccl.NCCL_FLOAT64, p,
+                               stream)
+            if p != rank and receive_counts[p]:
+                self.nccl.recv(receive.data.ptr + 16 * int(got[p]), 2 * int(receive_counts[p]), nccl.NCCL_FLOAT64, p,
+                               stream)
+        nccl.groupEnd()
 
     def total(self, value):
         return self.comm.allreduce(value, op=MPI.SUM)

@@ -2,20 +2,24 @@
 extruded along a periodic axis in equal layers (gpu_mats.extruded: a real
 FFT along the layers, one 2D system per wavenumber): under cg it converges
 in one iteration. The layers are the application's (``set_layers``, as the
-flow driver finds them on its mesh). On one rank. The 2D systems are solved
-by direct factorizations on the host, or all at once by CG with one
-aggregation hierarchy of the family (cuFFT and CuPy for CUDA vectors; the
-same kernels' NumPy twins on the host): ``-pc_layerfft_sections``. The
-CG reads its residual's column norms back after each iteration (each
-replayed as a CUDA graph), so a solve cannot be queued into a larger
-graph: the flow's step then runs without one. Several ranks, no
-layers, direct solves of GPU vectors, or a matrix that is not such an
-operator on its layers are a PETSc error with the reason.
+flow driver finds them on its mesh). The 2D systems are solved by direct
+factorizations on the host, or all at once by CG with one aggregation
+hierarchy of the family (cuFFT and CuPy for CUDA vectors; the same
+kernels' NumPy twins on the host): ``-pc_layerfft_sections``. The CG reads
+its residual's column norms back after each iteration (each replayed as a
+CUDA graph), so a solve cannot be queued into a larger graph: the flow's
+step then runs without one. On several ranks each holds whole columns of
+the mesh and solves its share of the wavenumbers; the spectra travel by
+NCCL or MPI (``-pc_layerfft_transport``). No layers, direct solves of GPU
+vectors, or a matrix that is not such an operator on its layers are a
+PETSc error with the reason.
 """
 
 import numpy
 import scipy.sparse
+from petsc4py import PETSc
 
+from gpu_mats.exchange import TRANSPORTS
 from gpu_mats.extruded import MAX_IT, RTOL, SECTIONS, ExtrudedSolver, ExtrusionError
 
 from . import gpusell
@@ -37,6 +41,9 @@ class LayerTransformPC(ExactSolvePC):
                "of the 3D right-hand side", above=0.0, high=1.0, view="rtol {}", applies=("sections", ("multigrid",))),
         Option("pc_layerfft_max_it", "max_it", MAX_IT, "multigrid: most CG iterations (more is an error)", low=1,
                high=100000),
+        Option("pc_layerfft_transport", "transport", "auto", "in parallel, how the spectra travel between the ranks' "
+               "columns and wavenumbers: nccl (GPU to GPU), mpi (through host memory), auto (NCCL for GPU data "
+               "where CuPy has it)", choices=TRANSPORTS),
     )
 
     def __init__(self):
@@ -64,7 +71,8 @@ class LayerTransformPC(ExactSolvePC):
             indptr, indices, data = P.getValuesCSR()  # the rank's rows, global columns
         rows = scipy.sparse.csr_matrix((data, indices, indptr), shape=(P.getLocalSize()[0], P.getSize()[1]))
         try:
-            self.solver = ExtrudedSolver(rows, self.order, sections, self.xp, self.rtol, self.max_it, comm)
+            self.solver = ExtrudedSolver(rows, self.order, sections, self.xp, self.rtol, self.max_it, comm,
+                                         self.transport, PETSc.Sys.Print)
         except ExtrusionError as exc:
             raise ValueError(f"layerfft needs the Laplacian of a mesh extruded along a periodic axis in equal "
                              f"layers; this matrix: {exc}") from exc

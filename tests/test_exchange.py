@@ -68,5 +68,5 @@ def test_unknown_or_impossible_transport_is_refused():
     plan = halo_plan(numpy.zeros(0, dtype=numpy.int64), numpy.array([0, 4]), MPI.COMM_SELF)
     with pytest.raises(ValueError, match="valid values are auto, nccl, mpi"):
         transport(plan, MPI.COMM_SELF, numpy, "shm")
-    with pytest.raises(ValueError, match="nccl halo transport needs device arrays"):
+    with pytest.raises(ValueError, match="nccl transport of the halos needs device arrays"):
         transport(plan, MPI.COMM_SELF, numpy, "nccl")

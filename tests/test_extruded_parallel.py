@@ -14,7 +14,7 @@ from petsc4py import PETSc
 from test_extruded import direct_solution
 
 from gpu_mats.extruded import SECTIONS, ExtrudedSolver
-from gpu_mats.wavenumbers import spectrum_split
+from gpu_mats.wavenumbers import SpectrumTranspose, spectrum_split
 from petsc_ext.options import OptionError, option_defaults
 from plugin.flow.boundary import Wall
 from plugin.flow.distribution import distribute
@@ -94,6 +94,16 @@ def test_each_ranks_share_gives_the_direct_solve_of_the_whole_mesh(request, mesh
 def test_the_spectrum_is_shared_in_contiguous_ranges():
     assert spectrum_split(17, 3) == [(0, 6), (6, 12), (12, 17)]
     assert spectrum_split(2, 3) == [(0, 1), (1, 2), (2, 2)]  # more ranks than wavenumbers: the last has none
+
+
+def test_host_spectra_travel_by_mpi_and_an_unknown_transport_is_refused():
+    comm = PETSc.COMM_WORLD.tompi4py()
+    columns = [4] * comm.Get_size()
+    assert SpectrumTranspose(comm, columns, 5, numpy).nccl is None
+    with pytest.raises(ValueError, match="the nccl transport of the spectra needs device arrays; host arrays use mpi"):
+        SpectrumTranspose(comm, columns, 5, numpy, "nccl")
+    with pytest.raises(ValueError, match="unknown transport 'shm' of the spectra: valid values are auto, nccl, mpi"):
+        SpectrumTranspose(comm, columns, 5, numpy, "shm")
 
 
 def test_the_flow_takes_layerfft_on_each_ranks_columns(prisms):

@@ -1403,6 +1403,39 @@ def test_layerfft_on_each_ranks_columns_on_the_gpu_gives_the_hosts_flow(tmp_path
                           PETSc.COMM_WORLD)
 
 
+@pytest.mark.mpi
+def test_layerfft_spectra_by_nccl_between_gpus_are_those_by_mpi(tmp_path):
+    """On ranks with a GPU each, the spectra's all-to-alls by NCCL give the
+    solve of the all-to-alls through host memory, bit for bit."""
+    import cupy
+    from petsc4py import PETSc
+
+    from gpu_mats.extruded import ExtrudedSolver
+    from meshes import prism_layers_mesh, shared_file
+    from plugin.flow.distribution import distribute
+    from plugin.flow.extrusion import layer_order
+    from plugin.flow.operators import compact_laplacian
+
+    comm = PETSc.COMM_WORLD.tompi4py()
+    if comm.Get_size() == 1 or comm.Get_size() > cupy.cuda.runtime.getDeviceCount():
+        pytest.skip("NCCL between ranks needs a GPU for each rank")
+    cupy.cuda.Device(comm.Get_rank()).use()
+    path, _ = shared_file(tmp_path, lambda: prism_layers_mesh(n=16), "prisms.msh")
+    g = distribute(path, comm, "columns", (("zmin", "zmax"),)).geometry
+    A = (-compact_laplacian(g)).tocsr()
+    b = cupy.asarray(numpy.random.default_rng(comm.Get_rank()).standard_normal(g.num_cells))
+    b -= comm.allreduce(float(b.sum())) / comm.allreduce(g.num_cells)
+    solutions = {}
+    for transport in ("nccl", "mpi"):
+        solver = ExtrudedSolver(A, layer_order(g.centroids), "multigrid", cupy, 1e-11, comm=comm, transport=transport)
+        assert (solver.spectrum.nccl is not None) == (transport == "nccl")
+        x = cupy.full(g.num_cells, cupy.nan)
+        solver.solve(b, x)
+        solutions[transport] = x.get()
+    assert numpy.isfinite(solutions["mpi"]).all()
+    numpy.testing.assert_array_equal(solutions["nccl"], solutions["mpi"])
+
+
 @pytest.mark.parametrize("shifted", [True, False], ids=["L + mu C", "L alone"])
 def test_cuda_shifted_block_kernels_match_numpy(shifted):
     """The shifted family's block product, fused Chebyshev step and coarse

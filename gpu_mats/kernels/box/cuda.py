@@ -8,7 +8,7 @@ import numpy
 
 BLOCK = (32, 4)  # a block's cells along x and y (the fastest of 128x1, 64x2, 32x4, 32x8: BENCHMARKS.md)
 KERNELS = ("interpolate", "face_gradient", "face_sum", "cell_gradient", "convection", "diffusion", "transport")
-PLANES = 8  # the cells along z of a thread of largest_face_sum
+PLANES = 4  # the cells along z of a thread of largest_face_sum (the fastest of PLANES_CHOICES: BENCHMARKS.md)
 PLANES_CHOICES = (4, 8, 16, 32)  # those compiled, for benchmarks/box_stencils.py's --planes
 
 
