@@ -44,12 +44,14 @@ def choose_backend():
     veto = "" if PETSc.Sys.hasExternalPackage("cuda") else "this PETSc was built without CUDA"
     xp = resolve(choice, unavailable_reason=veto, notify=PETSc.Sys.Print)
     if xp is not numpy:
-        _use_petsc_device_and_stream()
+        use_petsc_device_and_stream()
     return xp
 
 
 @functools.cache
-def _use_petsc_device_and_stream():
+def use_petsc_device_and_stream():
+    """CuPy's current device and stream from now on: PETSc's (on a host of several GPUs, this rank's). Before
+    the first array: CuPy's default is device 0 on every rank."""
     import cupy
 
     cupy.cuda.Device(PETSc.DeviceContext.getCurrent().getDevice().getDeviceId()).use()

@@ -27,7 +27,7 @@ from petsc4py import PETSc
 
 from gpu_mats.backend import cupy_status
 from petsc_ext import gpusell
-from petsc_ext.device import gpu_available
+from petsc_ext.device import gpu_available, use_petsc_device_and_stream
 from petsc_ext.matrices import dm_mat_type
 from petsc_ext.options import Option, OptionError, read_options
 
@@ -193,9 +193,10 @@ def assembly_module(choice, mat_type):
     if choice == "device":
         if cupy is None or not gpu_available():
             raise OptionError(f"-flow_assembly device needs a usable GPU: {reason or 'this PETSc has no CUDA'}")
-        return cupy
-    on_gpu = "gpusell" in mat_type or "cusparse" in mat_type
-    return cupy if on_gpu and cupy is not None and gpu_available() else numpy
+    elif not ("gpusell" in mat_type or "cusparse" in mat_type) or cupy is None or not gpu_available():
+        return numpy
+    use_petsc_device_and_stream()  # the operators' arrays on this rank's GPU, where its matrices will be
+    return cupy
 
 
 class FlowBlowUp(RuntimeError):
