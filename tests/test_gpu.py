@@ -564,7 +564,9 @@ def test_cacg_solve_keeps_its_vectors_on_the_device():
 @pytest.mark.parametrize("pc", ["jacobi", "ainv", "gpuamg"])
 def test_cacg_graph_replays_compute_what_kernel_launches_do(pc):
     """The basis built by CUDA graph replays (with NCCL halos in parallel)
-    against the same kernels launched one by one."""
+    against the same kernels launched one by one; gpuamg on several ranks is
+    not captured (its graph_key: halos may pass through host memory), and
+    both runs call it through PETSc."""
     from petsc4py import PETSc
 
     from stencils import laplacian
@@ -578,7 +580,10 @@ def test_cacg_graph_replays_compute_what_kernel_launches_do(pc):
         assert ksp.getConvergedReason() > 0
         runs.append((ksp.getIterationNumber(), x, ksp.getPythonContext().basis_runs))
     (its_graph, x_graph, how), (its, x, how_launched) = runs
-    assert how == "CUDA graph replays" and how_launched == "kernel launches"
+    if pc == "gpuamg" and PETSc.COMM_WORLD.getSize() > 1:
+        assert how == how_launched == "PETSc MatMult/PCApply calls"
+    else:
+        assert how == "CUDA graph replays" and how_launched == "kernel launches"
     assert its_graph == its
     assert (x_graph - x).norm() <= 1e-12 * x.norm()
 
@@ -1426,7 +1431,7 @@ def test_each_rank_keeps_its_flow_on_its_own_gpu(tmp_path):
     path, _ = shared_file(tmp_path, lambda: prism_layers_mesh(n=8), "prisms.msh")
     g = distribute(path, comm.tompi4py(), "metis").geometry
     with warnings.catch_warnings():
-        warnings.simplefilter("error", cupy.exceptions.PerformanceWarning)
+        warnings.filterwarnings("error", "The device where the array resides")  # CuPy's PerformanceWarning
         with option_defaults("", {"flow_max_steps": 3, "flow_dt": 0.01}):
             solver = FlowSolver(g, comm, "gpusell", 0.05, {name: Wall() for name in g.boundary_names})
         state = solver.run(solver.initial_state())
