@@ -52,7 +52,7 @@ def gpu_ms(fn, repeats, launched):
         fn()
         graph = capture(fn)
         fn = functools.partial(replay, graph)
-    return float(numpy.median(benchmark(fn, (), n_repeat=repeats, n_warmup=3).gpu_times)) * 1e3
+    return float(numpy.median(benchmark(lambda: fn(), (), n_repeat=repeats, n_warmup=3).gpu_times)) * 1e3
 
 
 def main():
