@@ -1286,6 +1286,22 @@ def test_operators_assembled_on_the_gpu_equal_the_hosts(name):
         _same_operators(host, device)
 
 
+def test_the_flow_assembles_its_operators_where_gpusell_keeps_its_matrices():
+    """-flow_assembly auto with gpusell follows -gpu_backend: the host's
+    backend assembles on the host even beside a GPU (no device memory
+    taken); PETSc's cusparse types assemble on the GPU."""
+    import cupy
+
+    from petsc_ext.options import option_defaults
+    from plugin.flow.solver import assembly_module
+
+    for backend, expected in (("numpy", numpy), ("cupy", cupy), ("auto", cupy)):
+        with option_defaults("", {"gpu_backend": backend}):
+            assert assembly_module("auto", "gpusell") is expected, backend
+            assert assembly_module("auto", "aijcusparse") is cupy
+            assert assembly_module("host", "gpusell") is numpy
+
+
 def _same_operators(host, device):
     from plugin.flow.operators import host_matrix
 

@@ -27,7 +27,7 @@ from petsc4py import PETSc
 
 from gpu_mats.backend import cupy_status
 from petsc_ext import gpusell
-from petsc_ext.device import gpu_available, use_petsc_device_and_stream
+from petsc_ext.device import choose_backend, gpu_available, use_petsc_device_and_stream
 from petsc_ext.matrices import dm_mat_type
 from petsc_ext.options import Option, OptionError, read_options
 
@@ -142,7 +142,8 @@ OPTIONS = (
            "in time; where a KSP is not graphcg, only the explicit part; work that cannot be captured runs as "
            "launched, with one notice"),
     Option("flow_assembly", "assembly", "auto", "where the operators are assembled: on the host (NumPy, "
-           "scipy), on the GPU (CuPy, cupyx), or auto: on the GPU for GPU matrices where one is usable",
+           "scipy), on the GPU (CuPy, cupyx), or auto: where gpusell keeps its matrices (-gpu_backend), on the GPU for "
+           "PETSc's cusparse types where one is usable",
            choices=ASSEMBLY),
     Option("flow_t_end", "t_end", 1.0, "final time", low=0.0),
     Option("flow_max_steps", "max_steps", 10**9, "most steps to run", low=0, high=10**9),
@@ -186,14 +187,18 @@ def program_mat_type(program, comm=None):
 
 def assembly_module(choice, mat_type):
     """numpy or cupy: where -flow_assembly ``choice`` assembles the operators of
-    matrices of ``mat_type``; ``device`` where no GPU is usable is an error."""
+    matrices of ``mat_type`` (auto: where gpusell keeps them, by -gpu_backend;
+    PETSc's cusparse types on the GPU where one is usable); ``device`` where no
+    GPU is usable is an error."""
     if choice == "host":
         return numpy
+    if choice == "auto" and "gpusell" in mat_type:
+        return choose_backend()
     cupy, reason = cupy_status()
     if choice == "device":
         if cupy is None or not gpu_available():
             raise OptionError(f"-flow_assembly device needs a usable GPU: {reason or 'this PETSc has no CUDA'}")
-    elif not ("gpusell" in mat_type or "cusparse" in mat_type) or cupy is None or not gpu_available():
+    elif "cusparse" not in mat_type or cupy is None or not gpu_available():
         return numpy
     use_petsc_device_and_stream()  # the operators' arrays on this rank's GPU, where its matrices will be
     return cupy
