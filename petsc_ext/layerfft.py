@@ -81,6 +81,7 @@ class LayerTransformPC(ExactSolvePC):
         if self.solver is None:
             return []
         s = self.solver
-        shared = f" (rank 0's share of the wavenumbers among {s.ranks} ranks)" if s.ranks > 1 else ""
+        shared = (f" (rank 0's share of the wavenumbers among {s.ranks} ranks, the spectra by "
+                  f"{'MPI' if s.spectrum.nccl is None else 'NCCL'})" if s.ranks > 1 else "")
         return [f"  {s.layers} layers of {s.cross_section} cells: {s.section_solver.describe()}{shared}",
                 self.setup_line(pc)]

@@ -5,6 +5,8 @@ cross-section. Held against scipy's direct solve of the whole mesh on one
 rank and against gamg's flow; a partition that cuts the columns is refused.
 Run on 1 rank and, under mpiexec, on 2 and 3."""
 
+import re
+
 import meshio
 import numpy
 import pytest
@@ -134,6 +136,11 @@ def test_the_flow_takes_layerfft_on_each_ranks_columns(prisms):
                 continue
             solver = make()
         state = solver.run(solver.initial_state(start, project=True))
+        if pc == "layerfft":  # -ksp_view's words: the layers, and on several ranks how the spectra travel
+            pc_object = solver.pressure_ksp.getPC()
+            shared = (f" \(rank 0's share of the wavenumbers among {comm.getSize()} ranks, the spectra by MPI\)"
+                      if comm.getSize() > 1 else "$")
+            assert re.match(r"  8 layers of 128 cells: .*" + shared, pc_object.getPythonContext().describe(pc_object)[0])
         natural = numpy.concatenate(comm.tompi4py().allgather(g.cell_numbers))
         u = numpy.concatenate(comm.tompi4py().allgather(state.u.T), axis=0)
         runs[partitioner, sections or pc] = (solver.pressure_iterations / solver.steps_run, u[numpy.argsort(natural)])
