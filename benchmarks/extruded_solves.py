@@ -8,8 +8,8 @@ once; a solve is timed by the wall clock after a device synchronize
 vectors (--host: aij and host vectors, layerfft's direct sections against
 gamg). Under mpiexec the mesh is cut by its cross-section (the columns
 partition) and the right-hand side is the same whatever the ranks; on GPUs
-layerfft's spectra travel by NCCL (its default where CuPy has it) or, in
-the variant so named, through host memory by MPI.
+layerfft's spectra and graphcg's sums travel by NCCL (their default where
+CuPy has it) or, in the variants so named, through host memory by MPI.
 
     python demos/cylinder_mesh.py ...  # or cylinder_les's make_spanwise
     python benchmarks/extruded_solves.py --mesh span.msh --json extruded-solves.json
@@ -42,6 +42,7 @@ VARIANTS = {
     "cg + layerfft multigrid, spectra by MPI": {"ksp_type": "cg", "pc_type": "layerfft",
                                                 "pc_layerfft_sections": "multigrid", "pc_layerfft_transport": "mpi"},
     "graphcg + gpuamg": {"ksp_type": "graphcg", "pc_type": "gpuamg"},
+    "graphcg + gpuamg, sums by MPI": {"ksp_type": "graphcg", "pc_type": "gpuamg", "ksp_graphcg_transport": "mpi"},
     "graphcg + gpuamg float32": {"ksp_type": "graphcg", "pc_type": "gpuamg", "pc_gpuamg_value_type": "float32",
                                  "pc_gpuamg_vector_type": "float32"},
 }

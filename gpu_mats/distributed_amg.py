@@ -28,7 +28,7 @@ from .amg import (DENSE_LIMIT, AggregationAMG, AMGError, AMGSettings, Level, War
                   refuse_asymmetry, sparsified)
 from .amg.galerkin import NULL_SPACE_DIAGONAL
 from .backend import sparse_module, to_host
-from .exchange import halo_plan, transport
+from .exchange import NcclTransport, halo_plan, transport
 from .halo import split_rows
 from .row_blocks import HaloColumns, WholeVector, asymmetry, galerkin, ownership, transpose
 from .sell import entry_rows
@@ -49,6 +49,13 @@ class DistributedAggregationAMG(AggregationAMG):
             raise ValueError("gpuamg's K-cycle runs on one rank only (its inner products are not summed over "
                              "ranks): use the V-cycle in parallel")
         super().__init__(indptr, indices, data, numpy.asarray(starts, dtype=numpy.int64), xp, settings, comm=comm)
+
+    @property
+    def exchanges_on_device(self):
+        """Whether every halo the cycle exchanges travels by NCCL: then nothing in
+        a cycle waits for the host, and a CUDA graph can hold it."""
+        return all(isinstance(halo.exchange, NcclTransport) for level in self.levels
+                   for halo in (level.A_halo, level.P_halo, level.R_halo, level.whole) if halo is not None)
 
     # --- the hooks: the rank's rows ---------------------------------------------------
 

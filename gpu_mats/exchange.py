@@ -13,6 +13,10 @@ transports carry it:
 
 Forward: halo = x[plan rows of the owners]. Reverse (transposed products):
 each halo entry is added back into its owner's row.
+
+Sums over the ranks (a Krylov method's dot products) take the same two ways:
+``summed_over`` gives MpiSum (through host memory) or NcclSum (an NCCL
+all-reduce on the device, which a CUDA graph can hold).
 """
 
 from dataclasses import dataclass
@@ -133,14 +137,7 @@ class NcclTransport:
         self.stream = cupy.cuda.Stream(non_blocking=True)
 
     def _messages(self, send_buffer, send, recv_buffer, recv):
-        from cupy.cuda import nccl
-
-        nccl.groupStart()
-        for p, a, b in send:
-            self.nccl.send(send_buffer.data.ptr + 8 * a, b - a, nccl.NCCL_FLOAT64, p, self.stream.ptr)
-        for p, a, b in recv:
-            self.nccl.recv(recv_buffer.data.ptr + 8 * a, b - a, nccl.NCCL_FLOAT64, p, self.stream.ptr)
-        nccl.groupEnd()
+        nccl_messages(self.nccl, send_buffer, send, recv_buffer, recv, self.stream)
 
     def _fork(self):
         self.stream.wait_event(self.cupy.cuda.get_current_stream().record())
@@ -165,6 +162,61 @@ class NcclTransport:
             self._messages(halo, self.plan.recv, self._sent, self.plan.send)
         self._join()
         self.cupy.add.at(y, self._rows, self._sent)  # a row several neighbours read adds up
+
+
+def nccl_messages(communicator, send_buffer, send, receive_buffer, receive, stream):
+    """One NCCL group of messages on ``stream``: send_buffer[a:b] to rank p for
+    each (p, a, b) of ``send``, rank p's into receive_buffer[a:b] for each of
+    ``receive``; the buffers are float64 (complex ones are viewed as such)."""
+    from cupy.cuda import nccl
+
+    send_buffer, receive_buffer = (buffer.reshape(-1).view("float64") for buffer in (send_buffer, receive_buffer))
+    nccl.groupStart()
+    for p, a, b in send:
+        communicator.send(send_buffer.data.ptr + 8 * a, b - a, nccl.NCCL_FLOAT64, p, stream.ptr)
+    for p, a, b in receive:
+        communicator.recv(receive_buffer.data.ptr + 8 * a, b - a, nccl.NCCL_FLOAT64, p, stream.ptr)
+    nccl.groupEnd()
+
+
+def summed_over(comm, xp, choice="auto", notify=print):
+    """A callable that adds the other ranks' values to an array of sums in
+    place, for arrays of ``xp`` (``choice``: nccl_chosen's)."""
+    return NcclSum(comm) if nccl_chosen(choice, xp, "sums", notify) else MpiSum(comm, xp)
+
+
+class MpiSum:
+    """Sums over the ranks by MPI, through host memory: the host waits for the device."""
+
+    on_device = False
+
+    def __init__(self, comm, xp):
+        self.comm, self.xp = comm, xp
+
+    def __call__(self, sums):
+        from mpi4py import MPI
+
+        local = to_host(self.xp, sums)
+        self.comm.Allreduce(MPI.IN_PLACE, local, op=MPI.SUM)
+        sums[...] = self.xp.asarray(local)
+
+
+class NcclSum:
+    """Sums over the ranks by an NCCL all-reduce on the current stream: the
+    host does not wait, and every rank gets the same bits, so that their
+    iterations take the same decisions."""
+
+    on_device = True
+
+    def __init__(self, comm):
+        self.nccl = nccl_communicator(comm)
+
+    def __call__(self, sums):
+        import cupy
+        from cupy.cuda import nccl
+
+        self.nccl.allReduce(sums.data.ptr, sums.data.ptr, sums.size, nccl.NCCL_FLOAT64, nccl.NCCL_SUM,
+                            cupy.cuda.get_current_stream().ptr)
 
 
 _communicators = {}

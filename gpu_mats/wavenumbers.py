@@ -15,7 +15,7 @@ import numpy
 from mpi4py import MPI
 
 from .backend import to_host
-from .exchange import nccl_chosen, nccl_communicator
+from .exchange import nccl_chosen, nccl_communicator, nccl_messages
 
 
 def spectrum_split(wavenumbers, ranks):
@@ -91,20 +91,18 @@ class SpectrumTranspose:
 
             self.comm.Alltoallv(spec(send, send_counts), spec(receive.reshape(-1), receive_counts))
             return
-        from cupy.cuda import get_current_stream, nccl
+        from cupy.cuda import get_current_stream
 
-        receive, rank, stream = receive.reshape(-1), self.comm.Get_rank(), get_current_stream().ptr
+        receive, rank = receive.reshape(-1), self.comm.Get_rank()
         sent, got = (numpy.concatenate(([0], numpy.cumsum(counts))) for counts in (send_counts, receive_counts))
         receive[got[rank]:got[rank + 1]] = send[sent[rank]:sent[rank + 1]]  # its own share, not a message
-        nccl.groupStart()
-        for p in range(self.comm.Get_size()):
-            if p != rank and send_counts[p]:  # a complex value is two float64
-                self.nccl.send(send.data.ptr + 16 * int(sent[p]), 2 * int(send_counts[p]), nccl.NCCL_FLOAT64, p,
-                               stream)
-            if p != rank and receive_counts[p]:
-                self.nccl.recv(receive.data.ptr + 16 * int(got[p]), 2 * int(receive_counts[p]), nccl.NCCL_FLOAT64, p,
-                               stream)
-        nccl.groupEnd()
+
+        def segments(offsets, counts):  # in float64 values: a complex value is two
+            return [(p, 2 * int(offsets[p]), 2 * int(offsets[p] + counts[p]))
+                    for p in range(self.comm.Get_size()) if p != rank and counts[p]]
+
+        nccl_messages(self.nccl, send, segments(sent, send_counts), receive, segments(got, receive_counts),
+                      get_current_stream())
 
     def total(self, value):
         return self.comm.allreduce(value, op=MPI.SUM)

@@ -163,8 +163,11 @@ class AggregationMultigridPC(PythonPC):
     def graph_key(self):
         """What a CUDA graph of apply_arrays reads (the cycle launches kernels
         on the current stream only, with no temporary arrays): None on the
-        host, and in parallel, where halos may pass through host memory."""
-        return None if self.xp is numpy or self.amg.comm is not None else (self.amg, self.amg.generation)
+        host, and in parallel where a level's halos pass through host memory
+        (MPI, not NCCL)."""
+        if self.xp is numpy or (self.amg.comm is not None and not self.amg.exchanges_on_device):
+            return None
+        return self.amg, self.amg.generation
 
     def describe(self, pc):
         if self.amg is None:

@@ -7,7 +7,8 @@ the pace of a solve. graphcg keeps CG's scalars in device memory
 (gpu_mats.device_cg), queues a block of iterations at once and reads their
 residual norms back once, at the block's end; with a gpusell matrix and a
 preconditioner that works on arrays without temporaries (gpuamg, ainv
-fsai/spai, boxfft without walled transforms, jacobi, none) on one rank, the block (the first one with the
+fsai/spai, boxfft without walled transforms, jacobi, none), on one rank or
+on several by NCCL (below), the block (the first one with the
 solve's start: r = b - A x, z, p) is captured as a CUDA graph at its second
 use and replayed by one launch after. The iterations are CG's, in the same
 arithmetic whether replayed or launched.
@@ -33,16 +34,20 @@ projects b where the matrix has a transpose null space): CG's iterates
 stay in the range.
 
 Any Mat and PC work, through PETSc where they are not the project's (then
-without graphs); on several ranks the dot products are summed over them on
-the host, two reductions an iteration, as cg's.
+without graphs). On several ranks the dot products are summed over them
+(two sums an iteration, as cg's): by an NCCL all-reduce on the device
+between GPUs (-ksp_graphcg_transport), so that the blocks are still
+captured, where the product and the preconditioner exchange their halos by
+NCCL too (gpusell, gpuamg); else on the host by MPI, and launched. The
+loop the device ends is one rank's.
 """
 
 import numpy
-from mpi4py import MPI
 from petsc4py import PETSc
 
 from gpu_mats.backend import address, to_host
 from gpu_mats.device_cg import NORMS, DeviceCG
+from gpu_mats.exchange import TRANSPORTS, summed_over
 from gpu_mats.kernels import conditional_loops, keyed_graphs
 from gpu_mats.kernels.pcg import DIVERGENCE, FLAG, INDEFINITE_OPERATOR, TARGET
 
@@ -92,11 +97,14 @@ class GraphCG(PythonKSP):
                view="block {}"),
         Option("ksp_graphcg_graph", "use_graphs", True, "replay each block as one CUDA graph where the matrix and "
                "preconditioner allow it (gpusell; gpuamg, ainv fsai/spai, boxfft on periodic axes, jacobi, none; "
-               "one rank)"),
+               "on several ranks with NCCL's halos and sums)"),
         Option("ksp_graphcg_loop", "loop", False, "in those graphs, iterate in a loop that the device ends by "
                "PETSc's default convergence test (a conditional WHILE node: CUDA 12.4 and NVIDIA's cuda-bindings) in "
                "place of blocks the host checks; the host still judges every norm (blocks replay faster where a run "
-               "of solves takes steady counts; a step's graph always loops)"),
+               "of solves takes steady counts; a step's graph always loops; one rank)"),
+        Option("ksp_graphcg_transport", "transport", "auto", "in parallel, how the dot products are summed over "
+               "the ranks: nccl (an all-reduce between GPUs, which the blocks' graphs hold), mpi (through host "
+               "memory: the blocks are launched), auto (NCCL for GPU vectors where CuPy has it)", choices=TRANSPORTS),
     )
 
     def __init__(self):
@@ -105,6 +113,7 @@ class GraphCG(PythonKSP):
         # the last solve's iterations, and the first of them whose norm passed the convergence test
         self.last_iterations, self.last_needed, self.blocks_run = 0, 0, 0
         self.generation = 0  # of the workspace: a graph of queued solves is keyed by it
+        self._sums = {}  # (communicator, transport) -> how the dot products are summed over its ranks
 
     def release(self):
         if self._work is not None:
@@ -134,12 +143,11 @@ class GraphCG(PythonKSP):
         work = self._workspace(A, 1 << (longest - 1).bit_length())  # room to grow: a new one drops the graphs
         cg, n, xp = work.cg, work.n, self.xp
         multiply, precondition = self._operators(ksp, work)
-        comm = ksp.getComm().tompi4py()
-        reduce = None if comm.Get_size() == 1 else _summed_over(comm, xp)
-        capturable = (self.use_graphs and work.graphs is not None and reduce is None
+        reduce = self._summed_over(ksp.getComm().tompi4py())
+        capturable = (self.use_graphs and work.graphs is not None and (reduce is None or reduce.on_device)
                       and multiply.graph_key is not None and precondition.graph_key is not None)
-        graph_key = (multiply.graph_key, precondition.graph_key) if capturable else None
-        looping = capturable and self.loop and not self.block and conditional_loops() is None
+        graph_key = (multiply.graph_key, precondition.graph_key, reduce) if capturable else None
+        looping = capturable and reduce is None and self.loop and not self.block and conditional_loops() is None
         column = _NORM_COLUMNS[ksp.getNormType()]  # PETSc refuses the others at set-up (KSPSetUpNorms)
         test = (column, rtol, atol, dtol) if looping else None  # the device's convergence test
         nonzero = ksp.getInitialGuessNonzero()
@@ -275,6 +283,16 @@ class GraphCG(PythonKSP):
         self.last_iterations, self.blocks_run, self.runs = results[-1][0], 1, "a CUDA graph of the caller's"
         return results
 
+    def _summed_over(self, comm):
+        """How the dot products are summed over ``comm``'s ranks (None on one rank), one for each
+        communicator and transport, so that a graph that holds it is replayed with it."""
+        if comm.Get_size() == 1:
+            return None
+        key = (comm.py2f(), self.transport, self.xp)
+        if key not in self._sums:
+            self._sums[key] = summed_over(comm, self.xp, self.transport, PETSc.Sys.Print)
+        return self._sums[key]
+
     def _operators(self, ksp, work):
         """The KSP's matrix product and preconditioner on the workspace's arrays."""
         A, _ = ksp.getOperators()
@@ -321,7 +339,12 @@ class GraphCG(PythonKSP):
         return ksp.callConvergenceTest(its, rnorm)
 
     def describe(self, ksp):
-        return [f"  last solve: {self.last_iterations} iterations in {self.blocks_run} blocks, run by {self.runs}"]
+        lines = [f"  last solve: {self.last_iterations} iterations in {self.blocks_run} blocks, run by {self.runs}"]
+        reduce = self._summed_over(ksp.getComm().tompi4py())
+        if reduce is not None:
+            how = "an NCCL all-reduce on the device" if reduce.on_device else "MPI through host memory"
+            lines.append(f"  dot products summed over {ksp.getComm().getSize()} ranks by {how}")
+        return lines
 
 
 def _flag_reason(flag):
@@ -342,13 +365,3 @@ def _verdict(row, rnorm, s, atol, at_max_it):
         return Reason.DIVERGED_DTOL
     return Reason.DIVERGED_MAX_IT if at_max_it else Reason.ITERATING
 
-
-def _summed_over(comm, xp):
-    """sums += the other ranks' (on the host: one reduction per dot-product set)."""
-
-    def reduce(sums):
-        local = to_host(xp, sums)
-        comm.Allreduce(MPI.IN_PLACE, local, op=MPI.SUM)
-        sums[...] = xp.asarray(local)
-
-    return reduce

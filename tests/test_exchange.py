@@ -1,5 +1,6 @@
 """Halo plans and their transports (gpu_mats.exchange): every rank owns a
-contiguous range of a global vector and needs scattered entries of the others.
+contiguous range of a global vector and needs scattered entries of the others;
+and sums over the ranks, the same two ways.
 
 Marked mpi: they run under mpiexec -n 2 and -n 3 (and trivially on one rank).
 The NCCL transport runs where a GPU and CuPy's NCCL are present.
@@ -9,7 +10,7 @@ import numpy
 import pytest
 from mpi4py import MPI
 
-from gpu_mats.exchange import halo_plan, transport
+from gpu_mats.exchange import halo_plan, summed_over, transport
 
 from conftest import gpu_usable
 
@@ -70,3 +71,22 @@ def test_unknown_or_impossible_transport_is_refused():
         transport(plan, MPI.COMM_SELF, numpy, "shm")
     with pytest.raises(ValueError, match="nccl transport of the halos needs device arrays"):
         transport(plan, MPI.COMM_SELF, numpy, "nccl")
+    with pytest.raises(ValueError, match="nccl transport of the sums needs device arrays"):
+        summed_over(MPI.COMM_SELF, numpy, "nccl")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("choice", ["mpi", "nccl"])
+def test_sums_over_the_ranks_are_the_same_bits_on_every_rank(choice):
+    """What a Krylov method's dot products need: every rank gets the sum of
+    every rank's values, bit for bit the same, so their iterations agree."""
+    xp = array_module(choice)
+    rank = COMM.Get_rank()
+    local = numpy.array([1.0 / (rank + 3), (rank + 1) ** 0.5, -rank * 1e-3])
+    sums = xp.array(local)  # a copy: the sum is in place
+    add = summed_over(COMM, xp, choice)
+    assert add.on_device == (choice == "nccl")
+    add(sums)
+    got = sums if xp is numpy else xp.asnumpy(sums)
+    numpy.testing.assert_allclose(got, numpy.sum(COMM.allgather(local), axis=0), rtol=1e-15, atol=0)
+    assert all(numpy.array_equal(got, other) for other in COMM.allgather(got))

@@ -563,10 +563,8 @@ def test_cacg_solve_keeps_its_vectors_on_the_device():
 @pytest.mark.mpi
 @pytest.mark.parametrize("pc", ["jacobi", "ainv", "gpuamg"])
 def test_cacg_graph_replays_compute_what_kernel_launches_do(pc):
-    """The basis built by CUDA graph replays (with NCCL halos in parallel)
-    against the same kernels launched one by one; gpuamg on several ranks is
-    not captured (its graph_key: halos may pass through host memory), and
-    both runs call it through PETSc."""
+    """The basis built by CUDA graph replays (with NCCL halos in parallel,
+    gpuamg's levels' too) against the same kernels launched one by one."""
     from petsc4py import PETSc
 
     from stencils import laplacian
@@ -580,12 +578,57 @@ def test_cacg_graph_replays_compute_what_kernel_launches_do(pc):
         assert ksp.getConvergedReason() > 0
         runs.append((ksp.getIterationNumber(), x, ksp.getPythonContext().basis_runs))
     (its_graph, x_graph, how), (its, x, how_launched) = runs
-    if pc == "gpuamg" and PETSc.COMM_WORLD.getSize() > 1:
-        assert how == how_launched == "PETSc MatMult/PCApply calls"
-    else:
-        assert how == "CUDA graph replays" and how_launched == "kernel launches"
+    assert how == "CUDA graph replays" and how_launched == "kernel launches"
     assert its_graph == its
     assert (x_graph - x).norm() <= 1e-12 * x.norm()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("pc", ["jacobi", "gpuamg"])
+def test_graphcg_sums_by_nccl_inside_its_graphs_on_gpus(pc):
+    """On ranks with a GPU each, graphcg's dot products summed by an NCCL
+    all-reduce: its blocks, with gpusell's and gpuamg's NCCL halos, are
+    captured and replayed, every rank sees the same norms, and the solves
+    take the iterations and give the solution of sums through host memory."""
+    import cupy
+    from petsc4py import PETSc
+
+    from petsc_ext.matrices import aij_from_csr
+    from petsc_ext.options import option_defaults
+    from stencils import laplacian
+
+    comm = PETSc.COMM_WORLD
+    if comm.getSize() == 1 or comm.getSize() > cupy.cuda.runtime.getDeviceCount():
+        pytest.skip("NCCL between ranks needs a GPU for each rank")
+    n = 24**3
+    A = aij_from_csr(*laplacian(24), (n, n), comm=comm, mat_type="gpusell")
+    b, x = A.createVecs()
+    b.setRandom()
+    runs = {}
+    for transport in ("nccl", "mpi"):
+        ksp = PETSc.KSP().create(comm=comm)
+        ksp.setOptionsPrefix(f"{transport}_")
+        ksp.setOperators(A)
+        ksp.setTolerances(rtol=1e-9)
+        with option_defaults(f"{transport}_", {"ksp_type": "graphcg", "pc_type": pc,
+                                               "ksp_graphcg_transport": transport}):
+            ksp.setFromOptions()
+        ksp.setConvergenceHistory(reset=True)
+        ctx = ksp.getPythonContext()
+        for _ in range(3):  # launched, captured, replayed
+            x.set(0.0)
+            ksp.solve(b, x)
+            assert ksp.getConvergedReason() > 0
+        history = numpy.asarray(ksp.getConvergenceHistory())
+        assert history.size == ksp.getIterationNumber() + 1
+        assert all(numpy.array_equal(history, other) for other in comm.tompi4py().allgather(history))
+        runs[transport] = (ksp.getIterationNumber(), x.getArray(readonly=True).copy(), ctx.runs,
+                           ctx._work.graphs.replays)
+    (its, solution, how, replays), (its_mpi, solution_mpi, how_mpi, replays_mpi) = runs["nccl"], runs["mpi"]
+    assert (how, how_mpi) == ("CUDA graph replays", "kernel launches")
+    assert replays > 0 and replays_mpi == 0
+    assert its == its_mpi
+    numpy.testing.assert_allclose(solution, solution_mpi, rtol=0, atol=1e-10 * abs(solution_mpi).max())
 
 
 def test_cuda_explicit_update_matches_numpy():

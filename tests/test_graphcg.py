@@ -184,6 +184,10 @@ def test_parallel_solution_matches_serial():
     assert ksp.getConvergedReason() > 0 and ksp.getIterationNumber() == serial.getIterationNumber()
     lo, hi = x.getOwnershipRange()
     numpy.testing.assert_allclose(values(x), values(xs)[lo:hi], rtol=1e-9, atol=1e-9 * abs(values(xs)).max())
+    if ksp.getComm().getSize() > 1:  # the view says how the dot products were summed
+        how = "MPI through host memory" if ksp.getPythonContext().xp is numpy else "an NCCL all-reduce on the device"
+        assert f"  dot products summed over {ksp.getComm().getSize()} ranks by {how}" in \
+            ksp.getPythonContext().describe(ksp)
 
 
 # --- the loop the device ends (here on NumPy: the host loop; on a GPU a WHILE node) ---
