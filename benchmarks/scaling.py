@@ -1,7 +1,7 @@
 """Weak and strong scaling across ranks, one GPU per rank (issue 21): the
 SpMV (gpusell, and a peer type's MatMult with PETSc's own halo exchange),
-CG with jacobi, cacg with s = 8 and 12, CG with gpuamg, and a step of the
-3D lid-driven cavity, on a box split in 3D among the ranks.
+CG with jacobi, cacg with s = 8 and 12, CG and graphcg with gpuamg, and a
+step of the 3D lid-driven cavity, on a box split in 3D among the ranks.
 
     mpiexec -n 8 python benchmarks/scaling.py --weak 128 256 --json weak-8.json
     mpiexec -n 8 python benchmarks/scaling.py --strong 512 --json strong-8.json
@@ -55,7 +55,8 @@ LID = {"xmax": Wall((0.0, 1.0, 0.0))}
 SOLVERS = {"cg + jacobi": {"ksp_type": "cg", "pc_type": "jacobi"},
            "cacg s=8 + jacobi": {"ksp_type": "cacg", "ksp_cacg_s": 8, "pc_type": "jacobi"},
            "cacg s=12 + jacobi": {"ksp_type": "cacg", "ksp_cacg_s": 12, "pc_type": "jacobi"},
-           "cg + gpuamg": {"ksp_type": "cg", "pc_type": "gpuamg"}}
+           "cg + gpuamg": {"ksp_type": "cg", "pc_type": "gpuamg"},
+           "graphcg + gpuamg": {"ksp_type": "graphcg", "pc_type": "gpuamg"}}
 CASES = ("spmv", *SOLVERS, "flow step")
 
 

@@ -216,7 +216,8 @@ class GraphCG(PythonKSP):
         A, _ = ksp.getOperators()
         nullspace = A.getTransposeNullSpace()
         if ksp.getComm().getSize() > 1:
-            return "graphcg queues solves on one rank only"
+            return ("graphcg queues solves into a larger graph on one rank only: their loop the device ends "
+                    "would hold NCCL's sums, which conditional graph nodes do not take")
         if ksp.getConvergenceTest() is not None:
             return "a convergence test of the user's: only PETSc's default runs on the device"
         if nullspace and (nullspace.getVecs() or not nullspace.hasConstant()):  # a NULL one is false

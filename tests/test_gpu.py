@@ -759,6 +759,50 @@ def test_a_captured_explicit_part_gives_the_bits_of_a_launched_one(rng):
     assert numpy.array_equal(out.get(), expected)
 
 
+@pytest.mark.mpi
+def test_on_gpus_of_several_ranks_the_explicit_part_is_captured_with_its_nccl_halos(tmp_path):
+    """On ranks with a GPU each, the explicit part's CUDA graph holds
+    gpusell's NCCL halo exchanges, and the solves' blocks graphcg's NCCL
+    sums: one step from one state, launched, then captured and replayed,
+    gives the same fields, bit for bit; the step as a whole stays launched,
+    with the reason said."""
+    import cupy
+    from petsc4py import PETSc
+
+    from gpu_mats.kernels.cuda_graphs import KeyedGraphs
+    from meshes import prism_layers_mesh, shared_file
+    from petsc_ext.options import option_defaults
+    from plugin.flow.boundary import Wall
+    from plugin.flow.distribution import distribute
+    from plugin.flow.solver import FlowSolver
+
+    comm = PETSc.COMM_WORLD
+    if comm.getSize() == 1 or comm.getSize() > cupy.cuda.runtime.getDeviceCount():
+        pytest.skip("NCCL between ranks needs a GPU for each rank")
+    path, _ = shared_file(tmp_path, lambda: prism_layers_mesh(n=8), "prisms.msh")
+    g = distribute(path, comm.tompi4py(), "metis").geometry
+    walls = {name: Wall((1.0, 0.0, 0.0) if name == "zmax" else (0.0, 0.0, 0.0)) for name in g.boundary_names}
+    with option_defaults("", {"flow_max_steps": 3, "flow_dt": 0.01, "flow_diffusion": "implicit",
+                              "pressure_ksp_graphcg_block": 1, "momentum_ksp_graphcg_block": 1}):
+        solver = FlowSolver(g, comm, "gpusell", 0.05, walls)
+    state = solver.run(solver.initial_state())
+    stepper = solver.stepper
+    assert stepper.explicit_graphs is not None and stepper.step_graphs is None
+    assert "one rank" in stepper.step_refusal
+    stepper.explicit_graphs = None
+    launched = stepper.advance(state, state.dt_old)
+    reference = {name: getattr(launched, name).copy() for name in ("u", "u_s", "p")}
+    assert float(abs(reference["u"]).max()) > 0  # the lid moves the fluid
+    stepper.explicit_graphs = KeyedGraphs()
+    for _ in range(4):
+        new = stepper.advance(state, state.dt_old)
+        for name, value in reference.items():
+            assert cupy.array_equal(getattr(new, name), value), name
+    assert stepper.explicit_graphs.replays == 3 and stepper.explicit_graphs.refused is None
+    for ksp in (stepper.pressure_ksp, stepper.momentum_ksp):
+        assert ksp.getPythonContext().runs == "CUDA graph replays"
+
+
 def test_a_captured_step_gives_the_bits_of_its_queued_launch():
     """One step from one state, its solves queued (graphcg's loops the device
     ends) and launched kernel by kernel, then as the whole step's CUDA graph

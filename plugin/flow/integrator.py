@@ -311,12 +311,13 @@ class FractionalStep:
 
     def _capturable(self):
         """Whether the explicit part can be captured: on the GPU, every product
-        on arrays without the host (gpusell on one rank), and the boundary's
-        values the same at every time (else they are worked out on the host)."""
+        on arrays without the host (gpusell: on several ranks, its halos by
+        NCCL), and the boundary's values the same at every time (else they
+        are worked out on the host)."""
         m, names = self.matrices, ("E", "C", "K", "slip", "diffusion_correction", "velocity_gradient", "E_D",
                                    "eddy_rate")
         products = [getattr(m, name) for name in names if getattr(m, name) is not None]
-        return (self.xp is not numpy and m.ops.boundary_steady and self.comm.Get_size() == 1
+        return (self.xp is not numpy and m.ops.boundary_steady
                 and all(product.graph_key is not None for product in products))
 
     def _step_refusal(self):

@@ -139,8 +139,8 @@ OPTIONS = (
     Option("flow_cuda_graphs", "cuda_graphs", True, "replay each step as one CUDA graph while dt stays the same "
            "(it is held while its limit allows), its solves in loops the device ends (graphcg), read back once, and "
            "the next step launched before the host waits for this one: gpusell on one rank, boundary values steady "
-           "in time; where a KSP is not graphcg, only the explicit part; work that cannot be captured runs as "
-           "launched, with one notice"),
+           "in time; where a KSP is not graphcg, and on several ranks (gpusell's halos by NCCL), only the explicit "
+           "part; work that cannot be captured runs as launched, with one notice"),
     Option("flow_assembly", "assembly", "auto", "where the operators are assembled: on the host (NumPy, "
            "scipy), on the GPU (CuPy, cupyx), or auto: where gpusell keeps its matrices (-gpu_backend), on the GPU for "
            "PETSc's cusparse types where one is usable",
