@@ -99,18 +99,35 @@ def multiply(A, B, B_starts, comm):
     extended = sparse_module(xp).vstack([B, fetched]).tocsr() if remote.size else B
     mapped = xp.where(own, cols - start, (end - start) + xp.searchsorted(remote, cols))
     A_mapped = sparse_module(xp).csr_matrix((A.data, mapped, A.indptr), shape=(A.shape[0], extended.shape[0]))
-    return (A_mapped @ extended).tocsr()
+    extended, used = compact_columns(extended)
+    product = (A_mapped @ extended).tocsr()
+    return sparse_module(xp).csr_matrix((product.data, used[product.indices], product.indptr), shape=(A.shape[0],
+                                                                                                     B.shape[1]))
 
 
 def galerkin(P, A, fine_starts, coarse_starts, comm):
     """This rank's rows of P^T A P, for P's and A's rows split by ``fine_starts``
     and P's columns (the coarse rows) by ``coarse_starts``."""
     xp = array_module(A.data)
-    AP = multiply(A, P, fine_starts, comm)
-    contributions = (P.T.tocsr() @ AP).tocoo()  # rows: global coarse numbers, many another rank's
+    AP, columns = compact_columns(multiply(A, P, fine_starts, comm))
+    P, rows = compact_columns(P)
+    contributions = (P.T.tocsr() @ AP).tocoo()  # rows: coarse rows this rank touches, many another rank's
     ncoarse = int(coarse_starts[-1])
-    return to_owners(contributions.row.astype(xp.int64), contributions.col.astype(xp.int64), contributions.data,
+    return to_owners(rows[contributions.row], columns[contributions.col], contributions.data,
                      coarse_starts, ncoarse, comm)
+
+
+def compact_columns(matrix):
+    """(the CSR ``matrix`` on only the columns it holds, numbered in order;
+    their global numbers): a product's dimensions are then the rank's, not the
+    whole problem's (cuSPARSE's product runs out of resources on the latter
+    as the ranks grow)."""
+    xp = array_module(matrix.data)
+    matrix = matrix.tocsr()
+    used = xp.unique(matrix.indices).astype(xp.int64)
+    compact = xp.searchsorted(used, matrix.indices)
+    return sparse_module(xp).csr_matrix((matrix.data, compact, matrix.indptr),
+                                        shape=(matrix.shape[0], used.size)), used
 
 
 def asymmetry(matrix, starts, comm):
