@@ -306,7 +306,7 @@ class FlowSolver:
         self.unit_rate = self.stepper.unit_convective_rate()
         self._capture_noticed = False
         self._held_dt = None  # the dt held while the limit allows it (with implicit diffusion: the momentum matrix's)
-        self.steps_run, self.pressure_iterations, self.run_seconds = 0, 0, 0.0
+        self.steps_run, self.pressure_iterations, self.momentum_iterations, self.run_seconds = 0, 0, 0, 0.0
 
     @staticmethod
     def _default(option, chosen, dim):
@@ -495,6 +495,7 @@ class FlowSolver:
             state = new
             self.steps_run += 1
             self.pressure_iterations += self.stepper.pressure_iterations
+            self.momentum_iterations += self.stepper.momentum_iterations
             if self.monitor:
                 self._monitor(state, cfl)
             if observe is not None:
@@ -543,12 +544,12 @@ class FlowSolver:
     def reset_timing(self):
         self.stepper.phases.reset()
         self.stepper.steps_ahead = 0
-        self.steps_run, self.pressure_iterations, self.run_seconds = 0, 0, 0.0
+        self.steps_run, self.pressure_iterations, self.momentum_iterations, self.run_seconds = 0, 0, 0, 0.0
 
     def timing(self):
-        """Seconds per step of each phase, pressure iterations per step and
-        million cell-steps per second over the steps run since the last reset
-        (slowest rank)."""
+        """Seconds per step of each phase, pressure (and with implicit
+        diffusion momentum) iterations per step and million cell-steps per
+        second over the steps run since the last reset (slowest rank)."""
         steps = max(self.steps_run, 1)
         self.stepper.phases.settle()
         phases = {name: self.mpi.allreduce(seconds, op=MPI.MAX) / steps
@@ -561,6 +562,8 @@ class FlowSolver:
         return {"cells": cells, "steps": self.steps_run, "seconds_per_step": per_step, "phases": phases,
                 "host_seconds_per_step": host, "steps_launched_ahead": self.stepper.steps_ahead,
                 "pressure_iterations_per_step": self.pressure_iterations / steps,
+                "momentum_iterations_per_step": (None if self.momentum_ksp is None else
+                                                 self.momentum_iterations / steps),
                 "million_cell_steps_per_second": cells / per_step / 1e6 if self.steps_run else 0.0}
 
     def print_timing(self):
@@ -569,8 +572,11 @@ class FlowSolver:
         if t["host_seconds_per_step"] is not None:
             phases += f"; the host's own {1e3 * t['host_seconds_per_step']:.2f}"
         ahead = f", {t['steps_launched_ahead']} steps launched ahead" if t["steps_launched_ahead"] else ""
+        momentum = t["momentum_iterations_per_step"]
+        momentum = "" if momentum is None else f", {momentum:.1f} momentum"
         PETSc.Sys.Print(f"flow: {t['steps']} steps of {t['cells']} cells: {1e3 * t['seconds_per_step']:.2f} ms per step "
-                        f"({phases} ms), {t['pressure_iterations_per_step']:.1f} pressure iterations per step, "
+                        f"({phases} ms), {t['pressure_iterations_per_step']:.1f} pressure{momentum} iterations per "
+                        "step, "
                         f"{t['million_cell_steps_per_second']:.1f} million cell-steps per second{ahead}",
                         comm=self.comm)
 
