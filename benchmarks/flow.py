@@ -129,6 +129,8 @@ def measure(n, re, warmup, steps, breakdown=False, mesh=None):
            "mcell_steps_per_s": timing["million_cell_steps_per_second"],
            "pressure_its": timing["pressure_iterations_per_step"],
            "host_ms": None if timing["host_seconds_per_step"] is None else 1e3 * timing["host_seconds_per_step"],
+           "host_ms_replayed": (None if timing["host_seconds_per_step_replayed"] is None else
+                                1e3 * timing["host_seconds_per_step_replayed"]),
            **{f"{name.lower()}_ms": 1e3 * seconds for name, seconds in timing["phases"].items()}}
     if breakdown:
         row["cycle_breakdown"] = cycle_breakdown(solver)

@@ -726,6 +726,8 @@ def test_phase_times_on_the_gpu_come_from_events_without_waiting():
         assert sum(timing["phases"].values()) <= timing["seconds_per_step"]
         host = timing["host_seconds_per_step"]  # one wait a step where each step was a graph's
         assert (host is not None and 0 < host < timing["seconds_per_step"]) if graphs else host is None
+        replayed, first = timing["host_seconds_per_step_replayed"], timing["first_run_seconds"]  # the one-off apart
+        assert (first > 0 and 0 <= replayed < host) if graphs else (replayed is None and first is None)
 
 
 def test_a_captured_explicit_part_gives_the_bits_of_a_launched_one(rng):
