@@ -74,6 +74,7 @@ class _Workspace:
         self.cg = DeviceCG(xp, self.n, capacity)
         comm, size = A.getComm(), A.getSize()[0]
         self.records = xp.zeros((_RECORDS, self.cg.store.size))  # the stores of the solves queued in a step
+        self.record_views = {}  # count -> records[:count]
         self.diagonal = xp.zeros(self.n)  # a Jacobi preconditioner's
         arrays = (self.cg.x, self.cg.r, self.cg.z, self.cg.p, self.cg.w, self.diagonal)
         self._vecs = {id(array): vec_over(array, comm, size) for array in arrays}
@@ -257,8 +258,12 @@ class GraphCG(PythonKSP):
         xp.copyto(work.records[slot], cg.store)
 
     def records(self, count):
-        """The records of the first ``count`` solves queued (device memory), for a caller that copies them itself."""
-        return self._work.records[:count]
+        """The records of the first ``count`` solves queued (device memory), for a caller that copies them itself
+        (the same view each step: a new one costs the host more than the step's other reads)."""
+        work = self._work
+        if count not in work.record_views:
+            work.record_views[count] = work.records[:count]
+        return work.record_views[count]
 
     def settle(self, ksp, count, copied=None):
         """Judge the ``count`` solves last queued (records 0 .. count - 1; one

@@ -718,8 +718,8 @@ def test_phase_times_on_the_gpu_come_from_events_without_waiting():
     assert timer.seconds["Pressure"] == 0.0  # recorded, not read: no wait at the phase's end
     timer.settle()
     assert timer.seconds["Pressure"] > 0.0
-    for graphs in (False, True):  # the whole step as one graph: its time, and the CFL number's read
-        solver, _, _ = _cavity_steps("cupy", "implicit", flow_cuda_graphs=graphs)
+    for graphs in (False, True):  # the whole step as one graph, the CFL number's reduction in it, and the first
+        solver, _, _ = _cavity_steps("cupy", "implicit", flow_cuda_graphs=graphs)  # step's from the start's rate
         timing = solver.timing()
         timed = {"Step", "CFL"} if graphs else set(PhaseTimer.PHASES) - {"Step"}
         assert {name for name, seconds in timing["phases"].items() if seconds > 0} == timed, timing["phases"]

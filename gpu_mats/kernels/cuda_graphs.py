@@ -174,6 +174,8 @@ class KeyedGraphs:
 
 def same_key(a, b):
     """Keys equal item by item, objects by identity (arrays have no plain ==)."""
+    if a is b:
+        return True
     if isinstance(a, tuple) and isinstance(b, tuple):
         return len(a) == len(b) and all(same_key(x, y) for x, y in zip(a, b))
     return a is b or (isinstance(a, (int, float, str)) and a == b)

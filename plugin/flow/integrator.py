@@ -310,6 +310,7 @@ class FractionalStep:
         self._velocity = [xp.zeros(self.shape) for _ in range(2 + depth)]
         self._faces = [xp.zeros(self.matrices.ops.num_faces) for _ in range(2 + depth)]
         self._pressure = [xp.zeros(n) for _ in range(2 + depth)]
+        self._known_buffers, self._last_key = [], None  # of states made before (_buffers, _graph_key)
 
     def _capturable(self):
         """Whether the explicit part can be captured: on the GPU, every product
@@ -442,19 +443,34 @@ class FractionalStep:
         return solves + [("pressure", self.pressure_ksp, 1 + self.correctors)]
 
     def _targets(self, state):
-        """The buffers a step from ``state`` writes: u^{n+1}, u_s^{n+1}, p^{n+1}."""
-        return (self._next(self._velocity, state.u, state.u, state.u_old),
-                self._next(self._faces, state.u_s, state.u_s),
-                self._next(self._pressure, state.p, state.p, state.p_old))
+        """The buffers a step from ``state`` writes: u^{n+1}, u_s^{n+1}, p^{n+1}
+        (with its graph's arrangement, kept for the two states a step last
+        asked about: the host asks again for each several times a step)."""
+        return self._buffers(state)[0]
+
+    def _buffers(self, state):
+        """(_targets, the arrangement of the buffers) of ``state``."""
+        for known, buffers in self._known_buffers:
+            if known is state:
+                return buffers
+        targets = (self._next(self._velocity, state.u, state.u, state.u_old),
+                   self._next(self._faces, state.u_s, state.u_s),
+                   self._next(self._pressure, state.p, state.p, state.p_old))
+        arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, state.p, state.p_old))
+        self._known_buffers = [*self._known_buffers[-1:], (state, (targets, arrangement))]
+        return targets, arrangement
 
     def _graph_key(self, state, dt):
         """(key, arrangement) of the step's graph from ``state``: dt, r and the
         KSPs' workspaces (a solve taken again as launched may have made new
-        ones); the buffers, the extrapolation and the watchers."""
+        ones); the buffers, the extrapolation and the watchers. The key is the
+        same object while it stays the same, so that the graphs' cache finds
+        it by identity."""
         r = dt / (state.dt_old or dt)
         key = (dt, r, *(ksp.getPythonContext().generation for _, ksp, _ in self._solves()))
-        arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, state.p, state.p_old))
-        return key, (*arrangement, state.step >= 2, len(self.watchers))
+        if key != self._last_key:
+            self._last_key = key
+        return self._last_key, (*self._buffers(state)[1], state.step >= 2, len(self.watchers))
 
     def _launch_graph(self, state, dt, key):
         """The step from ``state`` as one CUDA graph per arrangement of the
@@ -735,9 +751,9 @@ class FractionalStep:
     def convective_rate(self, state):
         """max over cells of sum_f A_f |u_s,f| / (2 Omega_i): the CFL number is
         dt times this (computed by the step's graph where one made ``state``)."""
+        if self._made_by_graph(state):  # the step's graph computed and copied it (its time is the step's)
+            return self._max(self._copied(self._largest_value)[0])
         with self.phases("CFL"):
-            if self._made_by_graph(state):  # the step's graph computed and copied it
-                return self._max(self._copied(self._largest_value)[0])
             self._queue_rate(state.u_s)
             return self._max(to_host(self.xp, self._largest_value)[0])
 
