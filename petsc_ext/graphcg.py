@@ -114,7 +114,7 @@ class GraphCG(PythonKSP):
         # the last solve's iterations, and the first of them whose norm passed the convergence test
         self.last_iterations, self.last_needed, self.blocks_run = 0, 0, 0
         self.generation = 0  # of the workspace: a graph of queued solves is keyed by it
-        self._sums = {}  # (communicator, transport) -> how the dot products are summed over its ranks
+        self._sums = {}  # (communicator, transport, array module) -> how the dot products are summed over its ranks
 
     def release(self):
         if self._work is not None:
