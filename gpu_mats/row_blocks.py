@@ -89,6 +89,13 @@ def multiply(A, B, B_starts, comm):
     """This rank's rows of A B: ``A`` this rank's rows of A (global columns),
     ``B`` this rank's rows of B, whose rows are split by ``B_starts``; the rows
     of B that A's columns reach on other ranks are fetched first."""
+    product, columns = _compact_product(A, B, B_starts, comm)
+    return sparse_module(array_module(A.data)).csr_matrix((product.data, columns[product.indices], product.indptr),
+                                                          shape=(A.shape[0], B.shape[1]))
+
+
+def _compact_product(A, B, B_starts, comm):
+    """multiply's product on the columns of B the rank's rows reach (compact_columns), and their global numbers."""
     xp = array_module(A.data)
     rank = comm.Get_rank()
     start, end = int(B_starts[rank]), int(B_starts[rank + 1])
@@ -100,16 +107,13 @@ def multiply(A, B, B_starts, comm):
     mapped = xp.where(own, cols - start, (end - start) + xp.searchsorted(remote, cols))
     A_mapped = sparse_module(xp).csr_matrix((A.data, mapped, A.indptr), shape=(A.shape[0], extended.shape[0]))
     extended, used = compact_columns(extended)
-    product = (A_mapped @ extended).tocsr()
-    return sparse_module(xp).csr_matrix((product.data, used[product.indices], product.indptr), shape=(A.shape[0],
-                                                                                                     B.shape[1]))
+    return (A_mapped @ extended).tocsr(), used
 
 
 def galerkin(P, A, fine_starts, coarse_starts, comm):
     """This rank's rows of P^T A P, for P's and A's rows split by ``fine_starts``
     and P's columns (the coarse rows) by ``coarse_starts``."""
-    xp = array_module(A.data)
-    AP, columns = compact_columns(multiply(A, P, fine_starts, comm))
+    AP, columns = _compact_product(A, P, fine_starts, comm)
     P, rows = compact_columns(P)
     contributions = (P.T.tocsr() @ AP).tocoo()  # rows: coarse rows this rank touches, many another rank's
     ncoarse = int(coarse_starts[-1])
