@@ -136,6 +136,10 @@ class DeviceCG:
         if reduce is not None:
             self._dots(reduce, self.p, self.w)
         k.alpha_step(self.s, self.sums, self._step_dots(reduce, self.p, self.w))
+        if self.unpreconditioned and reduce is None:  # the update and the new residual's record in one launch
+            k.update_record_step(self.s, self.sums, self.history, self.x, self.r, self.p, self.w, self.partials,
+                                 self.arrivals, test)
+            return
         k.update_iterate(self.s, self.x, self.r, self.p, self.w)
         if self.unpreconditioned:
             self._record(reduce, test=test)

@@ -460,6 +460,55 @@ def test_record_and_direction_steps_with_their_dots_and_test_give_the_bits_of_th
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("n", [1, 5000, 300_001])
+@pytest.mark.parametrize("norm", [0.4, 0.05, None])  # the loop goes on, it stops; no test (a block)
+def test_an_update_with_the_record_gives_the_bits_of_the_update_then_the_record(rng, n, norm):
+    """update_record_step (the end of an iteration on the unpreconditioned
+    norm) gives the bits of update_iterate, then record_step with its dot
+    product and the loop's test, on the GPU and on the host, launch after
+    launch; the GPU's values are the host's."""
+    if not gpu_usable():
+        pytest.skip("no usable GPU")
+    import cupy
+
+    from gpu_mats.kernels import family
+    from gpu_mats.kernels.pcg import GO
+
+    x, r, p, w = (rng.standard_normal(n) for _ in range(4))
+    if norm is not None:
+        r *= norm / numpy.linalg.norm(r)
+        w *= 1e-3 * norm / numpy.linalg.norm(w)
+    test = None if norm is None else (1, 0.1, 0.0, 1e5, 10, 0)
+    results = {}
+    for xp in (cupy, numpy):
+        k = family("pcg", xp)
+        partials, arrivals = xp.zeros((3, k.partial_count(n))), xp.zeros(1, dtype=numpy.uint32)
+        runs = []
+        for fused in (False, True, True):
+            s = xp.asarray([2.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.1, 1e5, 0.0])  # alpha 0.5, row 1, the target 0.1
+            sums, history = xp.zeros(3), xp.zeros((4, 3))
+            x_, r_ = xp.asarray(x), xp.asarray(r)
+            if fused:
+                k.update_record_step(s, sums, history, x_, r_, xp.asarray(p), xp.asarray(w), partials, arrivals,
+                                     test)
+            else:
+                k.update_iterate(s, x_, r_, xp.asarray(p), xp.asarray(w))
+                k.record_step(s, sums, history, False, (partials, arrivals, r_), test)
+            runs.append([numpy.asarray(a.get() if xp is cupy else a) for a in (s, sums, history, x_, r_)])
+        assert int(arrivals[0]) == 0
+        for separate, fused, again in zip(*runs):
+            assert numpy.array_equal(separate, fused) and numpy.array_equal(fused, again)
+        s, _, history, x_, r_ = runs[1]
+        numpy.testing.assert_allclose(r_, r - 0.5 * w, rtol=1e-15)
+        numpy.testing.assert_allclose(history[2], [0.0, r_ @ r_, 0.0], rtol=1e-12)
+        if norm is not None:
+            assert s[GO] == (1.0 if norm > 0.1 else 0.0)
+        results[xp.__name__] = runs[1]
+    for got, want in zip(results["cupy"], results["numpy"]):
+        numpy.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("loop", [True, False])
 def test_graph_replays_give_the_bits_of_launches(loop):
     """One KSP (one gpuamg hierarchy): the solve launched kernel by kernel,

@@ -93,5 +93,12 @@ def update_iterate(s, x, r, p, w):
     """x += alpha p and r -= alpha w (w = A p), in one pass."""
 
 
+def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None):
+    """update_iterate, then record_step of the new r with its dot product
+    (``partials``, ``arrivals`` as alpha_step's) and ``test``, in one
+    launch that reads r once: the end of an iteration on the
+    unpreconditioned norm, on one rank. The same bits as the two."""
+
+
 def update_direction(s, p, z):
     """p = z + beta p (p = z where beta is 0: p is not read)."""

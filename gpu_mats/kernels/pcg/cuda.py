@@ -110,6 +110,18 @@ def update_iterate(s, x, r, p, w):
         _kernel("update_iterate")((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), s, x, r, p, w))
 
 
+def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None):
+    grid = (partials.shape[1],)
+    args = (numpy.int64(x.size), s, x, r, p, w, partials, arrivals, sums, history)
+    if test is None:
+        _kernel("update_record_step")(grid, (BLOCK,), args)
+        return
+    column, rtol, atol, dtol, limit, handle = test
+    _loop_kernel("update_test_step")(grid, (BLOCK,), (*args, numpy.int32(column), numpy.float64(rtol),
+                                                      numpy.float64(atol), numpy.float64(dtol), numpy.int32(limit),
+                                                      numpy.uint64(handle)))
+
+
 def update_direction(s, p, z):
     n = p.size
     if n:

@@ -88,6 +88,11 @@ def update_iterate(s, x, r, p, w):
     r -= s[ALPHA] * w
 
 
+def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None):
+    update_iterate(s, x, r, p, w)
+    record_step(s, sums, history, False, (partials, arrivals, r), test)
+
+
 def update_direction(s, p, z):
     if s[BETA] == 0.0:
         p[...] = z

@@ -1,7 +1,7 @@
 // The device-side convergence test of a loop of CG iterations (see __init__.py's loop_test): its verdict
 // goes to s[5] and, inside a CUDA graph, to the conditional handle of the WHILE node that repeats the loop.
 // Compiled after pcg.cu, in one module with it: dots_test_step is its dots_beta_step or dots_record_step and the
-// test at once.
+// test at once, update_test_step its update_record_step and the test.
 
 // As cuda_device_runtime_api.h declares it (CUDA 12.4 and later): a builtin of the compiler. Declared here since
 // that header needs the toolkit's crt/host_defines.h, which NVRTC installed from pip wheels does not find.
@@ -52,4 +52,19 @@ __global__ void dots_test_step(long long n, const double* r, const double* z, do
             record(s, sums, history, 0);
         verdict(s, history, column, rtol, atol, dtol, limit, AFTER_ITERATION, handle);
     });
+}
+
+// update_record_step, then the test after an iteration, by the block that takes the record
+extern "C" __global__ void update_test_step(long long n, double* s, double* x, double* r, const double* p,
+                                            const double* w, double* partials, unsigned int* arrivals, double* sums,
+                                            double* history, int column, double rtol, double atol, double dtol,
+                                            int limit, unsigned long long handle)
+{
+    update_partials(n, s, x, r, p, w, partials);
+    if (!last_block(arrivals)) return;
+    sum_rows(gridDim.x, partials, sums);
+    if (threadIdx.x == 0) {
+        record(s, sums, history, 0);
+        verdict(s, history, column, rtol, atol, dtol, limit, AFTER_ITERATION, handle);
+    }
 }

@@ -24,6 +24,16 @@ __device__ void block_sum3(double (*cache)[BLOCK], double a0, double a1, double 
     }
 }
 
+// The block's three sums (block_sum3's) into partials[k * gridDim.x + block]
+__device__ void write_partials(double (*cache)[BLOCK], double* partials)
+{
+    if (threadIdx.x == 0) {
+        partials[blockIdx.x] = cache[0][0];
+        partials[gridDim.x + blockIdx.x] = cache[1][0];
+        partials[2 * gridDim.x + blockIdx.x] = cache[2][0];
+    }
+}
+
 // Each block's partial sums of x_k . y_k (k < pairs) into partials[k * gridDim.x + block]
 __device__ void block_partials(long long n, int pairs, const double* x0, const double* y0, const double* x1,
                                const double* y1, const double* x2, const double* y2, double* partials)
@@ -37,11 +47,26 @@ __device__ void block_partials(long long n, int pairs, const double* x0, const d
         if (pairs > 2) a2 = fma(x2[i], y2[i], a2);
     }
     block_sum3(cache, a0, a1, a2);
-    if (threadIdx.x == 0) {
-        partials[blockIdx.x] = cache[0][0];
-        partials[gridDim.x + blockIdx.x] = cache[1][0];
-        partials[2 * gridDim.x + blockIdx.x] = cache[2][0];
+    write_partials(cache, partials);
+}
+
+// update_iterate's x += alpha p and r -= alpha w, and the block's partial sum of the new r . r as block_partials
+// leaves r . r's (update_record_step): one pass
+__device__ void update_partials(long long n, const double* s, double* x, double* r, const double* p,
+                                const double* w, double* partials)
+{
+    __shared__ double cache[3][BLOCK];
+    const double alpha = s[1];
+    double a0 = 0.0;
+    const long long stride = static_cast<long long>(gridDim.x) * BLOCK;
+    for (long long i = blockIdx.x * static_cast<long long>(BLOCK) + threadIdx.x; i < n; i += stride) {
+        x[i] = fma(alpha, p[i], x[i]);
+        const double ri = fma(-alpha, w[i], r[i]);
+        r[i] = ri;
+        a0 = fma(ri, ri, a0);
     }
+    block_sum3(cache, a0, 0.0, 0.0);
+    write_partials(cache, partials);
 }
 
 extern "C" __global__ void partial_dots(long long n, int pairs, const double* x0, const double* y0,
@@ -192,6 +217,17 @@ extern "C" __global__ void dots_direction_step(long long n, const double* r, con
                                                unsigned int* arrivals, double* sums, double* s)
 {
     dots_then(n, 1, r, z, nullptr, nullptr, nullptr, nullptr, partials, arrivals, sums, [&] { direction(s, sums); });
+}
+
+// update_iterate, then dots_record_step on the new r, in one launch of partial_count(n) blocks of BLOCK threads
+extern "C" __global__ void update_record_step(long long n, double* s, double* x, double* r, const double* p,
+                                              const double* w, double* partials, unsigned int* arrivals,
+                                              double* sums, double* history)
+{
+    update_partials(n, s, x, r, p, w, partials);
+    if (!last_block(arrivals)) return;
+    sum_rows(gridDim.x, partials, sums);
+    if (threadIdx.x == 0) record(s, sums, history, 0);
 }
 
 extern "C" __global__ void update_iterate(long long n, const double* s, double* x, double* r, const double* p,
