@@ -82,6 +82,9 @@ class DeviceCG:
             self._dots(None, self.r, self.ones)
             self.k.remove_mean(self.r, self.sums)
         if unpreconditioned:
+            rounded = self._rounded(precondition, reduce)
+            if rounded is not None:  # the first iteration's preconditioner input; each update rounds the next
+                xp.copyto(rounded[0], self.r)
             self._record(reduce, start=True)
         else:
             self._new_residual(precondition, reduce, start=True)
@@ -126,25 +129,41 @@ class DeviceCG:
     def _iteration(self, multiply, precondition, reduce, test=None):
         """One iteration; ``test``: the loop's (pcg.beta_step's, or record_step's), after it."""
         k = self.k
+        rounded = self._rounded(precondition, reduce)
         if self.unpreconditioned:  # z and the direction first: the last residual was tested unpreconditioned
-            precondition(self.r, self.z)
+            z = self.z
+            if rounded is None:
+                precondition(self.r, z)
+            else:
+                _, z, apply = rounded
+                apply()
             if reduce is not None:
-                self._dots(reduce, self.r, self.z)
-            k.direction_step(self.s, self.sums, self._step_dots(reduce, self.r, self.z))
-            k.update_direction(self.s, self.p, self.z)
+                self._dots(reduce, self.r, z)
+            k.direction_step(self.s, self.sums, self._step_dots(reduce, self.r, z))
+            k.update_direction(self.s, self.p, z)
         multiply(self.p, self.w)
         if reduce is not None:
             self._dots(reduce, self.p, self.w)
         k.alpha_step(self.s, self.sums, self._step_dots(reduce, self.p, self.w))
         if self.unpreconditioned and reduce is None:  # the update and the new residual's record in one launch
             k.update_record_step(self.s, self.sums, self.history, self.x, self.r, self.p, self.w, self.partials,
-                                 self.arrivals, test)
+                                 self.arrivals, test, None if rounded is None else rounded[0])
             return
         k.update_iterate(self.s, self.x, self.r, self.p, self.w)
         if self.unpreconditioned:
             self._record(reduce, test=test)
         else:
             self._new_residual(precondition, reduce, test=test)
+
+    def _rounded(self, precondition, reduce):
+        """The preconditioner's float32 hand-off (ArrayOperator.rounded: its
+        own b, z and apply), taken on one rank in the unpreconditioned order,
+        where r is written by start() and update_record_step alone, which
+        round it into b as they write it; z is then exactly the float32
+        cycle's output, so the bits are those of its apply(). Else None."""
+        if not self.unpreconditioned or reduce is not None:
+            return None
+        return getattr(precondition, "rounded", None)
 
     def _record(self, reduce, start=False, test=None):
         """The residual's norm squared into history, before any preconditioner (pcg.record_step)."""

@@ -42,10 +42,15 @@ class ArrayOperator:
     array d of a diagonal operator diag(d), which callers may fuse into
     their own kernels; None otherwise. ``blocks``: ``apply`` takes a block
     in one pass (a generalized SpMV); otherwise blocks go vector by vector.
+    ``rounded``, for a preconditioner that works in float32 (gpuamg's float32
+    cycle): (b, z, apply), where apply() sets z = M^-1 b on its own float32
+    arrays, b rounded from the input by the caller's kernels, z read by
+    them, without apply's two roundings; None otherwise.
     """
 
-    def __init__(self, apply, graph_key=None, diagonal=None, blocks=False):
+    def __init__(self, apply, graph_key=None, diagonal=None, blocks=False, rounded=None):
         self.apply, self.graph_key, self.diagonal, self.blocks = apply, graph_key, diagonal, blocks
+        self.rounded = rounded
 
     def __call__(self, x, y, z=None):
         if x.ndim == 2 and not self.blocks:
@@ -93,7 +98,9 @@ def preconditioner(pc, xp, vec_of, scratch):
         if isinstance(ctx, AggregationMultigridPC) and ctx.cycle != "v":
             raise ValueError("an s-step basis needs a linear preconditioner, and gpuamg's K-cycle is not: use "
                              "-pc_gpuamg_cycle v, or the K-cycle under a flexible method (-ksp_type fcg)")
-        if isinstance(ctx, (ApproximateInversePC, AggregationMultigridPC, ExactSolvePC)) and ctx.xp is xp:
+        if isinstance(ctx, AggregationMultigridPC) and ctx.xp is xp:
+            return ArrayOperator(ctx.apply_arrays, graph_key=ctx.graph_key(), rounded=ctx.rounded())
+        if isinstance(ctx, (ApproximateInversePC, ExactSolvePC)) and ctx.xp is xp:
             return ArrayOperator(ctx.apply_arrays, graph_key=ctx.graph_key())
     return _through_petsc(pc.apply, vec_of)
 

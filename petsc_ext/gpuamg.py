@@ -151,12 +151,23 @@ class AggregationMultigridPC(PythonPC):
         self.apply(pc, x, y)
 
     def apply_arrays(self, x, y):
+        self._run(lambda: self.amg.apply(x, y), x, y)
+
+    def rounded(self):
+        """(b, z, apply) for a caller that rounds its right-hand side into the
+        float32 cycle's own b and reads z (ArrayOperator.rounded); None where
+        the cycle's vectors are float64."""
+        vectors = self.amg.rounded_vectors()
+        return None if vectors is None else (*vectors, lambda: self._run(self.amg.apply_rounded))
+
+    def _run(self, cycle, *arrays):
+        """``cycle()``, as one launch of a CUDA graph per set of ``arrays`` where graphs are kept."""
         self.events["Apply"].begin()
         try:
             if self.graphs is None or not self.cuda_graph:
-                self.amg.apply(x, y)
-            else:  # one launch for the whole cycle
-                self.graphs.run((x.data.ptr, y.data.ptr), lambda: self.amg.apply(x, y))
+                cycle()
+            else:
+                self.graphs.run(tuple(a.data.ptr for a in arrays), cycle)
         finally:
             self.events["Apply"].end()
 

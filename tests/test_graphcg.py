@@ -55,6 +55,32 @@ def test_graphcg_takes_cg_iterations_to_cg_solution(pc, norm):
     assert ksp.getResidualNorm() == pytest.approx(cg.getResidualNorm(), rel=1e-6)
 
 
+def test_a_float32_cycle_takes_its_input_and_gives_its_output_without_its_roundings(monkeypatch):
+    """On the unpreconditioned norm, gpuamg's float32 cycle runs on its own
+    vectors: CG's update rounds the residual into them and CG's steps read
+    the cycle's output as it is, so that the cycle's apply (which rounds in
+    and out) is never called, and the solve is the one with it, bit for bit."""
+    from petsc_ext.gpuamg import AggregationMultigridPC
+
+    csr, n = laplacian(12), 12**3
+    opts = {"pc_type": "gpuamg", "pc_gpuamg_vector_type": "float32", "ksp_norm_type": "unpreconditioned"}
+    calls = []
+    apply_arrays = AggregationMultigridPC.apply_arrays
+    monkeypatch.setattr(AggregationMultigridPC, "apply_arrays", lambda pc, x, y: (calls.append(1),
+                                                                                     apply_arrays(pc, x, y)))
+    runs = []
+    for handed_off in (True, False):
+        if not handed_off:
+            monkeypatch.setattr(AggregationMultigridPC, "rounded", lambda pc: None)
+        del calls[:]
+        ksp, x = solve(csr, n, opts)
+        assert ksp.getConvergedReason() > 0
+        runs.append((values(x), ksp.getIterationNumber(), ksp.getResidualNorm(), len(calls)))
+    (x, its, rnorm, applied), (x_, its_, rnorm_, applied_) = runs
+    assert numpy.array_equal(x, x_) and its == its_ and rnorm == rnorm_
+    assert applied == 0 and applied_ > 0  # fewer than its on a GPU: a captured block replays with no Python
+
+
 class CountedJacobi:
     """Jacobi through a Python PC (so that graphcg applies it through PETSc), counting its applications."""
 
@@ -327,12 +353,18 @@ def test_cuda_steps_match_their_numpy_twins(rng):
         s[4] = 1.0  # ROW: the step writes row 2
         kernels.beta_step(s, xp.asarray([1.0, 3.0, 5.0]), history, False)
         kernels.update_direction(s, p, xp.asarray(b))
+        q = p.copy()
+        kernels.update_direction(s, q, xp.asarray(c, dtype=numpy.float32))  # a float32 cycle's z, as it is
         verdicts = []
         for mode, row in ((0, 0), (1, 2), (1, 1), (2, 1)):  # START, AFTER_ITERATION, RESUME
             s[4] = row
             kernels.loop_test(s, history, 1, 0.5, 0.0, 1e5, 2, mode, 0)
             verdicts.append(float(s[5]))
-        sums[xp.__name__] = [numpy.asarray(v.get() if xp is cupy else v) for v in (total, s, history, x, r, p)]
+        t, u = s.copy(), xp.zeros(3)
+        kernels.direction_step(t, u, (partials, xp.zeros(1, dtype=numpy.uint32), xp.asarray(a),
+                                      xp.asarray(c, dtype=numpy.float32)))
+        sums[xp.__name__] = [numpy.asarray(v.get() if xp is cupy else v)
+                             for v in (total, s, history, x, r, p, q, t, u)]
         sums[xp.__name__].append(numpy.asarray(verdicts))
     for got, want in zip(sums["cupy"], sums["numpy"]):
         numpy.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

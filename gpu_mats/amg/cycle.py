@@ -278,8 +278,23 @@ class Multigrid:
             return
         finest = self.levels[0]
         finest.b[...] = b
-        self._cycle(0, finest.b, finest.x)
+        self.apply_rounded()
         x[...] = finest.x
+
+    def rounded_vectors(self):
+        """(b, x), the finest level's own vectors, where the cycle's are
+        float32 (else None): a caller that rounds its right-hand side into b
+        in a kernel of its own and reads M^-1 b from x calls apply_rounded(),
+        which leaves out apply()'s two roundings, each a launch and a pass."""
+        if self.vector_dtype != numpy.float32:
+            return None
+        finest = self.levels[0]
+        return finest.b, finest.x
+
+    def apply_rounded(self):
+        """x = M^-1 b on the finest level's own vectors (rounded_vectors)."""
+        finest = self.levels[0]
+        self._cycle(0, finest.b, finest.x)
 
     def _cycle(self, k, b, x):
         level = self.levels[k]

@@ -65,7 +65,7 @@ def direction_step(s, sums, dots=None):
     = r . z, beta = (r . z) / rz (0 where rz is 0: a solve's first
     direction) and rz = r . z; FLAG INDEFINITE_PRECONDITIONER where r . z is
     negative or not a number. ``dots``, (partials, arrivals, r, z): sums[0]
-    = r . z first, as alpha_step's."""
+    = r . z first, as alpha_step's; z float64 or float32."""
 
 
 def remove_mean(v, sums):
@@ -93,12 +93,14 @@ def update_iterate(s, x, r, p, w):
     """x += alpha p and r -= alpha w (w = A p), in one pass."""
 
 
-def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None):
+def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None, rounded=None):
     """update_iterate, then record_step of the new r with its dot product
     (``partials``, ``arrivals`` as alpha_step's) and ``test``, in one
     launch that reads r once: the end of an iteration on the
-    unpreconditioned norm, on one rank. The same bits as the two."""
+    unpreconditioned norm, on one rank. The same bits as the two.
+    ``rounded``, a float32 array: r also stored there (the right-hand side
+    of a preconditioner that works in float32: DeviceCG's hand-off)."""
 
 
 def update_direction(s, p, z):
-    """p = z + beta p (p = z where beta is 0: p is not read)."""
+    """p = z + beta p (p = z where beta is 0: p is not read); z float64 or float32."""

@@ -12,9 +12,17 @@ BLOCK, SUM_BLOCK = 256, 1024  # as pcg.cu
 _NULL = numpy.uint64(0)
 
 
+_TYPES = {numpy.dtype(numpy.float64): "double", numpy.dtype(numpy.float32): "float"}  # z's, where a kernel takes both
+TEMPLATES = tuple(f"{kernel}<{z}>" for kernel in ("dots_direction_step", "update_direction") for z in _TYPES.values())
+
+
 @functools.cache
+def _module():
+    return cupy.RawModule(code=pathlib.Path(__file__).with_name("pcg.cu").read_text(), name_expressions=TEMPLATES)
+
+
 def _kernel(name):
-    return cupy.RawModule(code=pathlib.Path(__file__).with_name("pcg.cu").read_text()).get_function(name)
+    return _module().get_function(name)
 
 
 def partial_count(n):
@@ -78,8 +86,8 @@ def direction_step(s, sums, dots=None):
         _kernel("direction_step")((1,), (1,), (s, sums))
         return
     partials, arrivals, r, z = dots
-    _kernel("dots_direction_step")((partials.shape[1],), (BLOCK,), (numpy.int64(r.size), r, z, partials, arrivals,
-                                                                    sums, s))
+    _kernel(f"dots_direction_step<{_TYPES[z.dtype]}>")((partials.shape[1],), (BLOCK,),
+                                                        (numpy.int64(r.size), r, z, partials, arrivals, sums, s))
 
 
 def remove_mean(v, sums):
@@ -110,9 +118,10 @@ def update_iterate(s, x, r, p, w):
         _kernel("update_iterate")((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), s, x, r, p, w))
 
 
-def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None):
+def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None, rounded=None):
     grid = (partials.shape[1],)
-    args = (numpy.int64(x.size), s, x, r, p, w, partials, arrivals, sums, history)
+    args = (numpy.int64(x.size), s, x, r, p, w, _NULL if rounded is None else rounded, partials, arrivals, sums,
+            history)
     if test is None:
         _kernel("update_record_step")(grid, (BLOCK,), args)
         return
@@ -125,4 +134,4 @@ def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=No
 def update_direction(s, p, z):
     n = p.size
     if n:
-        _kernel("update_direction")((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), s, p, z))
+        _kernel(f"update_direction<{_TYPES[z.dtype]}>")((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), s, p, z))

@@ -88,8 +88,10 @@ def update_iterate(s, x, r, p, w):
     r -= s[ALPHA] * w
 
 
-def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None):
+def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None, rounded=None):
     update_iterate(s, x, r, p, w)
+    if rounded is not None:
+        rounded[...] = r
     record_step(s, sums, history, False, (partials, arrivals, r), test)
 
 

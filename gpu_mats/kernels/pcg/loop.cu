@@ -56,11 +56,12 @@ __global__ void dots_test_step(long long n, const double* r, const double* z, do
 
 // update_record_step, then the test after an iteration, by the block that takes the record
 extern "C" __global__ void update_test_step(long long n, double* s, double* x, double* r, const double* p,
-                                            const double* w, double* partials, unsigned int* arrivals, double* sums,
-                                            double* history, int column, double rtol, double atol, double dtol,
-                                            int limit, unsigned long long handle)
+                                            const double* w, float* rounded, double* partials,
+                                            unsigned int* arrivals, double* sums, double* history, int column,
+                                            double rtol, double atol, double dtol, int limit,
+                                            unsigned long long handle)
 {
-    update_partials(n, s, x, r, p, w, partials);
+    update_partials(n, s, x, r, p, w, rounded, partials);
     if (!last_block(arrivals)) return;
     sum_rows(gridDim.x, partials, sums);
     if (threadIdx.x == 0) {

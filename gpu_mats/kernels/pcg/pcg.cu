@@ -34,15 +34,17 @@ __device__ void write_partials(double (*cache)[BLOCK], double* partials)
     }
 }
 
-// Each block's partial sums of x_k . y_k (k < pairs) into partials[k * gridDim.x + block]
-__device__ void block_partials(long long n, int pairs, const double* x0, const double* y0, const double* x1,
+// Each block's partial sums of x_k . y_k (k < pairs) into partials[k * gridDim.x + block]; y0 may be float (a
+// float32 cycle's z, exact in double)
+template <typename Z>
+__device__ void block_partials(long long n, int pairs, const double* x0, const Z* y0, const double* x1,
                                const double* y1, const double* x2, const double* y2, double* partials)
 {
     __shared__ double cache[3][BLOCK];
     double a0 = 0.0, a1 = 0.0, a2 = 0.0;
     const long long stride = static_cast<long long>(gridDim.x) * BLOCK;
     for (long long i = blockIdx.x * static_cast<long long>(BLOCK) + threadIdx.x; i < n; i += stride) {
-        a0 = fma(x0[i], y0[i], a0);
+        a0 = fma(x0[i], static_cast<double>(y0[i]), a0);
         if (pairs > 1) a1 = fma(x1[i], y1[i], a1);
         if (pairs > 2) a2 = fma(x2[i], y2[i], a2);
     }
@@ -51,9 +53,10 @@ __device__ void block_partials(long long n, int pairs, const double* x0, const d
 }
 
 // update_iterate's x += alpha p and r -= alpha w, and the block's partial sum of the new r . r as block_partials
-// leaves r . r's (update_record_step): one pass
+// leaves r . r's (update_record_step): one pass; r also into ``rounded`` as float where it is not null (a float32
+// cycle's right-hand side)
 __device__ void update_partials(long long n, const double* s, double* x, double* r, const double* p,
-                                const double* w, double* partials)
+                                const double* w, float* rounded, double* partials)
 {
     __shared__ double cache[3][BLOCK];
     const double alpha = s[1];
@@ -63,6 +66,7 @@ __device__ void update_partials(long long n, const double* s, double* x, double*
         x[i] = fma(alpha, p[i], x[i]);
         const double ri = fma(-alpha, w[i], r[i]);
         r[i] = ri;
+        if (rounded) rounded[i] = static_cast<float>(ri);
         a0 = fma(ri, ri, a0);
     }
     block_sum3(cache, a0, 0.0, 0.0);
@@ -109,8 +113,8 @@ __device__ void sum_rows(int count, const double* partials, double* sums)
 
 // A step that takes its own dot products (x_k . y_k, k < pairs) in its launch: each block leaves its partial
 // sums, the last block to finish sums them into sums and its first thread takes ``step`` (a lambda).
-template <typename Step>
-__device__ void dots_then(long long n, int pairs, const double* x0, const double* y0, const double* x1,
+template <typename Z, typename Step>
+__device__ void dots_then(long long n, int pairs, const double* x0, const Z* y0, const double* x1,
                           const double* y1, const double* x2, const double* y2, double* partials,
                           unsigned int* arrivals, double* sums, Step step)
 {
@@ -212,19 +216,21 @@ extern "C" __global__ void dots_record_step(long long n, const double* r, double
               [&] { record(s, sums, history, start); });
 }
 
-// r . z and the direction step from it, in one launch of partial_count(n) blocks of BLOCK threads
-extern "C" __global__ void dots_direction_step(long long n, const double* r, const double* z, double* partials,
-                                               unsigned int* arrivals, double* sums, double* s)
+// r . z and the direction step from it, in one launch of partial_count(n) blocks of BLOCK threads; z double or
+// float (a float32 cycle's own output)
+template <typename Z>
+__global__ void dots_direction_step(long long n, const double* r, const Z* z, double* partials,
+                                    unsigned int* arrivals, double* sums, double* s)
 {
     dots_then(n, 1, r, z, nullptr, nullptr, nullptr, nullptr, partials, arrivals, sums, [&] { direction(s, sums); });
 }
 
 // update_iterate, then dots_record_step on the new r, in one launch of partial_count(n) blocks of BLOCK threads
 extern "C" __global__ void update_record_step(long long n, double* s, double* x, double* r, const double* p,
-                                              const double* w, double* partials, unsigned int* arrivals,
-                                              double* sums, double* history)
+                                              const double* w, float* rounded, double* partials,
+                                              unsigned int* arrivals, double* sums, double* history)
 {
-    update_partials(n, s, x, r, p, w, partials);
+    update_partials(n, s, x, r, p, w, rounded, partials);
     if (!last_block(arrivals)) return;
     sum_rows(gridDim.x, partials, sums);
     if (threadIdx.x == 0) record(s, sums, history, 0);
@@ -240,12 +246,14 @@ extern "C" __global__ void update_iterate(long long n, const double* s, double* 
     r[i] = fma(-alpha, w[i], r[i]);
 }
 
-extern "C" __global__ void update_direction(long long n, const double* s, double* p, const double* z)
+template <typename Z>
+__global__ void update_direction(long long n, const double* s, double* p, const Z* z)
 {
     const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     if (i >= n) return;
     const double beta = s[2];
-    p[i] = beta == 0.0 ? z[i] : fma(beta, p[i], z[i]);
+    const double zi = static_cast<double>(z[i]);
+    p[i] = beta == 0.0 ? zi : fma(beta, p[i], zi);
 }
 
 extern "C" __global__ void remove_mean(long long n, const double* sums, double* v)
