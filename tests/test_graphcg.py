@@ -519,7 +519,7 @@ def test_an_update_with_the_record_gives_the_bits_of_the_update_then_the_record(
         for fused in (False, True, True):
             s = xp.asarray([2.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.1, 1e5, 0.0])  # alpha 0.5, row 1, the target 0.1
             sums, history = xp.zeros(3), xp.zeros((4, 3))
-            x_, r_ = xp.asarray(x), xp.asarray(r)
+            x_, r_ = xp.asarray(x).copy(), xp.asarray(r).copy()  # NumPy's asarray would be x and r themselves
             if fused:
                 k.update_record_step(s, sums, history, x_, r_, xp.asarray(p), xp.asarray(w), partials, arrivals,
                                      test)
