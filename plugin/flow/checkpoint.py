@@ -8,6 +8,9 @@ cell's number and N + k, N the number of cells, k its place among that
 cell's outflow faces in the geometry's boundary order). A run may restart on any
 number of ranks and on either backend (the file holds host arrays); a face
 whose cells come in the other order there has its normal velocity negated.
+With Crank-Nicolson the momentum solve's implicit share (FlowState.implicit)
+is kept too, so that a restart's first solve starts from the guess the
+uninterrupted run's would (a file without it: from zero).
 
 A file is written under a temporary name and renamed into place, so a run
 killed at any moment leaves the last complete checkpoint readable. The grid
@@ -33,6 +36,7 @@ class CheckpointError(ValueError):
 
 
 CELL_FIELDS = ("u", "u_old", "p", "p_old")
+OPTIONAL_CELL_FIELDS = ("implicit",)  # FlowState.implicit, where a momentum solve keeps it (zero where not stored)
 FACE_FIELDS = ("u_s",)
 SCALARS = ("t", "step", "dt_old")
 
@@ -81,7 +85,7 @@ class _Numbering:
         if parts is None:
             return None
         cells = {}
-        for name in CELL_FIELDS:
+        for name in parts[0].keys() - FACE_FIELDS:
             cells[name] = numpy.empty(parts[0][name].shape[:-1] + (self.num_cells,))
             for numbers, part in zip(self.cells, parts, strict=True):
                 cells[name][..., numbers] = part[name]
@@ -123,7 +127,8 @@ def _find_pairs(stored, wanted):
 def save(path, comm, xp, state, operators, extra):
     """Write ``state`` of ``operators`` (a FlowOperators: its geometry and flux
     faces) and the scalars in ``extra`` to ``path``; collective."""
-    gathered = _Numbering(operators, comm).gather(xp, {name: getattr(state, name) for name in CELL_FIELDS + FACE_FIELDS})
+    names = CELL_FIELDS + FACE_FIELDS + tuple(n for n in OPTIONAL_CELL_FIELDS if getattr(state, n) is not None)
+    gathered = _Numbering(operators, comm).gather(xp, {name: getattr(state, name) for name in names})
     grid = fingerprint(operators.geometry, comm)
     problem = ""
     if comm.Get_rank() == 0:
@@ -177,7 +182,8 @@ def load(path, comm, operators, state, xp):
     if problem:
         raise CheckpointError(problem)
     for name, piece in comm.scatter(pieces, root=0).items():
-        getattr(state, name)[...] = xp.asarray(piece)
+        if getattr(state, name) is not None:  # an optional field this run does not keep
+            getattr(state, name)[...] = xp.asarray(piece)
     scalars = comm.bcast(scalars, root=0)
     state.t, state.step, state.dt_old = scalars.pop("t"), int(scalars.pop("step")), scalars.pop("dt_old")
     for name in ("format", "grid"):
@@ -189,9 +195,9 @@ def _read(path):
     with h5py.File(path, "r") as stored:
         scalars = {name: value.item() if numpy.ndim(value) == 0 else value for name, value in stored.attrs.items()}
         arrays = {name: stored[name][...] for name in
-                  [f"cells/{f}" for f in CELL_FIELDS] + ["faces/cells"] + [f"faces/{f}" for f in FACE_FIELDS]
-                  if name in stored}
-    cells = {name: arrays[f"cells/{name}"] for name in CELL_FIELDS if f"cells/{name}" in arrays}
+                  [f"cells/{f}" for f in CELL_FIELDS + OPTIONAL_CELL_FIELDS] + ["faces/cells"] +
+                  [f"faces/{f}" for f in FACE_FIELDS] if name in stored}
+    cells = {name: arrays[f"cells/{name}"] for name in CELL_FIELDS + OPTIONAL_CELL_FIELDS if f"cells/{name}" in arrays}
     faces = {name: arrays[f"faces/{name}"] for name in FACE_FIELDS if f"faces/{name}" in arrays}
     return cells, arrays.get("faces/cells"), faces, scalars
 

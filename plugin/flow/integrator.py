@@ -12,7 +12,9 @@ One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step 
          (Omega + dt/2 D) (u^p + G q*) = Omega (u^ + G q*), q* = -dt p* the pressure
          guess below: incremental pressure correction (van Kan 1986), so that a
          steady state solves the steady equations whatever dt (without G q*
-         it would be off by dt/2 Omega^-1 D G p, largest at walls)
+         it would be off by dt/2 Omega^-1 D G p, largest at walls); the solve
+         starts from u^ + G q* + r (its solution less that start at the step
+         before: FlowState.implicit)
   g    = theta ((Gamma + K) G q* - (Gs + T G) q*)   with Crank-Nicolson (-flow_implicit_rhie_chow, the
                                                  symmetric scheme's default): the
          theta = a / (1 + a), a = dim nu dt / delta^2   guess reaches the face velocities through the face
@@ -81,7 +83,11 @@ from petsc_ext.arrays import get_array, restore_array
 class FlowState:
     """A time level: u^n and u^{n-1} ((dim, n) arrays of the rank's cells),
     u_s^n (its faces), p^n and p^{n-1}, the time, the step number and the
-    last step size."""
+    last step size; with Crank-Nicolson ``implicit``, the momentum solve's
+    own share of the step that made u^n (its solution less the guess's
+    start u^ + G q*; zero where no solve made it: a first step, a
+    restart), which the next solve's guess adds (None without a momentum
+    solve)."""
 
     u: object
     u_old: object
@@ -91,6 +97,7 @@ class FlowState:
     t: float
     step: int
     dt_old: float
+    implicit: object = None
 
 
 class PhaseTimer:
@@ -261,7 +268,7 @@ class FractionalStep:
         self._one_rank = self.comm.Get_size() == 1  # global values need no reduction
         dim, n, faces = ops.dim, ops.geometry.num_cells, ops.num_faces
         self.shape = (dim, n)
-        self.u_star, self.rate, self.u_hat = (xp.empty(self.shape) for _ in range(3))
+        self.u_star, self.rate, self.u_hat, self.momentum_rhs = (xp.empty(self.shape) for _ in range(4))
         self.gradient, self.w = xp.empty(self.shape), xp.empty(faces)
         self.cell_scratch, self.face_scratch, self.q_guess = xp.empty(n), xp.empty(faces), xp.empty(n)
         self.boundary = BoundarySources(ops, xp)
@@ -310,6 +317,8 @@ class FractionalStep:
         self._velocity = [xp.zeros(self.shape) for _ in range(2 + depth)]
         self._faces = [xp.zeros(self.matrices.ops.num_faces) for _ in range(2 + depth)]
         self._pressure = [xp.zeros(n) for _ in range(2 + depth)]
+        # FlowState.implicit beside each velocity buffer, so that a step writes the one beside its u^{n+1}
+        self._implicit = {address(u): xp.zeros(self.shape) for u in self._velocity} if self.momentum_ksp else None
         self._known_buffers, self._last_key = [], None  # of states made before (_buffers, _graph_key)
 
     def _capturable(self):
@@ -363,6 +372,9 @@ class FractionalStep:
         if u is not None:
             state.u[...] = self.xp.asarray(u)
         state.u_old[...] = state.u
+        if self._implicit is not None:
+            state.implicit = self._implicit_of(state.u)
+            state.implicit.fill(0.0)
         self.matrices.Gamma(state.u.ravel(), state.u_s)
         return state
 
@@ -411,7 +423,7 @@ class FractionalStep:
             self._wait_for(ahead)
             self._launch_graph(state, dt, key)
         u_p, u_s, p = self._targets(state)
-        new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
+        new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt, self._implicit_of(u_p))
         if more:
             next_key = self._graph_key(new, dt)
             if self.step_graphs.captured(*next_key):
@@ -510,7 +522,7 @@ class FractionalStep:
                 m.G(self.q_guess, self.gradient.ravel())
                 k.three_term(self.u_hat.ravel(), 1.0, self.u_hat.ravel(), 1.0, self.gradient.ravel(), 0.0,
                              self.u_hat.ravel())
-                self._solve_momentum(u_p, queued)
+                self._solve_momentum(state, u_p, r, queued)
                 k.three_term(u_p.ravel(), 1.0, u_p.ravel(), -1.0, self.gradient.ravel(), 0.0, u_p.ravel())
                 if self.guess_faces is not None:
                     self._guess_at_faces(dt)
@@ -525,7 +537,7 @@ class FractionalStep:
                     self.forcing.hold(u_p, u_s, dt)
         finally:  # also where a capture refused the work (PETSc's array must go back)
             restore_array(self.q, "r")
-        new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt)
+        new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt, self._implicit_of(u_p))
         if queued:
             self._queue_rate(u_s)
             if self.track_change:
@@ -578,23 +590,33 @@ class FractionalStep:
         restore_array(self.q, "r")
         state.u_old[...] = state.u
 
-    def _solve_momentum(self, u_p, queued=False):
+    def _solve_momentum(self, state, u_p, r, queued=False):
         """Every component in one solve (the momentum matrix holds a block per
-        component), from u^; the right-hand side Omega u^ (the matrix is
-        Omega + dt/2 D), written over u^. ``queued``: into a step's graph."""
-        ksp = self.momentum_ksp
-        u_p[...] = self.u_hat  # initial guess
-        self.u_hat *= self.volumes
+        component) of (Omega + dt/2 D) y = Omega y^, y^ = u^ (+ G q*) in
+        u_hat, from y^ + r state.implicit (r = dt / dt_old: the last step's
+        implicit share, about dt/2 Omega^-1 D y^, scaled to this dt), which
+        leaves the solve only the change of that share since the last step.
+        The new state's implicit share, y - y^, goes beside u_p. ``queued``:
+        into a step's graph."""
+        ksp, k = self.momentum_ksp, self.updates
+        u_hat, rhs, share = self.u_hat.ravel(), self.momentum_rhs.ravel(), self._implicit_of(u_p).ravel()
+        k.three_term(u_p.ravel(), 1.0, u_hat, r, state.implicit.ravel(), 0.0, u_hat)  # the guess
+        self.xp.multiply(self.u_hat, self.volumes, out=self.momentum_rhs)
         if queued:
-            ksp.getPythonContext().queue(ksp, self.u_hat.ravel(), u_p.ravel(), 0)
-            return
-        b, x = self.matrices.vecs(self.u_hat.ravel()), self.matrices.vecs(u_p.ravel())
-        mark_written(b)
-        mark_written(x)
-        ksp.solve(b, x)
-        _check(ksp, "momentum")
-        mark_read(x)
-        self.momentum_iterations = ksp.getIterationNumber()
+            ksp.getPythonContext().queue(ksp, rhs, u_p.ravel(), 0)
+        else:
+            b, x = self.matrices.vecs(rhs), self.matrices.vecs(u_p.ravel())
+            mark_written(b)
+            mark_written(x)
+            ksp.solve(b, x)
+            _check(ksp, "momentum")
+            mark_read(x)
+            self.momentum_iterations = ksp.getIterationNumber()
+        k.three_term(share, 1.0, u_p.ravel(), -1.0, u_hat, 0.0, u_hat)
+
+    def _implicit_of(self, u):
+        """The FlowState.implicit buffer beside the velocity buffer u (None without a momentum solve)."""
+        return None if self._implicit is None else self._implicit[address(u)]
 
     def velocity_gradients(self, u, t):
         """(dim * dim, n): the cell gradient of each component of u (the held velocities at time t)."""
