@@ -441,7 +441,8 @@ def test_steps_launched_ahead_are_the_steps_waited_for_and_spare_the_state_befor
     state = solver.initial_state()
     for _ in range(14):  # every arrangement of the buffers run once: the next steps are launched ahead
         state = stepper.advance(state, 0.002, more=True)
-    kept = {name: getattr(state, name).copy() for name in ("u", "u_old", "u_s", "p", "p_old", "implicit")}
+    kept = {name: getattr(state, name).copy()
+            for name in ("u", "u_old", "u_s", "p", "p_old", "implicit", "implicit_old")}
     taken = stepper.steps_ahead
     new = stepper.advance(state, 0.002, more=True)  # taken from ahead; the next launched ahead before new is judged
     assert stepper.steps_ahead == taken + 1 and stepper._ahead is not None

@@ -8,9 +8,9 @@ cell's number and N + k, N the number of cells, k its place among that
 cell's outflow faces in the geometry's boundary order). A run may restart on any
 number of ranks and on either backend (the file holds host arrays); a face
 whose cells come in the other order there has its normal velocity negated.
-With Crank-Nicolson the momentum solve's implicit share (FlowState.implicit)
-is kept too, so that a restart's first solve starts from the guess the
-uninterrupted run's would (a file without it: from zero).
+With Crank-Nicolson the momentum solve's implicit shares (FlowState.implicit
+and implicit_old) are kept too, so that a restart's solves start from the
+guesses the uninterrupted run's would (a file without them: from zero).
 
 A file is written under a temporary name and renamed into place, so a run
 killed at any moment leaves the last complete checkpoint readable. The grid
@@ -36,7 +36,7 @@ class CheckpointError(ValueError):
 
 
 CELL_FIELDS = ("u", "u_old", "p", "p_old")
-OPTIONAL_CELL_FIELDS = ("implicit",)  # FlowState.implicit, where a momentum solve keeps it (zero where not stored)
+OPTIONAL_CELL_FIELDS = ("implicit", "implicit_old")  # FlowState's, where a momentum solve keeps them (else zero)
 FACE_FIELDS = ("u_s",)
 SCALARS = ("t", "step", "dt_old")
 

@@ -13,8 +13,8 @@ One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step 
          guess below: incremental pressure correction (van Kan 1986), so that a
          steady state solves the steady equations whatever dt (without G q*
          it would be off by dt/2 Omega^-1 D G p, largest at walls); the solve
-         starts from u^ + G q* + r (its solution less that start at the step
-         before: FlowState.implicit)
+         starts from u^ + G q* plus its implicit share (solution less start)
+         extrapolated from the last two steps' (FlowState.implicit)
   g    = theta ((Gamma + K) G q* - (Gs + T G) q*)   with Crank-Nicolson (-flow_implicit_rhie_chow, the
                                                  symmetric scheme's default): the
          theta = a / (1 + a), a = dim nu dt / delta^2   guess reaches the face velocities through the face
@@ -83,11 +83,11 @@ from petsc_ext.arrays import get_array, restore_array
 class FlowState:
     """A time level: u^n and u^{n-1} ((dim, n) arrays of the rank's cells),
     u_s^n (its faces), p^n and p^{n-1}, the time, the step number and the
-    last step size; with Crank-Nicolson ``implicit``, the momentum solve's
-    own share of the step that made u^n (its solution less the guess's
-    start u^ + G q*; zero where no solve made it: a first step, a
-    restart), which the next solve's guess adds (None without a momentum
-    solve)."""
+    last step size; with Crank-Nicolson ``implicit`` and ``implicit_old``,
+    the momentum solve's own share of the steps that made u^n and u^{n-1}
+    (a solve's solution less its start u^ + G q*; zero where no solve made
+    it: a first step, a restart from a file without them), which the next
+    solve's guess extrapolates (None without a momentum solve)."""
 
     u: object
     u_old: object
@@ -98,6 +98,7 @@ class FlowState:
     step: int
     dt_old: float
     implicit: object = None
+    implicit_old: object = None
 
 
 class PhaseTimer:
@@ -373,8 +374,9 @@ class FractionalStep:
             state.u[...] = self.xp.asarray(u)
         state.u_old[...] = state.u
         if self._implicit is not None:
-            state.implicit = self._implicit_of(state.u)
+            state.implicit, state.implicit_old = self._implicit_of(state.u), self._implicit_of(state.u_old)
             state.implicit.fill(0.0)
+            state.implicit_old.fill(0.0)
         self.matrices.Gamma(state.u.ravel(), state.u_s)
         return state
 
@@ -423,7 +425,8 @@ class FractionalStep:
             self._wait_for(ahead)
             self._launch_graph(state, dt, key)
         u_p, u_s, p = self._targets(state)
-        new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt, self._implicit_of(u_p))
+        new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt, self._implicit_of(u_p),
+                        state.implicit)
         if more:
             next_key = self._graph_key(new, dt)
             if self.step_graphs.captured(*next_key):
@@ -537,7 +540,8 @@ class FractionalStep:
                     self.forcing.hold(u_p, u_s, dt)
         finally:  # also where a capture refused the work (PETSc's array must go back)
             restore_array(self.q, "r")
-        new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt, self._implicit_of(u_p))
+        new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt, self._implicit_of(u_p),
+                        state.implicit)
         if queued:
             self._queue_rate(u_s)
             if self.track_change:
@@ -593,14 +597,20 @@ class FractionalStep:
     def _solve_momentum(self, state, u_p, r, queued=False):
         """Every component in one solve (the momentum matrix holds a block per
         component) of (Omega + dt/2 D) y = Omega y^, y^ = u^ (+ G q*) in
-        u_hat, from y^ + r state.implicit (r = dt / dt_old: the last step's
-        implicit share, about dt/2 Omega^-1 D y^, scaled to this dt), which
-        leaves the solve only the change of that share since the last step.
-        The new state's implicit share, y - y^, goes beside u_p. ``queued``:
-        into a step's graph."""
+        u_hat, from y^ plus the implicit share y - y^ (about dt/2 Omega^-1 D
+        y^) of this step guessed from the last two steps' (state.implicit,
+        implicit_old): each share over its step extrapolated linearly in
+        time to this one, r = dt / dt_old (from the second step: the last
+        share alone, times r). The solve is left the guess's error. The new
+        state's implicit share goes beside u_p. ``queued``: into a step's
+        graph."""
         ksp, k = self.momentum_ksp, self.updates
         u_hat, rhs, share = self.u_hat.ravel(), self.momentum_rhs.ravel(), self._implicit_of(u_p).ravel()
-        k.three_term(u_p.ravel(), 1.0, u_hat, r, state.implicit.ravel(), 0.0, u_hat)  # the guess
+        last, older = state.implicit.ravel(), state.implicit_old.ravel()
+        if state.step >= 2:  # both shares made by solves
+            k.three_term(u_p.ravel(), 1.0, u_hat, r * (1.0 + r), last, -r * r, older)
+        else:
+            k.three_term(u_p.ravel(), 1.0, u_hat, r, last, 0.0, older)
         self.xp.multiply(self.u_hat, self.volumes, out=self.momentum_rhs)
         if queued:
             ksp.getPythonContext().queue(ksp, rhs, u_p.ravel(), 0)
