@@ -606,11 +606,9 @@ class FractionalStep:
         graph."""
         ksp, k = self.momentum_ksp, self.updates
         u_hat, rhs, share = self.u_hat.ravel(), self.momentum_rhs.ravel(), self._implicit_of(u_p).ravel()
-        last, older = state.implicit.ravel(), state.implicit_old.ravel()
-        if state.step >= 2:  # both shares made by solves
-            k.three_term(u_p.ravel(), 1.0, u_hat, r * (1.0 + r), last, -r * r, older)
-        else:
-            k.three_term(u_p.ravel(), 1.0, u_hat, r, last, 0.0, older)
+        extrapolated = state.step >= 2  # both shares made by solves
+        k.three_term(u_p.ravel(), 1.0, u_hat, r * (1.0 + r) if extrapolated else r, state.implicit.ravel(),
+                     -r * r if extrapolated else 0.0, state.implicit_old.ravel())
         self.xp.multiply(self.u_hat, self.volumes, out=self.momentum_rhs)
         if queued:
             ksp.getPythonContext().queue(ksp, rhs, u_p.ravel(), 0)

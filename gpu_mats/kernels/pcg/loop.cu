@@ -61,11 +61,8 @@ extern "C" __global__ void update_test_step(long long n, double* s, double* x, d
                                             double rtol, double atol, double dtol, int limit,
                                             unsigned long long handle)
 {
-    update_partials(n, s, x, r, p, w, rounded, partials);
-    if (!last_block(arrivals)) return;
-    sum_rows(gridDim.x, partials, sums);
-    if (threadIdx.x == 0) {
+    update_then(n, s, x, r, p, w, rounded, partials, arrivals, sums, [&] {
         record(s, sums, history, 0);
         verdict(s, history, column, rtol, atol, dtol, limit, AFTER_ITERATION, handle);
-    }
+    });
 }

@@ -124,6 +124,17 @@ __device__ void dots_then(long long n, int pairs, const double* x0, const Z* y0,
     if (threadIdx.x == 0) step();
 }
 
+// update_partials' pass, then as dots_then: the last block sums the partials of r . r and takes ``step``
+template <typename Step>
+__device__ void update_then(long long n, double* s, double* x, double* r, const double* p, const double* w,
+                            float* rounded, double* partials, unsigned int* arrivals, double* sums, Step step)
+{
+    update_partials(n, s, x, r, p, w, rounded, partials);
+    if (!last_block(arrivals)) return;
+    sum_rows(gridDim.x, partials, sums);
+    if (threadIdx.x == 0) step();
+}
+
 __device__ void alpha(double* s, const double* sums)
 {
     const double pap = sums[0];
@@ -230,10 +241,7 @@ extern "C" __global__ void update_record_step(long long n, double* s, double* x,
                                               const double* w, float* rounded, double* partials,
                                               unsigned int* arrivals, double* sums, double* history)
 {
-    update_partials(n, s, x, r, p, w, rounded, partials);
-    if (!last_block(arrivals)) return;
-    sum_rows(gridDim.x, partials, sums);
-    if (threadIdx.x == 0) record(s, sums, history, 0);
+    update_then(n, s, x, r, p, w, rounded, partials, arrivals, sums, [&] { record(s, sums, history, 0); });
 }
 
 extern "C" __global__ void update_iterate(long long n, const double* s, double* x, double* r, const double* p,
