@@ -42,6 +42,8 @@ NCCL too (gpusell, gpuamg); else on the host by MPI, and launched. The
 loop the device ends is one rank's.
 """
 
+import math
+
 import numpy
 from petsc4py import PETSc
 
@@ -277,14 +279,15 @@ class GraphCG(PythonKSP):
         results = []
         for record in to_host(self.xp, self.records(count)) if copied is None else copied:
             rows, s = DeviceCG.unpack(record)
-            norms = numpy.sqrt(numpy.maximum(rows[:, column], 0.0))
-            for its, rnorm in enumerate(norms):
+            rows = rows.tolist()  # Python floats: a few norms a step, where NumPy's calls cost more than its math
+            for its, row in enumerate(rows):
+                rnorm = math.sqrt(max(row[column], 0.0))  # NaN stays NaN
                 ksp.logConvergenceHistory(rnorm)
                 ksp.monitor(its, rnorm)
             its = len(rows) - 1
-            results.append((its, _verdict(rows[-1], norms[-1], s, atol, its >= max_it)))
+            results.append((its, _verdict(rows[-1], rnorm, s.tolist(), atol, its >= max_it)))
         ksp.setIterationNumber(results[-1][0])
-        ksp.setResidualNorm(norms[-1])
+        ksp.setResidualNorm(rnorm)
         ksp.setConvergedReason(results[-1][1])
         self.last_iterations, self.blocks_run, self.runs = results[-1][0], 1, "a CUDA graph of the caller's"
         return results
@@ -361,7 +364,7 @@ def _flag_reason(flag):
 def _verdict(row, rnorm, s, atol, at_max_it):
     """PETSc's reason for a loop's last norm, from the device's own test
     (its TARGET and DIVERGENCE, which KSPConvergedDefault would compute)."""
-    if not numpy.isfinite(row).all():
+    if not all(math.isfinite(value) for value in row):
         return Reason.DIVERGED_NANORINF
     if s[FLAG]:
         return _flag_reason(s[FLAG])

@@ -63,7 +63,10 @@ class _Watched:
 
 
 def _summed(mpi, local):
-    """The ranks' float64 arrays ``local`` summed, on every rank (a buffer reduction: no pickling, each step)."""
+    """The ranks' float64 arrays ``local`` summed, on every rank (a buffer reduction: no pickling, each step;
+    on one rank none)."""
+    if mpi.Get_size() == 1:
+        return numpy.array(local, dtype=numpy.float64)
     total = numpy.empty_like(local, dtype=numpy.float64)
     mpi.Allreduce(numpy.ascontiguousarray(local, dtype=numpy.float64), total, op=MPI.SUM)
     return total

@@ -200,6 +200,7 @@ class StepReadback:
     def __init__(self, xp, sources):
         self.xp, self.sources = xp, sources
         self._where = {(address(a), a.shape): k for k, a in enumerate(sources)}
+        self._by_id = {id(a): k for k, a in enumerate(sources)}  # the sources themselves, found without address()
         if xp is numpy:  # NumPy's arrays: copies, so that both backends read a step's values as they were
             self.host = [numpy.empty_like(a) for a in sources]
         else:
@@ -210,7 +211,10 @@ class StepReadback:
 
     def copy_of(self, array):
         """The host copy of one of the sources (the same memory: a view made again is found too)."""
-        return self.host[self._where[address(array), array.shape]]
+        k = self._by_id.get(id(array))
+        if k is None or self.sources[k] is not array:
+            k = self._where[address(array), array.shape]
+        return self.host[k]
 
     def matches(self, sources):
         return len(sources) == len(self.sources) and all(address(a) == address(b) and a.shape == b.shape
@@ -298,7 +302,8 @@ class FractionalStep:
         self.step_graphs = keyed_graphs() if self.explicit_graphs is not None and self.step_refusal is None else None
         self.time_levels(1 if self.step_graphs is None else 2)
         self.watchers = []  # see watch()
-        self._graph_made = None  # the face velocities of the state the last step's graph made (its values copied)
+        # the face velocities of the state the last step's graph made, and the readback its values were copied into
+        self._graph_made = self._made_readback = None
         self._change_value = xp.zeros(1)  # max |u^{n+1} - u^n| of a step's graph
         self.track_change = True  # whether a step's graph computes it (a run that stops at no steady state: not)
         # StepReadbacks by the face buffer a step writes, made by the first step queued for a graph: one step
@@ -306,6 +311,7 @@ class FractionalStep:
         # step, launched ahead, runs
         self.readbacks = {}
         self._ahead = None  # (state, _graph_key) of a step launched ahead (advance's ``more``), not waited for yet
+        self._contexts = None  # the KSPs' graphcg contexts, where a step's graph queues the solves
         self.steps_ahead = 0  # steps taken as launched ahead
 
     def time_levels(self, depth):
@@ -320,7 +326,7 @@ class FractionalStep:
         self._pressure = [xp.zeros(n) for _ in range(2 + depth)]
         # FlowState.implicit beside each velocity buffer, so that a step writes the one beside its u^{n+1}
         self._implicit = {address(u): xp.zeros(self.shape) for u in self._velocity} if self.momentum_ksp else None
-        self._known_buffers, self._last_key = [], None  # of states made before (_buffers, _graph_key)
+        self._arrangements, self._last_key = {}, None  # _buffers by the pools' arrays a state holds; _graph_key
 
     def _capturable(self):
         """Whether the explicit part can be captured: on the GPU, every product
@@ -363,7 +369,7 @@ class FractionalStep:
 
     def _copied(self, array):
         """The host copy of one of the arrays the last step's graph read back."""
-        return self.readbacks[address(self._graph_made)].copy_of(array)
+        return self._made_readback.copy_of(array)
 
     def initial_state(self, u=None):
         """u (a (dim, n) host or device array, default at rest) with its face velocities Gamma u."""
@@ -439,8 +445,7 @@ class FractionalStep:
         self.phases.waits += 1
         solves = self._solves()
         results = {}
-        for name, ksp, count in solves:
-            context = ksp.getPythonContext()
+        for (name, ksp, count), context in zip(solves, self._contexts):
             results[name] = context.settle(ksp, count, readback.copy_of(context.records(count)))
         if any(reason == PETSc.KSP.ConvergedReason.ITERATING for runs in results.values() for _, reason in runs):
             self.drop_ahead()
@@ -449,7 +454,7 @@ class FractionalStep:
             _check(ksp, name)
         self.momentum_iterations = sum(its for its, _ in results.get("momentum", ()))
         self.pressure_iterations = sum(its for its, _ in results["pressure"])
-        self._graph_made = u_s
+        self._graph_made, self._made_readback = u_s, readback
         return new
 
     def _solves(self):
@@ -457,23 +462,28 @@ class FractionalStep:
         solves = [("momentum", self.momentum_ksp, 1)] if self.momentum_ksp is not None else []
         return solves + [("pressure", self.pressure_ksp, 1 + self.correctors)]
 
+
     def _targets(self, state):
-        """The buffers a step from ``state`` writes: u^{n+1}, u_s^{n+1}, p^{n+1}
-        (with its graph's arrangement, kept for the two states a step last
-        asked about: the host asks again for each several times a step)."""
+        """The buffers a step from ``state`` writes: u^{n+1}, u_s^{n+1}, p^{n+1}."""
         return self._buffers(state)[0]
 
     def _buffers(self, state):
-        """(_targets, the arrangement of the buffers) of ``state``."""
-        for known, buffers in self._known_buffers:
-            if known is state:
-                return buffers
-        targets = (self._next(self._velocity, state.u, state.u, state.u_old),
-                   self._next(self._faces, state.u_s, state.u_s),
-                   self._next(self._pressure, state.p, state.p, state.p_old))
-        arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, state.p, state.p_old))
-        self._known_buffers = [*self._known_buffers[-1:], (state, (targets, arrangement))]
-        return targets, arrangement
+        """(_targets, the arrangement of the buffers) of ``state``: worked out
+        once for each arrangement of the time levels' pools, which repeats
+        every few steps, and found again by the identities of the arrays the
+        state holds (the host asks for each state's several times a step)."""
+        arrays = (state.u, state.u_old, state.u_s, state.p, state.p_old)
+        ids = tuple(map(id, arrays))
+        buffers = self._arrangements.get(ids)
+        if buffers is None:
+            targets = (self._next(self._velocity, state.u, state.u, state.u_old),
+                       self._next(self._faces, state.u_s, state.u_s),
+                       self._next(self._pressure, state.p, state.p, state.p_old))
+            buffers = (targets, tuple(address(a) for a in arrays))
+            pools = (self._velocity, self._velocity, self._faces, self._pressure, self._pressure)
+            if all(any(a is b for b in pool) for a, pool in zip(arrays, pools)):  # ids the pools keep alive
+                self._arrangements[ids] = buffers
+        return buffers
 
     def _graph_key(self, state, dt):
         """(key, arrangement) of the step's graph from ``state``: dt, r and the
@@ -482,7 +492,9 @@ class FractionalStep:
         same object while it stays the same, so that the graphs' cache finds
         it by identity."""
         r = dt / (state.dt_old or dt)
-        key = (dt, r, *(ksp.getPythonContext().generation for _, ksp, _ in self._solves()))
+        if self._contexts is None:  # the graphcg contexts the step's graph queues its solves into
+            self._contexts = tuple(ksp.getPythonContext() for _, ksp, _ in self._solves())
+        key = (dt, r, *(context.generation for context in self._contexts))
         if key != self._last_key:
             self._last_key = key
         return self._last_key, (*self._buffers(state)[1], state.step >= 2, len(self.watchers))
