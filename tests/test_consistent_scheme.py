@@ -18,7 +18,7 @@ from plugin.flow.faces import BoundaryFaces, CellPattern, HalfFaces
 from plugin.flow.least_squares import GradientError, least_squares_gradient
 from plugin.flow.mesh import mesh_geometry
 from plugin.flow.operators import FlowOperators, host_matrix
-from plugin.flow.scheme import PARTS, defaults
+from plugin.flow.scheme import PARTS
 from plugin.flow.solver import FlowSolver
 
 SELF = PETSc.COMM_SELF
@@ -138,8 +138,8 @@ def test_a_consistent_flow_keeps_its_face_velocities_divergence_free(correctors)
     with option_defaults("", {"flow_max_steps": 6, "pressure_ksp_rtol": 1e-12, "flow_scheme": "consistent",
                               "flow_pressure_correctors": correctors}):
         solver = FlowSolver(g, SELF, "aij", 0.01, {"lid": Wall(lid), "wall": Wall()})
-    assert solver.scheme_parts == dataclasses.replace(defaults("consistent", 3), pressure_correctors=correctors)
-    assert solver.scheme_parts.skewness_correction and solver.scheme_parts.face_memory  # 3D: with memory
+    assert solver.scheme_parts == dataclasses.replace(PARTS["consistent"], pressure_correctors=correctors)
+    assert solver.scheme_parts.skewness_correction and solver.scheme_parts.face_memory
     state = solver.run(solver.initial_state())
     Ms, u_s = host_matrix(solver.operators.Ms), numpy.asarray(state.u_s)
     assert numpy.isfinite(state.u).all() and abs(Ms @ u_s).max() < 1e-9 * (abs(Ms) @ abs(u_s)).max()

@@ -17,13 +17,16 @@ to the solver's tolerance; the diffusion's face gradients corrected the same
 way; the face interpolation of the velocity corrected for skewness
 (plugin.flow.corrections). Omega G = -M^T no longer holds: the projection
 no longer conserves kinetic energy exactly, and no longer is one: repeated,
-it can amplify a velocity on tetrahedra (with the skewness correction,
-BENCHMARKS.md). In 3D the consistent scheme therefore
-gives the face velocities a memory (-flow_face_memory, plugin.flow.integrator):
-each step's projection then corrects what that step changed and only a
-fraction of what the earlier ones left, and flows on tetrahedra settle. On a
-box every correction is zero and least squares is Green-Gauss: both schemes
-are the same operators.
+it amplifies some velocities on tetrahedra (with the skewness correction)
+and damps some on triangles, a little each step, so that what a flow loses
+or gains in a time unit grows with the steps taken in it (BENCHMARKS.md:
+2D-2's lift amplitude fell as dt shrank). The consistent scheme therefore
+gives the face velocities a memory (-flow_face_memory,
+plugin.flow.integrator): each step's projection then corrects what that
+step changed and only a fraction, about nu dt / delta^2, of what the
+earlier ones left, so what it does in a time unit no longer grows as dt
+shrinks, and flows on tetrahedra settle. On a box every correction is zero
+and least squares is Green-Gauss: both schemes are the same operators.
 
 With Crank-Nicolson diffusion the symmetric scheme's face velocities take
 the pressure guess through the face gradient on each face's implicit share
@@ -65,7 +68,7 @@ class Scheme:
 PARTS = {
     "symmetric": Scheme(),
     "consistent": Scheme("least-squares", diffusion_correction=True, pressure_correction=True,
-                         skewness_correction=True, implicit_rhie_chow=False),
+                         skewness_correction=True, face_memory=True, implicit_rhie_chow=False),
 }
 # The scheme part each option sets: option attribute -> Scheme field.
 OPTION_PARTS = {"gradient": "gradient", "nonorthogonal": "diffusion_correction",
@@ -74,13 +77,6 @@ OPTION_PARTS = {"gradient": "gradient", "nonorthogonal": "diffusion_correction",
                 "implicit_rhie_chow": "implicit_rhie_chow", "les": "les"}
 
 
-def defaults(name, dim):
-    """The parts of scheme ``name`` by default in ``dim`` dimensions: in 3D the
-    consistent scheme's face velocities keep a memory, without which flows
-    on gmsh's tetrahedra blew up or never settled (BENCHMARKS.md)."""
-    return replace(PARTS[name], face_memory=True) if name == "consistent" and dim == 3 else PARTS[name]
-
-
-def part_default(attr, scheme_name, dim):
-    """The default of the option ``attr`` (of OPTION_PARTS) under scheme ``scheme_name`` in ``dim`` dimensions."""
-    return getattr(defaults(scheme_name, dim), OPTION_PARTS[attr])
+def part_default(attr, scheme_name):
+    """The default of the option ``attr`` (of OPTION_PARTS) under scheme ``scheme_name``."""
+    return getattr(PARTS[scheme_name], OPTION_PARTS[attr])

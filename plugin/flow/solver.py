@@ -86,10 +86,10 @@ OPTIONS = (
            "gradients, cell gradient -Omega^-1 M^T: the projection conserves kinetic energy; first order or worse "
            "on non-orthogonal cells); consistent: least-squares gradients and the corrections below, second order "
            "on triangles and tetrahedra, Omega G = -M^T given up (energy no longer conserved exactly, and the "
-           "projection no longer one: repeated, it can amplify a velocity on tetrahedra, so in 3D the face "
-           "velocities keep a memory, -flow_face_memory, which holds viscous flows but not inviscid ones: "
-           "those keep the symmetric scheme). Sets the defaults of the options below; on a box both are the "
-           "same operators",
+           "projection no longer one: repeated, it amplifies some velocities on tetrahedra and damps some on "
+           "triangles, more the smaller dt, so the face velocities keep a memory, -flow_face_memory, which holds "
+           "viscous flows but not inviscid ones: those keep the symmetric scheme). Sets the defaults of the "
+           "options below; on a box both are the same operators",
            choices=SCHEMES),
     Option("flow_gradient", "gradient", "green-gauss", "cell gradient of the pressure correction and of the "
            "corrections: green-gauss (-Omega^-1 M^T) or least-squares (exact for linear fields on any cell)",
@@ -242,7 +242,7 @@ class FlowSolver:
                  box=None):
         self.comm, self.mpi = comm, comm.tompi4py()
         for attr, value in read_options(self, OPTIONS, prefix, "Incompressible flow (fractional step)", comm,
-                                        lambda option, chosen: self._default(option, chosen, geometry.dim)).items():
+                                        self._default).items():
             setattr(self, attr, value)
         if self.box_grading and box is None:
             raise OptionError(f"-{prefix}flow_box_grading grades the cells of a DMDA box (FlowSolver.from_dmda); a "
@@ -309,9 +309,9 @@ class FlowSolver:
         self.steps_run, self.pressure_iterations, self.momentum_iterations, self.run_seconds = 0, 0, 0, 0.0
 
     @staticmethod
-    def _default(option, chosen, dim):
-        """An option's default: for a part of the scheme, that of the scheme chosen in ``dim`` dimensions."""
-        return part_default(option.attr, chosen["scheme"], dim) if option.attr in OPTION_PARTS else option.default
+    def _default(option, chosen):
+        """An option's default: for a part of the scheme, that of the scheme chosen."""
+        return part_default(option.attr, chosen["scheme"]) if option.attr in OPTION_PARTS else option.default
 
     @classmethod
     def from_dmda(cls, da, lengths, nu, boundary_conditions=None, origin=None, widths=None):
