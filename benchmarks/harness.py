@@ -13,6 +13,7 @@ import runpy
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy
@@ -158,6 +159,21 @@ def write_json(path, payload, quiet=False):
             json.dump(payload, out, indent=1)
         if not quiet:
             print(f"wrote {path}")
+
+
+def demo_summary(demo, options, timeout=None):
+    """Run the demo ``demo`` (its script and options) with ``options`` more in
+    a process of its own: its summary.json, or what went wrong."""
+    with tempfile.TemporaryDirectory() as directory:
+        command = [sys.executable, *demo, *options, "-flow_output_dir", directory]
+        try:
+            run = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            return {"timed out": timeout, "output": str(exc.stdout or "")[-2000:]}
+        if run.returncode:
+            return {"failed": run.stdout[-2000:] + run.stderr[-2000:]}
+        with open(os.path.join(directory, "summary.json")) as stream:
+            return json.load(stream)
 
 
 def demo_window(demo, warmup, steps, enter, leave):

@@ -12,10 +12,6 @@ Everything after -- is the demo and its options; each variant adds its own
 
 import argparse
 import json
-import os
-import subprocess
-import sys
-import tempfile
 
 import harness
 
@@ -45,18 +41,7 @@ def main():
     demo = [a for a in args.demo if a != "--"]
     results = {"meta": harness.metadata(), "command": demo, "variants": {}}
     for name in args.variants:
-        with tempfile.TemporaryDirectory() as directory:
-            command = [sys.executable, *demo, *VARIANTS[name], "-flow_output_dir", directory]
-            try:
-                run = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
-            except subprocess.TimeoutExpired as exc:
-                results["variants"][name] = {"timed out": args.timeout, "output": str(exc.stdout or "")[-2000:]}
-            else:
-                if run.returncode:
-                    results["variants"][name] = {"failed": run.stdout[-2000:] + run.stderr[-2000:]}
-                else:
-                    with open(os.path.join(directory, "summary.json")) as stream:
-                        results["variants"][name] = json.load(stream)
+        results["variants"][name] = harness.demo_summary(demo, VARIANTS[name], args.timeout)
         print(name, json.dumps(results["variants"][name])[:300], flush=True)
         with open(args.json, "w") as stream:
             json.dump(results, stream, indent=1)

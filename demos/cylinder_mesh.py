@@ -30,16 +30,20 @@ CELLS = ("tetrahedra", "prisms")  # of a 3D mesh
 LAYERS = 20  # of prisms along z at level 0
 
 
-def make(dim, level, path, order=2, cells="tetrahedra"):
+def make(dim, level, path, order=2, cells="tetrahedra", scale=1.0, algorithm=None):
     """Write the channel of ``dim`` at refinement ``level`` to ``path`` (gmsh .msh 4); return its cell
     count. In 3D ``cells`` "prisms" extrudes the 2D mesh of the cross-section at 2D's size (SIZE[2] / 2^K,
     a quarter of it on the cylinder) along z in 20 * 2^K equal layers, so the cells are as orthogonal as
-    2D's triangles; "tetrahedra" meshes the volume at SIZE[3] / 2^K."""
+    2D's triangles; "tetrahedra" meshes the volume at SIZE[3] / 2^K. ``scale`` multiplies the cells'
+    sizes and ``algorithm`` is gmsh's 2D one (Mesh.Algorithm; None: gmsh's default, Frontal-Delaunay):
+    meshes as fine as a level's that place their cells otherwise (benchmarks/mesh_noise.py)."""
     if cells not in CELLS:
         raise ValueError(f"cells must be one of {', '.join(CELLS)}, not {cells!r}")
     prisms = dim == 3 and cells == "prisms"
-    size = SIZE[2 if prisms else dim] / 2**level
+    size = scale * SIZE[2 if prisms else dim] / 2**level
     with gmsh_session.session(f"cylinder{dim}d") as occ:
+        if algorithm is not None:
+            gmsh.option.setNumber("Mesh.Algorithm", algorithm)
         (cx, cy), length = CENTRE[dim], LENGTH[dim]
         if dim == 2 or prisms:
             channel = occ.addRectangle(0, 0, 0, length, HEIGHT)

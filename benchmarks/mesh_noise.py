@@ -1,0 +1,62 @@
+"""How much of a DFG cylinder's result is the mesh's: the demo's mesh of a
+level and meshes as fine that place their cells otherwise (its cell size
+times 0.97 and 1.03, gmsh's Delaunay and MeshAdapt algorithms in place of
+Frontal-Delaunay: demos/cylinder_mesh.make's ``scale`` and ``algorithm``),
+each run with each scheme; the summaries gathered into one JSON file,
+written after every run.
+
+    python benchmarks/mesh_noise.py --level 2 --json mesh-noise.json -- demos/cylinder.py -cyl_case 2d1
+
+Everything after -- is the demo and its options; each run adds -flow_mesh
+and its scheme's options. Needs gmsh (the meshes are made here).
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+import harness
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "demos"))
+import cylinder_mesh  # noqa: E402
+
+MESHES = {  # name: make()'s keyword arguments
+    "the demo's": {},
+    "size x 0.97": {"scale": 0.97},
+    "size x 1.03": {"scale": 1.03},
+    "Delaunay": {"algorithm": 5},
+    "MeshAdapt": {"algorithm": 1},
+}
+SCHEMES = {
+    "symmetric": ["-flow_scheme", "symmetric"],
+    "consistent": ["-flow_scheme", "consistent"],
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", required=True)
+    parser.add_argument("--level", type=int, default=2)
+    parser.add_argument("--meshes", nargs="*", default=list(MESHES), choices=list(MESHES))
+    parser.add_argument("--schemes", nargs="*", default=list(SCHEMES), choices=list(SCHEMES))
+    parser.add_argument("--timeout", type=float, default=None, help="seconds a run may take")
+    parser.add_argument("demo", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    demo = [a for a in args.demo if a != "--"]
+    results = {"meta": harness.metadata(), "command": demo, "level": args.level, "runs": {}}
+    with tempfile.TemporaryDirectory() as directory:
+        for mesh in args.meshes:
+            path = os.path.join(directory, "cylinder.msh")
+            cells = cylinder_mesh.make(2, args.level, path, **MESHES[mesh])
+            for scheme in args.schemes:
+                summary = harness.demo_summary(demo, ["-flow_mesh", path, *SCHEMES[scheme]], args.timeout)
+                results["runs"][f"{mesh}, {scheme}"] = {"cells": cells, **summary}
+                print(f"{mesh} ({cells} cells), {scheme}:", json.dumps(summary.get("relative_errors", summary))[:300],
+                      flush=True)
+                harness.write_json(args.json, results, quiet=True)
+
+
+if __name__ == "__main__":
+    main()
