@@ -17,10 +17,10 @@ to the solver's tolerance; the diffusion's face gradients corrected the same
 way; the face interpolation of the velocity corrected for skewness
 (plugin.flow.corrections). Omega G = -M^T no longer holds: the projection
 no longer conserves kinetic energy exactly, and no longer is one: repeated,
-it amplifies some velocities on tetrahedra (with the skewness correction)
-and damps some on triangles, a little each step, so that what a flow loses
-or gains in a time unit grows with the steps taken in it (BENCHMARKS.md:
-2D-2's lift amplitude fell as dt shrank). The consistent scheme therefore
+it amplifies some velocities on tetrahedra (with the skewness correction),
+and what it takes from a flow a step does not shrink with dt, so that a
+time unit of more steps takes more (BENCHMARKS.md: 2D-2's lift amplitude
+fell as dt shrank). The consistent scheme therefore
 gives the face velocities a memory (-flow_face_memory,
 plugin.flow.integrator): each step's projection then corrects what that
 step changed and only a fraction, about nu dt / delta^2, of what the

@@ -86,8 +86,8 @@ OPTIONS = (
            "gradients, cell gradient -Omega^-1 M^T: the projection conserves kinetic energy; first order or worse "
            "on non-orthogonal cells); consistent: least-squares gradients and the corrections below, second order "
            "on triangles and tetrahedra, Omega G = -M^T given up (energy no longer conserved exactly, and the "
-           "projection no longer one: repeated, it amplifies some velocities on tetrahedra and damps some on "
-           "triangles, more the smaller dt, so the face velocities keep a memory, -flow_face_memory, which holds "
+           "projection no longer one: repeated, it amplifies some velocities on tetrahedra, and what it takes a "
+           "step does not shrink with dt, so the face velocities keep a memory, -flow_face_memory, which holds "
            "viscous flows but not inviscid ones: those keep the symmetric scheme). Sets the defaults of the "
            "options below; on a box both are the same operators",
            choices=SCHEMES),
