@@ -10,7 +10,9 @@ number of ranks and on either backend (the file holds host arrays); a face
 whose cells come in the other order there has its normal velocity negated.
 With Crank-Nicolson the momentum solve's implicit shares (FlowState.implicit
 and implicit_old) are kept too, so that a restart's solves start from the
-guesses the uninterrupted run's would (a file without them: from zero).
+guesses the uninterrupted run's would (a file without them: from zero); and
+the face velocities of the level before (FlowState.u_s_old), which the next
+step's convecting velocities extrapolate (a file without them: u_s's).
 
 A file is written under a temporary name and renamed into place, so a run
 killed at any moment leaves the last complete checkpoint readable. The grid
@@ -38,6 +40,7 @@ class CheckpointError(ValueError):
 CELL_FIELDS = ("u", "u_old", "p", "p_old")
 OPTIONAL_CELL_FIELDS = ("implicit", "implicit_old")  # FlowState's, where a momentum solve keeps them (else zero)
 FACE_FIELDS = ("u_s",)
+OPTIONAL_FACE_FIELDS = ("u_s_old",)  # FlowState's (files before it: u_s taken for it)
 SCALARS = ("t", "step", "dt_old")
 
 
@@ -85,13 +88,14 @@ class _Numbering:
         if parts is None:
             return None
         cells = {}
-        for name in parts[0].keys() - FACE_FIELDS:
+        face_fields = [name for name in FACE_FIELDS + OPTIONAL_FACE_FIELDS if name in parts[0]]
+        for name in parts[0].keys() - set(face_fields):
             cells[name] = numpy.empty(parts[0][name].shape[:-1] + (self.num_cells,))
             for numbers, part in zip(self.cells, parts, strict=True):
                 cells[name][..., numbers] = part[name]
         pairs = numpy.concatenate(self.face_pairs)
         order = numpy.lexsort(pairs.T[::-1])  # by first cell, then second
-        faces = {name: numpy.concatenate([part[name] for part in parts])[order] for name in FACE_FIELDS}
+        faces = {name: numpy.concatenate([part[name] for part in parts])[order] for name in face_fields}
         return cells, pairs[order], faces
 
     def pieces(self, cells, pairs, faces):
@@ -127,7 +131,8 @@ def _find_pairs(stored, wanted):
 def save(path, comm, xp, state, operators, extra):
     """Write ``state`` of ``operators`` (a FlowOperators: its geometry and flux
     faces) and the scalars in ``extra`` to ``path``; collective."""
-    names = CELL_FIELDS + FACE_FIELDS + tuple(n for n in OPTIONAL_CELL_FIELDS if getattr(state, n) is not None)
+    optional = OPTIONAL_CELL_FIELDS + OPTIONAL_FACE_FIELDS
+    names = CELL_FIELDS + FACE_FIELDS + tuple(n for n in optional if getattr(state, n) is not None)
     gathered = _Numbering(operators, comm).gather(xp, {name: getattr(state, name) for name in names})
     grid = fingerprint(operators.geometry, comm)
     problem = ""
@@ -181,9 +186,12 @@ def load(path, comm, operators, state, xp):
     problem = comm.bcast(problem, root=0)
     if problem:
         raise CheckpointError(problem)
-    for name, piece in comm.scatter(pieces, root=0).items():
+    pieces = comm.scatter(pieces, root=0)
+    for name, piece in pieces.items():
         if getattr(state, name) is not None:  # an optional field this run does not keep
             getattr(state, name)[...] = xp.asarray(piece)
+    if state.u_s_old is not None and "u_s_old" not in pieces:  # a file from before it
+        state.u_s_old[...] = state.u_s
     scalars = comm.bcast(scalars, root=0)
     state.t, state.step, state.dt_old = scalars.pop("t"), int(scalars.pop("step")), scalars.pop("dt_old")
     for name in ("format", "grid"):
@@ -196,9 +204,9 @@ def _read(path):
         scalars = {name: value.item() if numpy.ndim(value) == 0 else value for name, value in stored.attrs.items()}
         arrays = {name: stored[name][...] for name in
                   [f"cells/{f}" for f in CELL_FIELDS + OPTIONAL_CELL_FIELDS] + ["faces/cells"] +
-                  [f"faces/{f}" for f in FACE_FIELDS] if name in stored}
+                  [f"faces/{f}" for f in FACE_FIELDS + OPTIONAL_FACE_FIELDS] if name in stored}
     cells = {name: arrays[f"cells/{name}"] for name in CELL_FIELDS + OPTIONAL_CELL_FIELDS if f"cells/{name}" in arrays}
-    faces = {name: arrays[f"faces/{name}"] for name in FACE_FIELDS if f"faces/{name}" in arrays}
+    faces = {name: arrays[f"faces/{name}"] for name in FACE_FIELDS + OPTIONAL_FACE_FIELDS if f"faces/{name}" in arrays}
     return cells, arrays.get("faces/cells"), faces, scalars
 
 

@@ -1,8 +1,13 @@
 """The fractional-step time step of Oyarzún 2015 (Algorithm 1) on arrays.
 
-One step from the state (u^n, u^{n-1}, u_s^n, p^n, p^{n-1}, dt_{n-1}) with step dt:
+One step from the state (u^n, u^{n-1}, u_s^n, u_s^{n-1}, p^n, p^{n-1}, dt_{n-1}) with step dt:
   u*   = (1 + r/2) u^n - (r/2) u^{n-1},  r = dt / dt_{n-1} (one-leg extrapolation)
-  u^   = u^n + dt Omega^-1 (s - C(u_s) u* - K v - S v - N u*)
+  u_s* = (1 + r/2) u_s^n - (r/2) u_s^{n-1}  the convecting face velocities at t + dt/2 too
+                                     (Verstappen and Veldman's one-leg method, JCP 187,
+                                     2003): divergence-free as both are, so C(u_s*) stays
+                                     skew-symmetric; from u_s^n alone convection lags half
+                                     a step, first order in dt
+  u^   = u^n + dt Omega^-1 (s - C(u_s*) u* - K v - S v - N u*)
                                      K v = D u* (explicit diffusion), or D u^n / 2
                                      (Crank-Nicolson); S the slip faces' term, explicit;
                                      N u* = -nu T grad u* the diffusion's non-orthogonal
@@ -83,7 +88,7 @@ from petsc_ext.arrays import get_array, restore_array
 class FlowState:
     """A time level: u^n and u^{n-1} ((dim, n) arrays of the rank's cells),
     u_s^n (its faces), p^n and p^{n-1}, the time, the step number and the
-    last step size; with Crank-Nicolson ``implicit`` and ``implicit_old``,
+    last step size; ``u_s_old``, u_s^{n-1}; with Crank-Nicolson ``implicit`` and ``implicit_old``,
     the momentum solve's own share of the steps that made u^n and u^{n-1}
     (a solve's solution less its start u^ + G q*; zero where no solve made
     it: a first step, a restart from a file without them), which the next
@@ -99,6 +104,7 @@ class FlowState:
     dt_old: float
     implicit: object = None
     implicit_old: object = None
+    u_s_old: object = None
 
 
 class PhaseTimer:
@@ -274,7 +280,7 @@ class FractionalStep:
         dim, n, faces = ops.dim, ops.geometry.num_cells, ops.num_faces
         self.shape = (dim, n)
         self.u_star, self.rate, self.u_hat, self.momentum_rhs = (xp.empty(self.shape) for _ in range(4))
-        self.gradient, self.w = xp.empty(self.shape), xp.empty(faces)
+        self.gradient, self.w, self.convecting = xp.empty(self.shape), xp.empty(faces), xp.empty(faces)  # u_s*
         self.cell_scratch, self.face_scratch, self.q_guess = xp.empty(n), xp.empty(faces), xp.empty(n)
         self.boundary = BoundarySources(ops, xp)
         self.correctors = ops.scheme.pressure_correctors if m.pressure_correction is not None else 0
@@ -375,7 +381,7 @@ class FractionalStep:
         """u (a (dim, n) host or device array, default at rest) with its face velocities Gamma u."""
         # the old levels the last buffers, so that the steps take the pools in turn from the first
         state = FlowState(self._velocity[0], self._velocity[-1], self._faces[0], self._pressure[0], self._pressure[-1],
-                          0.0, 0, 0.0)
+                          0.0, 0, 0.0, u_s_old=self._faces[-1])
         if u is not None:
             state.u[...] = self.xp.asarray(u)
         state.u_old[...] = state.u
@@ -384,6 +390,7 @@ class FractionalStep:
             state.implicit.fill(0.0)
             state.implicit_old.fill(0.0)
         self.matrices.Gamma(state.u.ravel(), state.u_s)
+        state.u_s_old[...] = state.u_s
         return state
 
     @staticmethod
@@ -432,7 +439,7 @@ class FractionalStep:
             self._launch_graph(state, dt, key)
         u_p, u_s, p = self._targets(state)
         new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt, self._implicit_of(u_p),
-                        state.implicit)
+                        state.implicit, state.u_s)
         if more:
             next_key = self._graph_key(new, dt)
             if self.step_graphs.captured(*next_key):
@@ -472,15 +479,15 @@ class FractionalStep:
         once for each arrangement of the time levels' pools, which repeats
         every few steps, and found again by the identities of the arrays the
         state holds (the host asks for each state's several times a step)."""
-        arrays = (state.u, state.u_old, state.u_s, state.p, state.p_old)
+        arrays = (state.u, state.u_old, state.u_s, state.u_s_old, state.p, state.p_old)
         ids = tuple(map(id, arrays))
         buffers = self._arrangements.get(ids)
         if buffers is None:
             targets = (self._next(self._velocity, state.u, state.u, state.u_old),
-                       self._next(self._faces, state.u_s, state.u_s),
+                       self._next(self._faces, state.u_s, state.u_s, state.u_s_old),
                        self._next(self._pressure, state.p, state.p, state.p_old))
             buffers = (targets, tuple(address(a) for a in arrays))
-            pools = (self._velocity, self._velocity, self._faces, self._pressure, self._pressure)
+            pools = (self._velocity, self._velocity, self._faces, self._faces, self._pressure, self._pressure)
             if all(any(a is b for b in pool) for a, pool in zip(arrays, pools)):  # ids the pools keep alive
                 self._arrangements[ids] = buffers
         return buffers
@@ -529,7 +536,7 @@ class FractionalStep:
             if self.explicit_graphs is None or queued:
                 explicit()
             else:  # a graph per arrangement of the buffers, all dropped when dt or r changes
-                arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, target))
+                arrangement = tuple(address(a) for a in (state.u, state.u_old, state.u_s, state.u_s_old, target))
                 self.explicit_graphs.run((dt, r), arrangement, explicit)
         self._pressure_guess(state, dt, self.q_guess)
         if implicit:
@@ -553,7 +560,7 @@ class FractionalStep:
         finally:  # also where a capture refused the work (PETSc's array must go back)
             restore_array(self.q, "r")
         new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt, self._implicit_of(u_p),
-                        state.implicit)
+                        state.implicit, state.u_s)
         if queued:
             self._queue_rate(u_s)
             if self.track_change:
@@ -577,11 +584,12 @@ class FractionalStep:
         readback.queue()
 
     def _explicit(self, state, dt, r, target, implicit):
-        """target = u^n + dt Omega^-1 (s - C(u_s) u* - K v - S v - N u*): the explicit part of the step."""
+        """target = u^n + dt Omega^-1 (s - C(u_s*) u* - K v - S v - N u*): the explicit part of the step."""
         m, xp, k = self.matrices, self.xp, self.updates
         k.three_term(self.u_star.ravel(), 1 + r / 2, state.u.ravel(), -r / 2, state.u_old.ravel(), 0.0,
                      state.u.ravel())
-        m.refresh_convection(state.u_s)
+        k.three_term(self.convecting, 1 + r / 2, state.u_s, -r / 2, state.u_s_old, 0.0, state.u_s)
+        m.refresh_convection(self.convecting)
         if self.eddy is not None:
             self.eddy.refresh(self.velocity_gradients(state.u, state.t), m)
         diffused = state.u if implicit else self.u_star
@@ -605,6 +613,7 @@ class FractionalStep:
         self._correct(q, state.u, state.u_s, 0.0)
         restore_array(self.q, "r")
         state.u_old[...] = state.u
+        state.u_s_old[...] = state.u_s
 
     def _solve_momentum(self, state, u_p, r, queued=False):
         """Every component in one solve (the momentum matrix holds a block per
