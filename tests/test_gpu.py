@@ -844,7 +844,7 @@ def test_steps_launched_ahead_give_the_bits_of_steps_waited_for():
     solver, state, _ = _cavity_steps("cupy", "implicit", flow_max_steps=50, flow_dt=0.01)
     stepper, lid = solver.stepper, GroupForce(solver, "ymax")
     start = {name: getattr(state, name).copy()
-             for name in ("u", "u_old", "u_s", "p", "p_old", "implicit", "implicit_old")}
+             for name in ("u", "u_old", "u_s", "u_s_old", "p", "p_old", "implicit", "implicit_old")}
     advance, runs = stepper.advance, []
     for ahead in (True, False):
         for name, value in start.items():
