@@ -101,7 +101,8 @@ OPTIONS = (
            "correction, deferred: L stays the two-point Laplacian, the face gradient's correction t . (grad q)_f "
            "of the guess (and of each corrector's q) goes to the right-hand side and to the face velocities"),
     Option("flow_pressure_correctors", "pressure_correctors", 0, "pressure solves per step after the first "
-           "with -flow_pressure_nonorthogonal, each correcting from the last q", low=0, high=10),
+           "with -flow_pressure_nonorthogonal, each correcting from the last q (on fine gmsh tetrahedra the "
+           "iteration can diverge: BENCHMARKS.md)", low=0, high=10),
     Option("flow_skewness", "skewness", False, "the face interpolation of the velocity corrected for "
            "skewness: the normal velocity at the face's centroid, exact for linear velocities"),
     Option("flow_face_memory", "face_memory", False, "the face velocities keep part of their departure "
