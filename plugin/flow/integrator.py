@@ -437,15 +437,13 @@ class FractionalStep:
         else:
             self._wait_for(ahead)
             self._launch_graph(state, dt, key)
-        u_p, u_s, p = self._targets(state)
-        new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt, self._implicit_of(u_p),
-                        state.implicit, state.u_s)
+        new = self._after(state, dt)
         if more:
             next_key = self._graph_key(new, dt)
             if self.step_graphs.captured(*next_key):
                 self._launch_graph(new, dt, next_key)
                 self._ahead = (new, next_key)
-        readback = self.readbacks[address(u_s)]
+        readback = self.readbacks[address(new.u_s)]
         start = time.perf_counter()
         readback.wait()
         self.phases.waited += time.perf_counter() - start
@@ -461,7 +459,7 @@ class FractionalStep:
             _check(ksp, name)
         self.momentum_iterations = sum(its for its, _ in results.get("momentum", ()))
         self.pressure_iterations = sum(its for its, _ in results["pressure"])
-        self._graph_made, self._made_readback = u_s, readback
+        self._graph_made, self._made_readback = new.u_s, readback
         return new
 
     def _solves(self):
@@ -469,6 +467,11 @@ class FractionalStep:
         solves = [("momentum", self.momentum_ksp, 1)] if self.momentum_ksp is not None else []
         return solves + [("pressure", self.pressure_ksp, 1 + self.correctors)]
 
+    def _after(self, state, dt):
+        """The state a step of dt from ``state`` makes, in the buffers it writes (_targets)."""
+        u_p, u_s, p = self._targets(state)
+        return FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt, self._implicit_of(u_p),
+                         state.implicit, state.u_s)
 
     def _targets(self, state):
         """The buffers a step from ``state`` writes: u^{n+1}, u_s^{n+1}, p^{n+1}."""
@@ -559,8 +562,7 @@ class FractionalStep:
                     self.forcing.hold(u_p, u_s, dt)
         finally:  # also where a capture refused the work (PETSc's array must go back)
             restore_array(self.q, "r")
-        new = FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt, self._implicit_of(u_p),
-                        state.implicit, state.u_s)
+        new = self._after(state, dt)
         if queued:
             self._queue_rate(u_s)
             if self.track_change:

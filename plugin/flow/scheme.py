@@ -36,7 +36,7 @@ it off: its corrections blow up at such steps either way, and with it its
 lift on the DFG cylinder came out further off (BENCHMARKS.md).
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 
 SCHEMES = ("symmetric", "consistent")
