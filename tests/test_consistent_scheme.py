@@ -101,7 +101,7 @@ def test_on_a_box_both_schemes_are_the_same_operators(size):
     numpy.testing.assert_allclose(host_matrix(consistent.G).toarray(), host_matrix(symmetric.G).toarray(), rtol=0,
                                   atol=1e-12)
     for correction in (consistent.diffusion_correction, consistent.pressure_correction,
-                       consistent.skewness_correction):
+                       consistent.skewness_correction, consistent.convection_correction):
         assert abs(correction).max() < 1e-12
 
 
@@ -127,6 +127,33 @@ def test_corrected_face_terms_are_exact_for_linear_fields(name):
     face_velocity = ops.Gamma @ u.ravel() + ops.skewness_correction @ gradients.ravel()
     numpy.testing.assert_allclose(face_velocity, numpy.einsum("fe,fe->f", normals, centroids @ A.T + b), rtol=0,
                                   atol=1e-12)
+
+
+@pytest.mark.parametrize("name", GEOMETRIES)
+def test_corrected_convection_carries_the_velocity_at_the_face_centroids(name):
+    """C(u_s) u + Ms (u_s Kc grad u) = sum_f A_f u_s,f u(x_f) out of each
+    cell for a linear u with its exact gradient and any face velocities u_s,
+    summed here face by face (an outflow face carries its cell's velocity)."""
+    g, rng = GEOMETRIES[name], numpy.random.default_rng(11)
+    ops = _operators(g, "consistent", outflow=g.boundary_names["wall"])
+    A, b = rng.standard_normal((g.dim, g.dim)), rng.standard_normal(g.dim)
+    u_s = rng.standard_normal(ops.num_faces)
+    u = (g.centroids @ A.T + b).T
+    gradients = numpy.repeat(A[:, :, None], g.num_cells, axis=2)
+    skewed = (ops.convection_correction @ gradients.ravel()).reshape(g.dim, -1) * u_s
+    Ms, C = host_matrix(ops.Ms), host_matrix(ops.convection(u_s))
+    got = numpy.array([C @ u[e] + Ms @ skewed[e] for e in range(g.dim)])
+
+    expected = numpy.zeros_like(u)
+    for f, (c0, c1) in enumerate(g.face_cells):  # interior faces first among the flux faces
+        flux = g.face_areas[f] * u_s[f] * (A @ (g.centroids[c0] + g.face_centre_offsets[f]) + b)
+        expected[:, c0] += flux
+        expected[:, c1] -= flux
+    out = numpy.flatnonzero(g.boundary_tags == g.boundary_names["wall"])
+    for face, b_face in zip(ops.open_faces, out, strict=True):
+        cell = g.boundary_cells[b_face]
+        expected[:, cell] += g.boundary_areas[b_face] * u_s[face] * u[:, cell]
+    numpy.testing.assert_allclose(got, expected, rtol=0, atol=1e-11 * abs(expected).max())
 
 
 @pytest.mark.parametrize("correctors", [0, 1])

@@ -71,6 +71,26 @@ def skewness_correction(g, f, out, xp):
     return _assembled(parts, (f.count, dim * dim * g.num_global_cells), xp)
 
 
+def convection_correction(g, f, xp):
+    """(dim faces, dim^2 n) Kc: row (e, face) s . ((1 - w) grad u_e,0 + w
+    grad u_e,1) with s = x_f - (x_0 + d / 2), the face centroid's offset from
+    the midpoint of the centroids where C(u_s) takes the convected velocity
+    (u_0 + u_1) / 2: C u + Ms (u_s Kc grad u) is the flux of the velocity at
+    the face centroids, exact for linear velocities. The outflow faces keep
+    their cell's velocity (upwind), as C does."""
+    dim = g.dim
+    rows, first, second, own = _own_faces(g, f, xp)
+    weights = xp.asarray(g.face_weights)[own]
+    skew = xp.asarray(g.face_centre_offsets)[own] - 0.5 * xp.asarray(g.face_offsets)[own]
+    parts = []
+    for e in range(dim):
+        for d in range(dim):
+            k = e * dim + d
+            parts += [(e * f.count + rows, _columns(g, k, dim * dim, first), skew[:, d] * (1 - weights)),
+                      (e * f.count + rows, _columns(g, k, dim * dim, second), skew[:, d] * weights)]
+    return _assembled(parts, (dim * f.count, dim * dim * g.num_global_cells), xp)
+
+
 def diffusion_correction(g, h, held, xp):
     """(dim n, dim^2 n) T: for each velocity component, the flux
     sum_f A_f (n - d / delta) . ((1 - w) grad_i + w grad_j) out of cell i over

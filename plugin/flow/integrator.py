@@ -7,7 +7,9 @@ One step from the state (u^n, u^{n-1}, u_s^n, u_s^{n-1}, p^n, p^{n-1}, dt_{n-1})
                                      2003): divergence-free as both are, so C(u_s*) stays
                                      skew-symmetric; from u_s^n alone convection lags half
                                      a step, first order in dt
-  u^   = u^n + dt Omega^-1 (s - C(u_s*) u* - K v - S v - N u*)
+  u^   = u^n + dt Omega^-1 (s - C(u_s*) u* - X u* - K v - S v - N u*)
+                                     X u* = Ms (u_s* Kc grad u*) moves C's convected velocities
+                                     to the faces' centroids (-flow_convection_skewness), explicit;
                                      K v = D u* (explicit diffusion), or D u^n / 2
                                      (Crank-Nicolson); S the slip faces' term, explicit;
                                      N u* = -nu T grad u* the diffusion's non-orthogonal
@@ -293,6 +295,8 @@ class FractionalStep:
         if self.departure is not None or self.guess_faces is not None:
             self.face_diffusion = xp.asarray(to_host(array_module(ops.face_diffusion), ops.face_diffusion))
         self.velocity_gradient = xp.empty((dim * dim, n)) if m.velocity_gradient is not None else None
+        # Kc grad u* on the faces, one block per component (the convected velocities' correction)
+        self.convected = xp.empty((dim, faces)) if m.convection_correction is not None else None
         self.corrected = xp.zeros(faces) if m.pressure_correction is not None else None  # w + c
         self.volumes = xp.asarray(ops.volumes)
         self.inverse_volume = 1.0 / self.volumes
@@ -586,7 +590,7 @@ class FractionalStep:
         readback.queue()
 
     def _explicit(self, state, dt, r, target, implicit):
-        """target = u^n + dt Omega^-1 (s - C(u_s*) u* - K v - S v - N u*): the explicit part of the step."""
+        """target = u^n + dt Omega^-1 (s - C(u_s*) u* - X u* - K v - S v - N u*): the explicit part of the step."""
         m, xp, k = self.matrices, self.xp, self.updates
         k.three_term(self.u_star.ravel(), 1 + r / 2, state.u.ravel(), -r / 2, state.u_old.ravel(), 0.0,
                      state.u.ravel())
@@ -598,14 +602,27 @@ class FractionalStep:
         m.explicit_rate(self.u_star, diffused, self.rate)
         if m.slip is not None:
             m.slip(diffused.ravel(), self.rate.ravel(), self.rate.ravel())
-        if m.diffusion_correction is not None:  # explicit, on the extrapolated velocity
-            m.diffusion_correction(self.velocity_gradients(self.u_star, state.t + dt / 2).ravel(),
-                                   self.rate.ravel(), self.rate.ravel())
+        if m.diffusion_correction is not None or m.convection_correction is not None:  # explicit, on u*
+            gradients = self.velocity_gradients(self.u_star, state.t + dt / 2).ravel()
+            if m.diffusion_correction is not None:
+                m.diffusion_correction(gradients, self.rate.ravel(), self.rate.ravel())
+            if m.convection_correction is not None:
+                self._convection_correction(gradients)
         xp.multiply(self.inverse_volume, dt, out=self.weight)
         source, _, _ = self.boundary(state.t + dt / 2)
         if self.forcing is not None:
             source = self.forcing.source(source)
         self.flow_kernels.explicit_update(target, state.u, source, self.rate, self.weight)
+
+    def _convection_correction(self, gradients):
+        """rate += Ms (u_s* Kc grad u*), component by component: the convected
+        velocities moved from the midpoints of the centroids to the faces'
+        centroids (plugin.flow.corrections.convection_correction)."""
+        m = self.matrices
+        m.convection_correction(gradients, self.convected.ravel())
+        self.xp.multiply(self.convected, self.convecting, out=self.convected)  # F_f / A_f times the correction
+        for component, faces in enumerate(self.convected):
+            m.Ms(faces, self.rate[component], self.rate[component])
 
     def project(self, state):
         """Make a starting velocity discretely divergence-free in place (u, and

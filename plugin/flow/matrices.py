@@ -63,8 +63,8 @@ class FlowMatrices:
     ``velocity_gradient`` (every velocity component's at once), ``E_D``
     (the eddy viscosities' part of K's values, refresh_diffusion) and
     ``eddy_rate`` (their part of each D_ii / Omega_i),
-    ``diffusion_correction`` (times -nu), ``pressure_correction`` and
-    ``skewness_correction`` (else None), each called as ``product(x, y)`` for
+    ``diffusion_correction`` (times -nu), ``pressure_correction``,
+    ``skewness_correction`` and ``convection_correction`` (else None), each called as ``product(x, y)`` for
     y = A x or ``product(x, y, z)`` for A x + z. ``box``: a DMDA box's
     (shape, periodic), whose stencils serve where they can with
     ``box_stencils`` (``stencils``: the BoxFaceOperators, else None)."""
@@ -104,6 +104,9 @@ class FlowMatrices:
             loop["pressure_correction"] = (ops.pressure_correction, dim * n, "T grad p (pressure face gradient)")
         if ops.skewness_correction is not None:
             loop["skewness_correction"] = (ops.skewness_correction, dim * dim * n, "K grad u (face interpolation)")
+        if ops.convection_correction is not None:
+            loop["convection_correction"] = (ops.convection_correction, dim * dim * n,
+                                             "Kc grad u (convected face velocities)")
         self.stencils = (self._box_stencils(box, 0.5 if implicit_diffusion else 1.0)
                          if box_stencils and pressure_laplacian == "compact" else None)
         if self.stencils is not None:
@@ -125,8 +128,9 @@ class FlowMatrices:
         self.K, self.flux_rate, self.C, self.E, self.E_D, self.eddy_rate = map(
             self._product, ("K", "flux_rate", "C", "E", "E_D", "eddy_rate"))
         self.slip, self.velocity_gradient = map(self._product, ("slip", "velocity_gradient"))
-        self.diffusion_correction, self.pressure_correction, self.skewness_correction = map(
-            self._product, ("diffusion_correction", "pressure_correction", "skewness_correction"))
+        self.diffusion_correction, self.pressure_correction, self.skewness_correction, self.convection_correction = map(
+            self._product, ("diffusion_correction", "pressure_correction", "skewness_correction",
+                            "convection_correction"))
         if self.stencils is not None:
             for name, method in STENCILS.items():
                 setattr(self, name, ArrayOperator(getattr(self.stencils, method), graph_key=("box", name), blocks=True))
@@ -166,7 +170,7 @@ class FlowMatrices:
         the assembled operator on a random vector; else None."""
         ops, g = self.ops, self.ops.geometry
         extras = (ops.slip, ops.velocity_gradient, ops.diffusion_correction, ops.pressure_correction,
-                  ops.skewness_correction, ops.eddy_diffusion)
+                  ops.skewness_correction, ops.convection_correction, ops.eddy_diffusion)
         if (box is None or not self._sell_operators_fit() or any(e is not None for e in extras)
                 or len(ops.open_faces) or not all(isinstance(c, Wall) for c in ops.conditions.values())):
             return None

@@ -56,7 +56,7 @@ normal velocity; inflow faces carry a given one, a source.
           inflows (velocity_gradient_source: the part of those values), zero
           normal gradient across outflows and slip faces; or G with a velocity's
           boundary values (0 on walls at rest, the cell's elsewhere)
-  diffusion_correction, pressure_correction, skewness_correction  the corrections
+  diffusion_correction, pressure_correction, skewness_correction, convection_correction  the corrections
           of the consistent scheme's parts (plugin.flow.corrections); None where off
 
 Every matrix is assembled from the rank's half-faces (a face seen from one of
@@ -200,6 +200,8 @@ class FlowOperators:
                                     if scheme.pressure_correction else None)
         self.skewness_correction = (corrections.skewness_correction(g, f, out, xp)
                                     if scheme.skewness_correction else None)
+        self.convection_correction = (corrections.convection_correction(g, f, xp)
+                                      if scheme.convection_correction else None)
 
     @property
     def num_faces(self):

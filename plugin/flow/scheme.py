@@ -14,8 +14,12 @@ velocities and in every correction; the pressure's face gradient corrected
 for non-orthogonality, deferred to the right-hand side so that L stays the
 symmetric two-point Laplacian and the face velocities stay divergence-free
 to the solver's tolerance; the diffusion's face gradients corrected the same
-way; the face interpolation of the velocity corrected for skewness
-(plugin.flow.corrections). Omega G = -M^T no longer holds: the projection
+way; the face interpolation of the velocity corrected for skewness, and
+the velocity the convection carries through each face taken at the face's
+centroid, not at the midpoint of the centroids (plugin.flow.corrections):
+on tetrahedra the midpoint's O(h) error in every face's momentum flux is
+an O(h) error of the pressure, which takes up the flux's gradient part,
+and the explicit correction makes C no longer skew-symmetric. Omega G = -M^T no longer holds: the projection
 no longer conserves kinetic energy exactly, and no longer is one: repeated,
 it amplifies some velocities on tetrahedra (with the skewness correction),
 and what it takes from a flow a step does not shrink with dt, so that a
@@ -47,13 +51,14 @@ GRADIENTS = ("green-gauss", "least-squares")
 class Scheme:
     """The parts of a discretisation, each an option of its own (-flow_gradient,
     -flow_nonorthogonal, -flow_pressure_nonorthogonal, -flow_skewness,
-    -flow_face_memory, -flow_implicit_rhie_chow) so that what each buys can
+    -flow_convection_skewness, -flow_face_memory, -flow_implicit_rhie_chow) so that what each buys can
     be measured."""
 
     gradient: str = "green-gauss"
     diffusion_correction: bool = False
     pressure_correction: bool = False
     skewness_correction: bool = False
+    convection_correction: bool = False
     pressure_correctors: int = 0
     face_memory: bool = False
     implicit_rhie_chow: bool = True
@@ -62,17 +67,20 @@ class Scheme:
     @property
     def velocity_gradients(self):
         """Whether a step needs cell gradients of the velocity."""
-        return self.diffusion_correction or self.skewness_correction or self.les != "none"
+        return (self.diffusion_correction or self.skewness_correction or self.convection_correction
+                or self.les != "none")
 
 
 PARTS = {
     "symmetric": Scheme(),
     "consistent": Scheme("least-squares", diffusion_correction=True, pressure_correction=True,
-                         skewness_correction=True, face_memory=True, implicit_rhie_chow=False),
+                         skewness_correction=True, convection_correction=True, face_memory=True,
+                         implicit_rhie_chow=False),
 }
 # The scheme part each option sets: option attribute -> Scheme field.
 OPTION_PARTS = {"gradient": "gradient", "nonorthogonal": "diffusion_correction",
                 "pressure_nonorthogonal": "pressure_correction", "skewness": "skewness_correction",
+                "convection_skewness": "convection_correction",
                 "pressure_correctors": "pressure_correctors", "face_memory": "face_memory",
                 "implicit_rhie_chow": "implicit_rhie_chow", "les": "les"}
 
