@@ -88,8 +88,10 @@ def test_a_cell_whose_neighbours_lie_on_a_line_is_refused_by_name():
 
 
 def _operators(g, scheme, outflow=None):
+    """The operators of ``scheme``; "consistent" with every correction, the convected velocities' too."""
+    parts = PARTS[scheme] if scheme == "symmetric" else dataclasses.replace(PARTS[scheme], convection_correction=True)
     conditions = {**walls_at_rest(g), **({outflow: Outflow(0.0)} if outflow is not None else {})}
-    return FlowOperators(g, 0.01, conditions_by_tag(g, conditions), scheme=PARTS[scheme])
+    return FlowOperators(g, 0.01, conditions_by_tag(g, conditions), scheme=parts)
 
 
 @pytest.mark.parametrize("size", [(5, 4), (4, 3, 5)])
@@ -156,16 +158,19 @@ def test_corrected_convection_carries_the_velocity_at_the_face_centroids(name):
     numpy.testing.assert_allclose(got, expected, rtol=0, atol=1e-11 * abs(expected).max())
 
 
-@pytest.mark.parametrize("correctors", [0, 1])
-def test_a_consistent_flow_keeps_its_face_velocities_divergence_free(correctors):
+@pytest.mark.parametrize("correctors, convection", [(0, False), (1, False), (0, True)])
+def test_a_consistent_flow_keeps_its_face_velocities_divergence_free(correctors, convection):
     """The deferred correction goes into the face velocities and the right-hand
-    side alike: Ms u_s = 0 to the solver's tolerance, with or without correctors."""
+    side alike: Ms u_s = 0 to the solver's tolerance, with or without correctors
+    (and with the convected velocities' correction, which the step applies)."""
     g = GEOMETRIES["tetrahedra"]
     lid = tuple(numpy.eye(g.dim)[0])
     with option_defaults("", {"flow_max_steps": 6, "pressure_ksp_rtol": 1e-12, "flow_scheme": "consistent",
-                              "flow_pressure_correctors": correctors}):
+                              "flow_pressure_correctors": correctors, "flow_convection_skewness": convection}):
         solver = FlowSolver(g, SELF, "aij", 0.01, {"lid": Wall(lid), "wall": Wall()})
-    assert solver.scheme_parts == dataclasses.replace(PARTS["consistent"], pressure_correctors=correctors)
+    assert solver.scheme_parts == dataclasses.replace(PARTS["consistent"], pressure_correctors=correctors,
+                                                      convection_correction=convection)
+    assert (solver.stepper.convected is not None) == convection
     assert solver.scheme_parts.skewness_correction and solver.scheme_parts.face_memory
     state = solver.run(solver.initial_state())
     Ms, u_s = host_matrix(solver.operators.Ms), numpy.asarray(state.u_s)

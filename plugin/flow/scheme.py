@@ -14,12 +14,8 @@ velocities and in every correction; the pressure's face gradient corrected
 for non-orthogonality, deferred to the right-hand side so that L stays the
 symmetric two-point Laplacian and the face velocities stay divergence-free
 to the solver's tolerance; the diffusion's face gradients corrected the same
-way; the face interpolation of the velocity corrected for skewness, and
-the velocity the convection carries through each face taken at the face's
-centroid, not at the midpoint of the centroids (plugin.flow.corrections):
-on tetrahedra the midpoint's O(h) error in every face's momentum flux is
-an O(h) error of the pressure, which takes up the flux's gradient part,
-and the explicit correction makes C no longer skew-symmetric. Omega G = -M^T no longer holds: the projection
+way; the face interpolation of the velocity corrected for skewness
+(plugin.flow.corrections). Omega G = -M^T no longer holds: the projection
 no longer conserves kinetic energy exactly, and no longer is one: repeated,
 it amplifies some velocities on tetrahedra (with the skewness correction),
 and what it takes from a flow a step does not shrink with dt, so that a
@@ -31,6 +27,16 @@ step changed and only a fraction, about nu dt / delta^2, of what the
 earlier ones left, so what it does in a time unit no longer grows as dt
 shrinks, and flows on tetrahedra settle. On a box every correction is zero
 and least squares is Green-Gauss: both schemes are the same operators.
+
+The convection still carries the velocity at the midpoint of the two
+centroids, (u_i + u_j) / 2, which keeps C skew-symmetric. On tetrahedra
+that is an O(h) error in every face's momentum flux, and the pressure,
+which takes up the flux error's gradient part, is first order for it.
+-flow_convection_skewness moves the convected velocity to the face's
+centroid by an explicit correction, off by default in both schemes: C
+plus it is no longer skew-symmetric, and its symmetric part, an
+anti-diffusion of size |u| h, made the coarsest DFG tetrahedra blow up
+(BENCHMARKS.md).
 
 With Crank-Nicolson diffusion the symmetric scheme's face velocities take
 the pressure guess through the face gradient on each face's implicit share
@@ -74,8 +80,7 @@ class Scheme:
 PARTS = {
     "symmetric": Scheme(),
     "consistent": Scheme("least-squares", diffusion_correction=True, pressure_correction=True,
-                         skewness_correction=True, convection_correction=True, face_memory=True,
-                         implicit_rhie_chow=False),
+                         skewness_correction=True, face_memory=True, implicit_rhie_chow=False),
 }
 # The scheme part each option sets: option attribute -> Scheme field.
 OPTION_PARTS = {"gradient": "gradient", "nonorthogonal": "diffusion_correction",
