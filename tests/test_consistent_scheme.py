@@ -158,6 +158,20 @@ def test_corrected_convection_carries_the_velocity_at_the_face_centroids(name):
     numpy.testing.assert_allclose(got, expected, rtol=0, atol=1e-11 * abs(expected).max())
 
 
+@pytest.mark.parametrize("name", GEOMETRIES)
+def test_the_convection_correction_takes_face_velocities_up_to_nu_over_the_offset(name):
+    """convection_cap = nu / |x_f - (x_0 + x_1) / 2| on each interior face,
+    unbounded on outflow faces; on a box every face is unbounded."""
+    g = GEOMETRIES[name]
+    ops = _operators(g, "consistent", outflow=g.boundary_names["wall"])
+    offsets = numpy.linalg.norm(g.face_centre_offsets - 0.5 * g.face_offsets, axis=1)
+    assert offsets.min() > 0
+    numpy.testing.assert_allclose(ops.convection_cap[:len(offsets)], 0.01 / offsets, rtol=1e-14, atol=0)
+    assert numpy.isinf(ops.convection_cap[ops.open_faces]).all() and ops.open_faces.size
+    box = _operators(box_geometry((4, 3), (1.0, 2.0), (False, False)), "consistent")
+    assert numpy.isinf(box.convection_cap).all()
+
+
 @pytest.mark.parametrize("correctors, convection", [(0, False), (1, False), (0, True)])
 def test_a_consistent_flow_keeps_its_face_velocities_divergence_free(correctors, convection):
     """The deferred correction goes into the face velocities and the right-hand

@@ -76,8 +76,9 @@ def convection_correction(g, f, xp):
     grad u_e,1) with s = x_f - (x_0 + d / 2), the face centroid's offset from
     the midpoint of the centroids where C(u_s) takes the convected velocity
     (u_0 + u_1) / 2: C u + Ms (u_s Kc grad u) is the flux of the velocity at
-    the face centroids, exact for linear velocities. The outflow faces keep
-    their cell's velocity (upwind), as C does."""
+    the face centroids, exact for linear velocities (the flow caps u_s in
+    it: convection_cap). The outflow faces keep their cell's velocity
+    (upwind), as C does."""
     dim = g.dim
     rows, first, second, own = _own_faces(g, f, xp)
     weights = xp.asarray(g.face_weights)[own]
@@ -89,6 +90,23 @@ def convection_correction(g, f, xp):
             parts += [(e * f.count + rows, _columns(g, k, dim * dim, first), skew[:, d] * (1 - weights)),
                       (e * f.count + rows, _columns(g, k, dim * dim, second), skew[:, d] * weights)]
     return _assembled(parts, (dim * f.count, dim * dim * g.num_global_cells), xp)
+
+
+def convection_cap(g, f, nu, xp):
+    """nu / |s| on the rank's flux faces (inf where s = 0, outflow faces
+    too): the largest face velocity the convection correction takes. Its
+    symmetric part is an anti-diffusion of about |u_s| |s| across each face;
+    capped so, it stays below the face's own diffusion nu, and the cap lifts
+    as the mesh is refined (|s| is O(h)): a cell-Peclet limiter, as
+    OpenFOAM's limited corrections bound theirs by the orthogonal part."""
+    rows, _, _, own = _own_faces(g, f, xp)
+    skew = xp.asarray(g.face_centre_offsets)[own] - 0.5 * xp.asarray(g.face_offsets)[own]
+    offset = xp.zeros(f.count)
+    offset[rows] = xp.sqrt((skew * skew).sum(axis=1))
+    cap = xp.full(f.count, xp.inf)
+    skewed = offset > 0
+    cap[skewed] = nu / offset[skewed]
+    return cap
 
 
 def diffusion_correction(g, h, held, xp):

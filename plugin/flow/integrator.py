@@ -9,7 +9,8 @@ One step from the state (u^n, u^{n-1}, u_s^n, u_s^{n-1}, p^n, p^{n-1}, dt_{n-1})
                                      a step, first order in dt
   u^   = u^n + dt Omega^-1 (s - C(u_s*) u* - X u* - K v - S v - N u*)
                                      X u* = Ms (u_s* Kc grad u*) moves C's convected velocities
-                                     to the faces' centroids (-flow_convection_skewness), explicit;
+                                     to the faces' centroids (-flow_convection_skewness), explicit,
+                                     u_s* capped at nu / |s| in it;
                                      K v = D u* (explicit diffusion), or D u^n / 2
                                      (Crank-Nicolson); S the slip faces' term, explicit;
                                      N u* = -nu T grad u* the diffusion's non-orthogonal
@@ -297,6 +298,9 @@ class FractionalStep:
         self.velocity_gradient = xp.empty((dim * dim, n)) if m.velocity_gradient is not None else None
         # Kc grad u* on the faces, one block per component (the convected velocities' correction)
         self.convected = xp.empty((dim, faces)) if m.convection_correction is not None else None
+        if self.convected is not None:  # the face velocities it takes, capped to [-cap, cap]; their scratch
+            cap = xp.asarray(to_host(array_module(ops.convection_cap), ops.convection_cap))
+            self.convection_bounds, self.capped = (-cap, cap), xp.empty(faces)
         self.corrected = xp.zeros(faces) if m.pressure_correction is not None else None  # w + c
         self.volumes = xp.asarray(ops.volumes)
         self.inverse_volume = 1.0 / self.volumes
@@ -615,12 +619,15 @@ class FractionalStep:
         self.flow_kernels.explicit_update(target, state.u, source, self.rate, self.weight)
 
     def _convection_correction(self, gradients):
-        """rate += Ms (u_s* Kc grad u*), component by component: the convected
-        velocities moved from the midpoints of the centroids to the faces'
-        centroids (plugin.flow.corrections.convection_correction)."""
+        """rate += Ms (u_s* Kc grad u*), component by component, u_s* capped
+        at nu / |s| on each face: the convected velocities moved from the
+        midpoints of the centroids to the faces' centroids
+        (plugin.flow.corrections.convection_correction, convection_cap)."""
         m = self.matrices
         m.convection_correction(gradients, self.convected.ravel())
-        self.xp.multiply(self.convected, self.convecting, out=self.convected)  # F_f / A_f times the correction
+        xp, (low, high) = self.xp, self.convection_bounds
+        xp.minimum(xp.maximum(self.convecting, low, out=self.capped), high, out=self.capped)
+        xp.multiply(self.convected, self.capped, out=self.convected)  # F_f / A_f times the correction
         for component, faces in enumerate(self.convected):
             m.Ms(faces, self.rate[component], self.rate[component])
 

@@ -202,6 +202,7 @@ class FlowOperators:
                                     if scheme.skewness_correction else None)
         self.convection_correction = (corrections.convection_correction(g, f, xp)
                                       if scheme.convection_correction else None)
+        self.convection_cap = corrections.convection_cap(g, f, nu, xp) if scheme.convection_correction else None
 
     @property
     def num_faces(self):
