@@ -107,7 +107,8 @@ OPTIONS = (
            "skewness: the normal velocity at the face's centroid, exact for linear velocities"),
     Option("flow_convection_skewness", "convection_skewness", False, "the convected velocity at each face "
            "taken at the face's centroid, not at the midpoint of its cells' centroids: C(u_s) u plus an "
-           "explicit correction s . (grad u)_f, exact for linear velocities; no longer skew-symmetric"),
+           "explicit correction s . (grad u)_f, exact for linear velocities, the face velocity it takes capped at nu / "
+           "|s|; no longer skew-symmetric"),
     Option("flow_face_memory", "face_memory", False, "the face velocities keep part of their departure "
            "from the interpolated cell velocities from one step to the next, w = Gamma u^p + beta (u_s^n - "
            "Gamma u^n), beta = 1 - Fo / (1 + Fo^2) with Fo = nu dt / delta^2 the face's diffusion number "
