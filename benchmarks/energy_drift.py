@@ -32,6 +32,8 @@ VARIANTS = {
     "least-squares cell gradient only": {"flow_scheme": "symmetric", "flow_gradient": "least-squares"},
     "consistent without face memory": {"flow_scheme": "consistent", "flow_face_memory": False},
     "consistent (3D default: with face memory)": {"flow_scheme": "consistent"},
+    "consistent with the convected velocities' correction": {"flow_scheme": "consistent",
+                                                             "flow_convection_skewness": True},
 }
 
 

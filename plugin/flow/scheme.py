@@ -37,8 +37,7 @@ centroid by an explicit correction, off by default in both schemes: C
 plus it is no longer skew-symmetric, and its symmetric part is an
 anti-diffusion of about |u_s| |s| on each face, which made the coarsest
 DFG tetrahedra blow up until the face velocity it takes was capped at
-nu / |s|; with it 3D-1Z's finest tetrahedra do not settle to the demo's
-steady tolerance (BENCHMARKS.md).
+nu / |s| (BENCHMARKS.md).
 
 With Crank-Nicolson diffusion the symmetric scheme's face velocities take
 the pressure guess through the face gradient on each face's implicit share
