@@ -71,6 +71,11 @@ def skewness_correction(g, f, out, xp):
     return _assembled(parts, (f.count, dim * dim * g.num_global_cells), xp)
 
 
+def _off_midpoint(g, own, xp):
+    """s = x_f - (x_0 + d / 2) of the faces ``own``: each centroid's offset from the midpoint of its cells'."""
+    return xp.asarray(g.face_centre_offsets)[own] - 0.5 * xp.asarray(g.face_offsets)[own]
+
+
 def convection_correction(g, f, xp):
     """(dim faces, dim^2 n) Kc: row (e, face) s . ((1 - w) grad u_e,0 + w
     grad u_e,1) with s = x_f - (x_0 + d / 2), the face centroid's offset from
@@ -81,8 +86,7 @@ def convection_correction(g, f, xp):
     (upwind), as C does."""
     dim = g.dim
     rows, first, second, own = _own_faces(g, f, xp)
-    weights = xp.asarray(g.face_weights)[own]
-    skew = xp.asarray(g.face_centre_offsets)[own] - 0.5 * xp.asarray(g.face_offsets)[own]
+    weights, skew = xp.asarray(g.face_weights)[own], _off_midpoint(g, own, xp)
     parts = []
     for e in range(dim):
         for d in range(dim):
@@ -100,7 +104,7 @@ def convection_cap(g, f, nu, xp):
     as the mesh is refined (|s| is O(h)): a cell-Peclet limiter, as
     OpenFOAM's limited corrections bound theirs by the orthogonal part."""
     rows, _, _, own = _own_faces(g, f, xp)
-    skew = xp.asarray(g.face_centre_offsets)[own] - 0.5 * xp.asarray(g.face_offsets)[own]
+    skew = _off_midpoint(g, own, xp)
     offset = xp.zeros(f.count)
     offset[rows] = xp.sqrt((skew * skew).sum(axis=1))
     cap = xp.full(f.count, xp.inf)
