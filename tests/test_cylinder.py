@@ -161,13 +161,14 @@ def test_3d_prisms_of_second_order_hold_the_channels_volume(tmp_path):
 @pytest.mark.mpi
 @pytest.mark.parametrize("scheme", [{"flow_scheme": "symmetric"},
                                     {"flow_scheme": "consistent", "flow_face_memory": True},
-                                    {"flow_scheme": "consistent", "flow_implicit_rhie_chow": True}])
+                                    {"flow_scheme": "consistent", "flow_implicit_rhie_chow": True},
+                                    {"flow_scheme": "consistent", "flow_convection_skewness": True}])
 def test_forces_and_pressures_on_several_ranks_are_the_serial_ones(tmp_path, scheme):
     """The first 0.1 time units of 2D-1 on the coarsest mesh: the forces and
     pressure difference of every step on all ranks equal those of one rank,
     with either scheme (the consistent one's least-squares wall and probe
     pressures, its face memory, the guess's face term with its skewness and
-    non-orthogonal parts)."""
+    non-orthogonal parts, the convected velocities' correction)."""
     from plugin.flow.distribution import distribute
 
     comm = MPI.COMM_WORLD
