@@ -654,7 +654,6 @@ def _cavity_steps(backend, diffusion, conditions=None, mat_type="gpusell", **ext
     from petsc4py import PETSc
 
     import plugin  # noqa: F401
-    from gpu_mats.backend import to_host
     from petsc_ext.options import option_defaults
     from plugin.flow.boundary import Wall
     from plugin.flow.solver import FlowSolver
@@ -667,7 +666,23 @@ def _cavity_steps(backend, diffusion, conditions=None, mat_type="gpusell", **ext
     with option_defaults("", options):
         solver = FlowSolver.from_dmda(da, (1.0, 1.0), 0.01, conditions or {"ymax": Wall((1.0, 0.0))})
     state = solver.run(solver.initial_state())
-    return solver, state, {name: to_host(solver.xp, getattr(state, name)) for name in ("u", "u_s", "p")}
+    return solver, state, _fields(solver, state)
+
+
+def _fields(solver, state):
+    """u, u_s and p of ``state`` on the host."""
+    from gpu_mats.backend import to_host
+
+    return {name: to_host(solver.xp, getattr(state, name)) for name in ("u", "u_s", "p")}
+
+
+def _assert_same_flow(got, expected, rtol):
+    """Each field of ``got`` within rtol of ``expected``'s largest value (p up to a constant)."""
+    for name, value in expected.items():
+        field = got[name]
+        if name == "p":  # defined up to a constant
+            value, field = value - value.mean(), field - field.mean()
+        assert abs(field - value).max() <= rtol * abs(value).max(), name
 
 
 def test_pressure_multigrid_keeps_its_levels_on_the_gpu():
@@ -682,10 +697,7 @@ def test_pressure_multigrid_keeps_its_levels_on_the_gpu():
         interpolation = pc.getMGInterpolation(level)
         assert interpolation.getType() == ("seqaijgpusell" if level > 1 else "seqaij")
     _, _, reference = _cavity_steps("cupy", "explicit")
-    for name, value in reference.items():
-        if name == "p":  # defined up to a constant
-            value, on_gpu[name] = value - value.mean(), on_gpu[name] - on_gpu[name].mean()
-        assert abs(on_gpu[name] - value).max() <= 1e-8 * abs(value).max(), name
+    _assert_same_flow(on_gpu, reference, 1e-8)
 
 
 @pytest.mark.parametrize("diffusion", ["explicit", "implicit"])
@@ -698,11 +710,7 @@ def test_flow_steps_on_the_gpu_match_numpy_and_stay_on_the_device(diffusion):
     pressure = (solver.stepper.b, solver.stepper.q)
     assert [vec.getOffloadMask() for vec in pressure] == [2, 2]  # PETSC_OFFLOAD_GPU: never copied to the host
     _, _, on_host = _cavity_steps("numpy", diffusion)
-    for name, value in on_host.items():
-        if name == "p":  # defined up to a constant
-            value, on_gpu[name] = value - value.mean(), on_gpu[name] - on_gpu[name].mean()
-        scale = abs(value).max()
-        assert abs(on_gpu[name] - value).max() <= 1e-9 * scale, name
+    _assert_same_flow(on_gpu, on_host, 1e-9)
 
 
 def test_phase_times_on_the_gpu_come_from_events_without_waiting():
@@ -814,7 +822,6 @@ def _tetrahedra_steps(backend):
     from petsc4py import PETSc
 
     import plugin  # noqa: F401
-    from gpu_mats.backend import to_host
     from meshes import unit_mesh
     from petsc_ext.options import option_defaults
     from plugin.flow.boundary import Wall
@@ -828,7 +835,7 @@ def _tetrahedra_steps(backend):
     with option_defaults("", options):
         solver = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"lid": Wall((1.0, 0.0, 0.0)), "wall": Wall()})
     state = solver.run(solver.initial_state())
-    return solver, state, {name: to_host(solver.xp, getattr(state, name)) for name in ("u", "u_s", "p")}
+    return solver, state, _fields(solver, state)
 
 
 def test_the_consistent_scheme_steps_on_the_gpu_as_numpy_and_as_its_graph():
@@ -837,10 +844,7 @@ def test_the_consistent_scheme_steps_on_the_gpu_as_numpy_and_as_its_graph():
     queued launch."""
     solver, state, on_gpu = _tetrahedra_steps("cupy")
     _, _, on_host = _tetrahedra_steps("numpy")
-    for name, value in on_host.items():
-        if name == "p":  # defined up to a constant
-            value, on_gpu[name] = value - value.mean(), on_gpu[name] - on_gpu[name].mean()
-        assert abs(on_gpu[name] - value).max() <= 1e-9 * abs(value).max(), name
+    _assert_same_flow(on_gpu, on_host, 1e-9)
     _captured_step_matches_its_launch(solver, state)
 
 
@@ -939,12 +943,8 @@ def test_a_float32_cycle_on_the_gpu_gives_the_hosts_flow(levels):
     assert solver.pressure_ksp.getPC().getPythonContext().graphs.replays > 0
     _, _, on_host = _cavity_steps("numpy", "explicit", **f32)
     _, _, float64 = _cavity_steps("cupy", "explicit", pressure_pc_type="gpuamg", **levels)
-    for name, value in on_host.items():
-        for other in (on_gpu, float64):
-            got = other[name]
-            if name == "p":  # defined up to a constant
-                value, got = value - value.mean(), got - got.mean()
-            assert abs(got - value).max() <= 1e-8 * abs(value).max(), name
+    for other in (on_gpu, float64):
+        _assert_same_flow(other, on_host, 1e-8)
 
 
 @pytest.mark.parametrize("model, diffusion", [("smagorinsky", "explicit"), ("wale", "explicit"),
@@ -960,11 +960,7 @@ def test_an_eddy_viscosity_on_the_gpu_gives_the_hosts_flow(model, diffusion):
     nu_t = to_host(solver.xp, solver.stepper.eddy.nu_t)
     assert nu_t.max() > 0.0
     numpy.testing.assert_allclose(nu_t, host_solver.stepper.eddy.nu_t, rtol=1e-8, atol=1e-12 * nu_t.max())
-    for name, value in on_host.items():
-        got = on_gpu[name]
-        if name == "p":  # defined up to a constant
-            value, got = value - value.mean(), got - got.mean()
-        assert abs(got - value).max() <= 1e-8 * abs(value).max(), name
+    _assert_same_flow(on_gpu, on_host, 1e-8)
 
 
 @pytest.mark.parametrize("forcing", ["pressure_gradient", "flow_rate"])
