@@ -176,6 +176,18 @@ def demo_summary(demo, options, timeout=None):
             return json.load(stream)
 
 
+def run_demo(demo):
+    """Run the demo ``demo`` (its script and options, as a command line) in this process, as its own
+    ``python`` command would (a failing exit raises)."""
+    sys.argv = list(demo)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(demo[0])))
+    try:
+        runpy.run_path(demo[0], run_name="__main__")
+    except SystemExit as exc:  # a demo's sys.exit(main())
+        if exc.code:
+            raise
+
+
 def demo_window(demo, warmup, steps, enter, leave):
     """Run the demo ``demo`` (its script and options, as a command line) in
     this process, calling ``enter()`` before its step warmup + 1 and
@@ -195,13 +207,8 @@ def demo_window(demo, warmup, steps, enter, leave):
         return advance(stepper, state, dt, more)
 
     FractionalStep.advance = counted
-    sys.argv = list(demo)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(demo[0])))
     try:
-        runpy.run_path(demo[0], run_name="__main__")
-    except SystemExit as exc:  # a demo's sys.exit(main())
-        if exc.code:
-            raise
+        run_demo(demo)
     finally:
         FractionalStep.advance = advance
     if count[0] < warmup + steps + 1:

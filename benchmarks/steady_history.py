@@ -15,11 +15,10 @@ samples follow one.
 """
 
 import argparse
-import os
-import runpy
-import sys
 
 import numpy
+
+import harness
 
 
 def main():
@@ -44,7 +43,7 @@ def main():
     def sampled(stepper, state):
         value = change_rate(stepper, state)
         if last["dt"] is not None and state.dt_old != last["dt"]:
-            lines.append(f"dt: step {state.step}, t {state.t:.6g}: {last['dt']:.6g} -> {state.dt_old:.6g}")
+            lines.append(f"dt: step {state.step}, t {state.t:.6g}: {last['dt']:.10g} -> {state.dt_old:.10g}")
         last["dt"] = state.dt_old
         if state.t >= last["sample"]:
             lines.append(f"change: t {state.t:.3f} step {state.step} max |du/dt| {value:.4e}")
@@ -65,13 +64,8 @@ def main():
         return final
 
     FractionalStep.change_rate, FlowSolver.run = sampled, where
-    sys.argv = demo
-    sys.path.insert(0, os.path.dirname(os.path.abspath(demo[0])))
     try:
-        runpy.run_path(demo[0], run_name="__main__")
-    except SystemExit as exc:  # a demo's sys.exit(main())
-        if exc.code:
-            raise
+        harness.run_demo(demo)
     finally:
         FractionalStep.change_rate, FlowSolver.run = change_rate, run
     report = "\n".join(lines) + "\n"
