@@ -6,6 +6,7 @@ device work is timed with CUDA events, whole PETSc calls by the wall clock
 after a device synchronize.
 """
 
+import argparse
 import datetime
 import json
 import os
@@ -174,6 +175,30 @@ def demo_summary(demo, options, timeout=None):
             return {"failed": run.stdout[-2000:] + run.stderr[-2000:]}
         with open(os.path.join(directory, "summary.json")) as stream:
             return json.load(stream)
+
+
+def demo_arguments(parser, in_process=False):
+    """(args, demo): ``parser``'s arguments and, after them (past a --), the
+    demo's command line, its script and options. ``in_process``: the demo
+    runs in this process (run_demo, demo_window), so PETSc starts now with
+    its options (the demo's own init is then a no-op)."""
+    parser.add_argument("demo", nargs=argparse.REMAINDER, help="the demo and its options, after --")
+    args = parser.parse_args()
+    demo = [a for a in args.demo if a != "--"]
+    if in_process:
+        import petsc4py
+
+        petsc4py.init(demo)
+    return args, demo
+
+
+def write_report(text, path):
+    """``text`` into the file ``path``, or printed where ``path`` is None."""
+    if path is None:
+        print(text, end="")
+        return
+    with open(path, "w") as stream:
+        stream.write(text)
 
 
 def run_demo(demo):

@@ -28,13 +28,7 @@ def main():
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--top", type=int, default=45, help="functions listed by their own time")
     parser.add_argument("--out", help="the report (default: printed)")
-    parser.add_argument("demo", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
-    demo = [a for a in args.demo if a != "--"]
-
-    import petsc4py
-
-    petsc4py.init(demo)  # the demo's options (its own init is then a no-op)
+    args, demo = harness.demo_arguments(parser, in_process=True)
     profile, window = cProfile.Profile(), {}
 
     def enter():
@@ -56,11 +50,7 @@ def main():
     stats.stream = report
     stats.sort_stats("tottime").print_stats(args.top)
     stats.sort_stats("cumulative").print_stats(r"plugin|petsc_ext|gpu_mats|demos", args.top)
-    if args.out is None:
-        print(report.getvalue())
-    else:
-        with open(args.out, "w") as stream:
-            stream.write(report.getvalue())
+    harness.write_report(report.getvalue(), args.out)
 
 
 if __name__ == "__main__":

@@ -42,9 +42,7 @@ def main():
     parser.add_argument("--meshes", nargs="*", default=list(MESHES), choices=list(MESHES))
     parser.add_argument("--schemes", nargs="*", default=list(SCHEMES), choices=list(SCHEMES))
     parser.add_argument("--timeout", type=float, default=None, help="seconds a run may take")
-    parser.add_argument("demo", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
-    demo = [a for a in args.demo if a != "--"]
+    args, demo = harness.demo_arguments(parser)
     results = {"meta": harness.metadata(), "command": demo, "level": args.level, "runs": {}}
     with tempfile.TemporaryDirectory() as directory:
         for mesh in args.meshes:

@@ -39,9 +39,7 @@ def main():
     parser.add_argument("--json", required=True)
     parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--timeout", type=float, default=None, help="seconds a variant may run")
-    parser.add_argument("demo", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
-    demo = [a for a in args.demo if a != "--"]
+    args, demo = harness.demo_arguments(parser)
     results = {"meta": harness.metadata(), "command": demo, "variants": {}}
     for name in args.variants:
         results["variants"][name] = harness.demo_summary(demo, VARIANTS[name], args.timeout)

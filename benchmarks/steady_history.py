@@ -26,13 +26,7 @@ def main():
     parser.add_argument("--every", type=float, default=1.0, help="time between samples")
     parser.add_argument("--cells", type=int, default=12, help="cells listed at the end")
     parser.add_argument("--out", help="the report (default: printed)")
-    parser.add_argument("demo", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
-    demo = [a for a in args.demo if a != "--"]
-
-    import petsc4py
-
-    petsc4py.init(demo)  # the demo's options (its own init is then a no-op)
+    args, demo = harness.demo_arguments(parser, in_process=True)
     from gpu_mats.backend import to_host
     from plugin.flow.integrator import FractionalStep
     from plugin.flow.solver import FlowSolver
@@ -68,12 +62,7 @@ def main():
         harness.run_demo(demo)
     finally:
         FractionalStep.change_rate, FlowSolver.run = change_rate, run
-    report = "\n".join(lines) + "\n"
-    if args.out is None:
-        print(report, end="")
-    else:
-        with open(args.out, "w") as stream:
-            stream.write(report)
+    harness.write_report("\n".join(lines) + "\n", args.out)
 
 
 if __name__ == "__main__":

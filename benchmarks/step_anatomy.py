@@ -28,13 +28,7 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--top", type=int, default=12, help="kernels listed by GPU time")
     parser.add_argument("--json")
-    parser.add_argument("demo", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
-    demo = [a for a in args.demo if a != "--"]
-
-    import petsc4py
-
-    petsc4py.init(demo)  # the demo's options (its own init is then a no-op)
+    args, demo = harness.demo_arguments(parser, in_process=True)
     import cupy
     import torch.profiler
 

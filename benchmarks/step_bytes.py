@@ -88,13 +88,7 @@ def main():
     parser.add_argument("--bandwidth", type=float, help="GB/s: a copy bandwidth to set the bytes against")
     parser.add_argument("--step-ms", type=float, help="a measured step (ms) at that bandwidth's card")
     parser.add_argument("--json")
-    parser.add_argument("demo", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
-    demo = [a for a in args.demo if a != "--"]
-
-    import petsc4py
-
-    petsc4py.init(demo)  # the demo's options (its own init is then a no-op)
+    args, demo = harness.demo_arguments(parser, in_process=True)
     traffic = Traffic()
     for name in FAMILIES:
         traffic.wrap(name)
