@@ -60,7 +60,8 @@ class FlowMatrices:
     ``Ms``, ``Gamma``, ``Gs``, ``G``, ``C``, ``K`` (the explicit part of
     diffusion: D, or D/2 with Crank-Nicolson), ``flux_rate`` and ``E``, and
     where the boundary or the scheme asks for them ``slip``,
-    ``velocity_gradient`` (every velocity component's at once), ``E_D``
+    ``velocity_gradient`` (every velocity component's at once), ``face_pairs``
+    (with a face memory: each flux face's two cells' values summed), ``E_D``
     (the eddy viscosities' part of K's values, refresh_diffusion) and
     ``eddy_rate`` (their part of each D_ii / Omega_i),
     ``diffusion_correction`` (times -nu), ``pressure_correction``,
@@ -107,6 +108,8 @@ class FlowMatrices:
         if ops.convection_correction is not None:
             loop["convection_correction"] = (ops.convection_correction, dim * dim * n,
                                              "Kc grad u (convected face velocities)")
+        if ops.face_pairs is not None:
+            loop["face_pairs"] = (ops.face_pairs, n, "x_i + x_j (each face's two cells)")
         self.stencils = (self._box_stencils(box, 0.5 if implicit_diffusion else 1.0)
                          if box_stencils and pressure_laplacian == "compact" else None)
         if self.stencils is not None:
@@ -127,7 +130,8 @@ class FlowMatrices:
         self.Ms, self.Gamma, self.Gs, self.G = map(self._product, ("Ms", "Gamma", "Gs", "G"))
         self.K, self.flux_rate, self.C, self.E, self.E_D, self.eddy_rate = map(
             self._product, ("K", "flux_rate", "C", "E", "E_D", "eddy_rate"))
-        self.slip, self.velocity_gradient = map(self._product, ("slip", "velocity_gradient"))
+        self.slip, self.velocity_gradient, self.face_pairs = map(self._product,
+                                                                 ("slip", "velocity_gradient", "face_pairs"))
         self.diffusion_correction, self.pressure_correction, self.skewness_correction, self.convection_correction = map(
             self._product, ("diffusion_correction", "pressure_correction", "skewness_correction",
                             "convection_correction"))

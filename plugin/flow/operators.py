@@ -58,6 +58,8 @@ normal velocity; inflow faces carry a given one, a source.
           boundary values (0 on walls at rest, the cell's elsewhere)
   diffusion_correction, pressure_correction, skewness_correction, convection_correction  the corrections
           of the consistent scheme's parts (plugin.flow.corrections); None where off
+  face_pairs  cells -> faces  x_i + x_j of each flux face's cells i and j (2 x_i on an outflow
+          face), for the face memory's rates (plugin.flow.integrator); None without a memory
 
 Every matrix is assembled from the rank's half-faces (a face seen from one of
 its cells that the rank owns), so no rank needs another's geometry. The
@@ -203,6 +205,7 @@ class FlowOperators:
         self.convection_correction = (corrections.convection_correction(g, f, xp)
                                       if scheme.convection_correction else None)
         self.convection_cap = corrections.convection_cap(g, f, nu, xp) if scheme.convection_correction else None
+        self.face_pairs = self._face_pairs(g, f, out) if scheme.face_memory else None
 
     @property
     def num_faces(self):
@@ -255,6 +258,18 @@ class FlowOperators:
         diffusion[rows] = self.nu * inverse**2
         diffusion[out_rows] = self.nu / out.distance**2
         return Gamma, Gs, diffusion
+
+    def _face_pairs(self, g, f, out):
+        """faces <- cells: x_i + x_j on each interior flux face of cells i and j,
+        2 x_i on an outflow face of cell i (the face memory's diffusion rate of
+        the mode its two cells make, from each cell's D_ii / Omega_i)."""
+        xp = self.xp
+        own = xp.asarray((g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces))
+        rows, face_cells = xp.asarray(f.ids)[own] - f.start, xp.asarray(g.face_cells)[own]
+        out_rows = xp.asarray(f.open_ids) - f.start
+        return csr(xp.concatenate((xp.ones(2 * len(rows)), xp.full(len(out_rows), 2.0))),
+                   xp.concatenate((rows, rows, out_rows)),
+                   xp.concatenate((face_cells[:, 0], face_cells[:, 1], out.cell)), (f.count, g.num_global_cells))
 
     def _slip(self, g, slip):
         """nu A / delta n n^T on each slip face's cell, stacked numbering."""
@@ -343,14 +358,18 @@ class FlowOperators:
         (serial: all of them)."""
         return sparse_module(self.xp).csr_matrix((self.E_C @ u_s, self.L.indices, self.L.indptr), shape=self.L.shape)
 
+    def cell_diffusion_rates(self):
+        """D_ii / Omega_i of the rank's cells (nu's; walls and inflows included), in the operators' module."""
+        return self.D.diagonal(self.geometry.cell_start) / self._volumes
+
     def diffusion_rate(self):
         """max_i (D_ii + slip_ii) / Omega_i over the rank's cells: the explicit diffusion step limit is about 1 / this."""
         g, xp = self.geometry, self.xp
-        diagonal = to_host(xp, self.D.diagonal(g.cell_start))
+        rates = to_host(xp, self.cell_diffusion_rates())
         if self.slip is not None:
             slip = to_host(xp, self.slip.diagonal(self.dim * g.cell_start))
-            diagonal = diagonal + slip.reshape(self.dim, -1).max(axis=0)
-        return float((diagonal / self.volumes).max(initial=0.0))
+            rates = rates + slip.reshape(self.dim, -1).max(axis=0) / self.volumes
+        return float(rates.max(initial=0.0))
 
 
 def compact_laplacian(geometry, open_tags=()):
