@@ -29,4 +29,4 @@ def test_the_consistent_scheme_is_second_order_on_tetrahedra(tmp_path):
     symmetric = orders(tmp_path / "symmetric", "symmetric")
     assert u_order > 1.8 and p_order > 1.5, (u_order, p_order)
     assert symmetric[0] < 1.5 and symmetric[1] < 1.0, symmetric
-    assert u_error < 0.6 * symmetric[2] and p_error < 0.5 * symmetric[3]
+    assert u_error < 0.6 * symmetric[2] and p_error < 0.4 * symmetric[3]

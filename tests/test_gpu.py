@@ -815,10 +815,10 @@ def test_on_gpus_of_several_ranks_the_explicit_part_is_captured_with_its_nccl_ha
         assert ksp.getPythonContext().runs == "CUDA graph replays"
 
 
-def _tetrahedra_steps(backend):
+def _tetrahedra_steps(backend, beta):
     """Twenty steps of the consistent scheme (every correction, the
-    convected velocities' too, the face memory) in a lid-driven unit cube of
-    jittered tetrahedra."""
+    convected velocities' too, the face memory with -flow_face_memory_beta
+    ``beta``) in a lid-driven unit cube of jittered tetrahedra."""
     from petsc4py import PETSc
 
     import plugin  # noqa: F401
@@ -830,7 +830,7 @@ def _tetrahedra_steps(backend):
 
     g = mesh_geometry(unit_mesh("tetra", n=3, jitter=0.25))
     options = {"gpu_backend": backend, "flow_scheme": "consistent", "flow_convection_skewness": True,
-               "flow_max_steps": 20,
+               "flow_max_steps": 20, "flow_face_memory_beta": beta,
                "pressure_ksp_rtol": 1e-12, "momentum_ksp_rtol": 1e-12}
     with option_defaults("", options):
         solver = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"lid": Wall((1.0, 0.0, 0.0)), "wall": Wall()})
@@ -838,12 +838,13 @@ def _tetrahedra_steps(backend):
     return solver, state, _fields(solver, state)
 
 
-def test_the_consistent_scheme_steps_on_the_gpu_as_numpy_and_as_its_graph():
-    """On tetrahedra, with every correction of the consistent scheme: the
-    GPU's steps match NumPy's, and a captured step gives the bits of its
-    queued launch."""
-    solver, state, on_gpu = _tetrahedra_steps("cupy")
-    _, _, on_host = _tetrahedra_steps("numpy")
+@pytest.mark.parametrize("beta", ["fourier", "damping"])
+def test_the_consistent_scheme_steps_on_the_gpu_as_numpy_and_as_its_graph(beta):
+    """On tetrahedra, with every correction of the consistent scheme and
+    either face memory: the GPU's steps match NumPy's, and a captured step
+    gives the bits of its queued launch."""
+    solver, state, on_gpu = _tetrahedra_steps("cupy", beta)
+    _, _, on_host = _tetrahedra_steps("numpy", beta)
     _assert_same_flow(on_gpu, on_host, 1e-9)
     _captured_step_matches_its_launch(solver, state)
 

@@ -38,17 +38,21 @@ One step from the state (u^n, u^{n-1}, u_s^n, u_s^{n-1}, p^n, p^{n-1}, dt_{n-1})
   w    = Gamma u^p (+ K grad u^p) (+ g)          the face velocities before projection, with the
          + beta (u_s^n - Gamma u^n (- K grad u^n))  skewness correction (-flow_skewness) and the
                                                  memory of the face velocities (-flow_face_memory):
-                                                 beta = d(x) on each face, the factor by which the
-                                                 step's diffusion damps the mode of the face's two
-                                                 cells, x = dt (D_ii / Omega_i + D_jj / Omega_j):
-                                                 Crank-Nicolson's (2 - x) / (2 + x), explicit 1 - x.
-                                                 The consistent projection P, repeated, amplifies some
-                                                 local velocities on tetrahedra (P's eigenvalues leave
-                                                 [0, 1]). A step maps such a mode u, which diffusion
-                                                 alone would take to d u, to beta u + P (d - beta) u:
-                                                 beta = d leaves d u whatever P does. A smaller beta
-                                                 lets P grow it where diffusion is weak (small dt), a
-                                                 larger one where it is strong (BENCHMARKS.md). Without
+                                                 beta on each face (-flow_face_memory_beta): fourier,
+                                                 1 - Fo / (1 + Fo^2), Fo = nu dt / delta^2; damping,
+                                                 d(x), the factor by which the step's diffusion damps
+                                                 the mode of the face's two cells, x = dt (D_ii /
+                                                 Omega_i + D_jj / Omega_j): Crank-Nicolson's (2 - x) /
+                                                 (2 + x), explicit 1 - x. The consistent projection P,
+                                                 repeated, amplifies some local velocities on
+                                                 tetrahedra (P's eigenvalues leave [0, 1]); a step
+                                                 then acts on 1 - beta of what earlier steps left.
+                                                 A mode u that diffusion alone takes to d u goes to
+                                                 beta u + P (d - beta) u: beta = d leaves d u whatever
+                                                 P does, and fourier's beta, well above d once Fo
+                                                 nears 0.1, lets modes of a few small cells grow
+                                                 there (BENCHMARKS.md); but damping's shorter memory
+                                                 did not hold the convective 3D-1Z. Without
                                                  viscosity beta is 1: inviscid flows are not held
   c    = T grad q_0                              the pressure's non-orthogonal correction
                                                  (-flow_pressure_nonorthogonal), deferred: q_0
@@ -294,10 +298,10 @@ class FractionalStep:
         self.guess_faces = xp.empty(faces) if coupled else None  # g
         self.guess_share, self._share_dt = (xp.empty(faces) if self.guess_faces is not None else None), None  # -theta
         self.face_diffusion = None  # nu / delta^2, in the matrices' module (the operators' may be another)
-        if self.guess_faces is not None:
+        if self.departure is not None or self.guess_faces is not None:
             self.face_diffusion = xp.asarray(to_host(array_module(ops.face_diffusion), ops.face_diffusion))
-        self.mode_rate = None  # D_ii / Omega_i + D_jj / Omega_j of each face's cells i and j
-        if self.departure is not None:
+        self.mode_rate = None  # D_ii / Omega_i + D_jj / Omega_j of each face's cells i and j (damping's)
+        if m.face_pairs is not None:
             rates = ops.cell_diffusion_rates()
             self.mode_rate = xp.empty(faces)
             m.face_pairs(xp.asarray(to_host(array_module(rates), rates)), self.mode_rate)
@@ -715,19 +719,27 @@ class FractionalStep:
         return self.departure
 
     def _remembered(self, state, dt):
-        """departure = beta (u_s^n - Gamma u^n (- K grad u^n)), beta = (2 - x) / (2 + x)
-        with Crank-Nicolson, 1 - x with explicit diffusion, x = dt mode_rate."""
+        """departure = beta (u_s^n - Gamma u^n (- K grad u^n)): beta = 1 - Fo / (1 + Fo^2),
+        Fo = dt face_diffusion; or (damping) (2 - x) / (2 + x) with Crank-Nicolson, 1 - x
+        with explicit diffusion, x = dt mode_rate."""
         self._interpolated(state.u, state.t, self.departure)
         self.updates.three_term(self.departure, 1.0, state.u_s, -1.0, self.departure, 0.0, self.departure)
         if dt != self._memory_dt:  # in place: a step's CUDA graph holds no temporaries
             xp, beta = self.xp, self.memory_share
-            x = xp.multiply(self.mode_rate, dt, out=self.face_scratch)
-            if self.matrices.momentum is None:
-                xp.subtract(1.0, x, out=beta)
+            if self.mode_rate is None:
+                fo = xp.multiply(self.face_diffusion, dt, out=self.face_scratch)
+                xp.multiply(fo, fo, out=beta)
+                beta += 1.0
+                xp.divide(fo, beta, out=beta)
+                xp.subtract(1.0, beta, out=beta)
             else:
-                xp.add(x, 2.0, out=beta)
-                xp.subtract(2.0, x, out=x)
-                xp.divide(x, beta, out=beta)
+                x = xp.multiply(self.mode_rate, dt, out=self.face_scratch)
+                if self.matrices.momentum is None:
+                    xp.subtract(1.0, x, out=beta)
+                else:
+                    xp.add(x, 2.0, out=beta)
+                    xp.subtract(2.0, x, out=x)
+                    xp.divide(x, beta, out=beta)
             self._memory_dt = dt
         self.departure *= self.memory_share
 

@@ -59,7 +59,7 @@ normal velocity; inflow faces carry a given one, a source.
   diffusion_correction, pressure_correction, skewness_correction, convection_correction  the corrections
           of the consistent scheme's parts (plugin.flow.corrections); None where off
   face_pairs  cells -> faces  x_i + x_j of each flux face's cells i and j (2 x_i on an outflow
-          face), for the face memory's rates (plugin.flow.integrator); None without a memory
+          face), for the face memory's damping rates (plugin.flow.integrator); None without them
 
 Every matrix is assembled from the rank's half-faces (a face seen from one of
 its cells that the rank owns), so no rank needs another's geometry. The
@@ -205,7 +205,8 @@ class FlowOperators:
         self.convection_correction = (corrections.convection_correction(g, f, xp)
                                       if scheme.convection_correction else None)
         self.convection_cap = corrections.convection_cap(g, f, nu, xp) if scheme.convection_correction else None
-        self.face_pairs = self._face_pairs(g, f, out) if scheme.face_memory else None
+        self.face_pairs = (self._face_pairs(g, f, out) if scheme.face_memory and scheme.memory_beta == "damping"
+                           else None)
 
     @property
     def num_faces(self):

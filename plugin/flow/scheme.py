@@ -25,7 +25,10 @@ gives the face velocities a memory (-flow_face_memory,
 plugin.flow.integrator): each step's projection then corrects what that
 step changed and only a fraction, about nu dt / delta^2, of what the
 earlier ones left, so what it does in a time unit no longer grows as dt
-shrinks, and flows on tetrahedra settle. On a box every correction is zero
+shrinks, and flows on tetrahedra settle (where that fraction nears 0.1,
+at low Reynolds numbers on fine tetrahedra, it lets modes of a few small
+cells grow: -flow_face_memory_beta damping holds those, not convective
+flows). On a box every correction is zero
 and least squares is Green-Gauss: both schemes are the same operators.
 
 The convection still carries the velocity at the midpoint of the two
@@ -52,13 +55,15 @@ from dataclasses import dataclass
 
 SCHEMES = ("symmetric", "consistent")
 GRADIENTS = ("green-gauss", "least-squares")
+MEMORY_BETAS = ("fourier", "damping")  # the face memory's share (plugin.flow.integrator)
 
 
 @dataclass(frozen=True)
 class Scheme:
     """The parts of a discretisation, each an option of its own (-flow_gradient,
     -flow_nonorthogonal, -flow_pressure_nonorthogonal, -flow_skewness,
-    -flow_convection_skewness, -flow_face_memory, -flow_implicit_rhie_chow) so that what each buys can
+    -flow_convection_skewness, -flow_face_memory, -flow_face_memory_beta, -flow_implicit_rhie_chow) so
+    that what each buys can
     be measured."""
 
     gradient: str = "green-gauss"
@@ -68,6 +73,7 @@ class Scheme:
     convection_correction: bool = False
     pressure_correctors: int = 0
     face_memory: bool = False
+    memory_beta: str = "fourier"
     implicit_rhie_chow: bool = True
     les: str = "none"  # the subgrid model (plugin.flow.les), whose eddy viscosity adds to D's
 
@@ -88,6 +94,7 @@ OPTION_PARTS = {"gradient": "gradient", "nonorthogonal": "diffusion_correction",
                 "pressure_nonorthogonal": "pressure_correction", "skewness": "skewness_correction",
                 "convection_skewness": "convection_correction",
                 "pressure_correctors": "pressure_correctors", "face_memory": "face_memory",
+                "face_memory_beta": "memory_beta",
                 "implicit_rhie_chow": "implicit_rhie_chow", "les": "les"}
 
 

@@ -46,7 +46,7 @@ from .linear_solvers import LinearSolvers
 from .matrices import FlowMatrices
 from .operators import FlowOperators
 from .pressure_multigrid import PressureMultigrid
-from .scheme import GRADIENTS, OPTION_PARTS, SCHEMES, Scheme, part_default
+from .scheme import GRADIENTS, MEMORY_BETAS, OPTION_PARTS, SCHEMES, Scheme, part_default
 
 DIFFUSION = ("explicit", "implicit")
 PRESSURE_GUESS = ("extrapolated", "previous")
@@ -114,6 +114,12 @@ OPTIONS = (
            "Gamma u^n), beta = 1 - Fo / (1 + Fo^2) with Fo = nu dt / delta^2 the face's diffusion number "
            "(Choi 1999; as OpenFOAM's ddtCorr), so that a step's projection corrects what the step changed "
            "and only 1 - beta of what earlier steps left"),
+    Option("flow_face_memory_beta", "face_memory_beta", "fourier", "the face memory's beta: fourier, 1 - Fo / "
+           "(1 + Fo^2); damping, the factor by which the step's diffusion damps the mode of the face's two "
+           "cells, x = dt (D_ii / Omega_i + D_jj / Omega_j): (2 - x) / (2 + x) with Crank-Nicolson, 1 - x "
+           "explicit. fourier holds convective flows and lets modes of a few small cells grow where Fo "
+           "reaches about 0.1 (low Reynolds numbers on fine tetrahedra); damping holds those and not the "
+           "convective 3D-1Z (BENCHMARKS.md)", choices=MEMORY_BETAS),
     Option("flow_implicit_rhie_chow", "implicit_rhie_chow", True, "with -flow_diffusion implicit, the "
            "pressure guess of the momentum predictor reaches the face velocities through the face gradient on "
            "each face's implicit share a / (1 + a) (a = dim nu dt / delta^2, the face's Crank-Nicolson diffusion "
