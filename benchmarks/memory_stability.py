@@ -10,7 +10,6 @@ hold most of it (a mode of a few cells: near 1).
 """
 
 import argparse
-import os
 import sys
 import tempfile
 
@@ -19,15 +18,13 @@ import petsc4py
 petsc4py.init(sys.argv[:1])
 
 import numpy  # noqa: E402
-from mpi4py import MPI  # noqa: E402
 from petsc4py import PETSc  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "demos"))
 import harness  # noqa: E402
-import meshes  # noqa: E402
+from meshes import gmsh_mesh  # noqa: E402  (tests/meshes.py, on the path through harness)
 from petsc_ext.options import option_defaults  # noqa: E402
 from plugin.flow.boundary import Wall  # noqa: E402
-from plugin.flow.distribution import distribute  # noqa: E402
+from plugin.flow.mesh import mesh_geometry  # noqa: E402
 from plugin.flow.solver import FlowBlowUp, FlowSolver  # noqa: E402
 
 NU = 0.1
@@ -67,9 +64,7 @@ def main():
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
-        path = os.path.join(directory, "cube.msh")
-        meshes.make("tetrahedra", args.size, path)
-        g = distribute(path, MPI.COMM_SELF, "metis").geometry
+        g = mesh_geometry(gmsh_mesh(directory, "tetrahedra", args.size))
     fo = NU / g.face_distances**2  # times dt: each face's diffusion number
     results = {"meta": harness.metadata(), "size": args.size, "cells": g.num_global_cells, "nu": NU,
                "steps": args.steps, "cases": []}
