@@ -37,6 +37,7 @@ petsc4py.init(sys.argv)
 from petsc4py import PETSc  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, gpuamg, ...)
+from gpu_mats.backend import to_host  # noqa: E402
 from petsc_ext.options import OptionsReader, help_requested, option_defaults  # noqa: E402
 from plugin.flow.boundary import Inflow  # noqa: E402
 from plugin.flow.collective import RankZeroError, exit_with, on_rank_zero  # noqa: E402
@@ -87,10 +88,10 @@ def balanced_inflow(exact, g, mpi):
     return Inflow(velocity, steady=False)
 
 
-def errors(exact, g, state, mpi):
-    """(L2 error of u, L2 error of p up to its mean), volume-weighted over the whole mesh."""
-    u_error = state.u - exact.velocity(g.centroids, state.t).T
-    p, p_exact, v = state.p, exact.pressure(g.centroids, state.t), g.volumes
+def errors(exact, g, u, p, t, mpi):
+    """(L2 error of u, L2 error of p up to its mean) at time t, volume-weighted over the whole mesh."""
+    u_error = u - exact.velocity(g.centroids, t).T
+    p_exact, v = exact.pressure(g.centroids, t), g.volumes
     volume, means = mpi.allreduce(float(v.sum())), mpi.allreduce(numpy.array([(v * p).sum(), (v * p_exact).sum()]))
     p_error = p - p_exact - (means[0] - means[1]) / volume
     sums = mpi.allreduce(numpy.array([(v * (u_error**2).sum(axis=0)).sum(), (v * p_error**2).sum()]))
@@ -109,7 +110,7 @@ def run_level(path, exact, mat_type, comm):
     state = solver.initial_state(exact.velocity(g.centroids, 0.0).T, project=True)
     state = solver.run(state)
     solver.print_timing()
-    u_error, p_error = errors(exact, g, state, mpi)
+    u_error, p_error = errors(exact, g, to_host(solver.xp, state.u), to_host(solver.xp, state.p), state.t, mpi)
     cells = g.num_global_cells
     return {"cells": cells, "h": (1.0 / cells) ** (1 / 3), "u_error": u_error, "p_error": p_error,
             "steps": state.step, "t": state.t}
