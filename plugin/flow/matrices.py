@@ -61,7 +61,7 @@ class FlowMatrices:
     diffusion: D, or D/2 with Crank-Nicolson), ``flux_rate`` and ``E``, and
     where the boundary or the scheme asks for them ``slip``,
     ``velocity_gradient`` (every velocity component's at once), ``face_pairs``
-    (with a face memory: each flux face's two cells' values summed), ``E_D``
+    (with the damping face memory: each flux face's two cells' values summed), ``E_D``
     (the eddy viscosities' part of K's values, refresh_diffusion) and
     ``eddy_rate`` (their part of each D_ii / Omega_i),
     ``diffusion_correction`` (times -nu), ``pressure_correction``,
