@@ -105,3 +105,22 @@ def test_a_stokes_flow_on_gmsh_tetrahedra_decays_with_the_damping_memory(tmp_pat
     else:
         assert energies[-1] > 10 * energies[49], energies[-1] / energies[49]
     solver.destroy()
+
+
+@pytest.mark.parametrize("beta", ["fourier", "damping"])
+def test_the_fourier_memory_holds_dt_to_its_diffusion_limit(beta):
+    """With Crank-Nicolson and the fourier memory dt times max(D_ii /
+    Omega_i) stays at or below -flow_memory_fourier (4) where the CFL limit
+    is above it; the damping memory has no such limit (dt goes to the
+    CFL's, twice as long here)."""
+    g = mesh_geometry(unit_mesh(MESHES["tetrahedra"][0], n=3, jitter=MESHES["tetrahedra"][1]))
+    with option_defaults("", {"flow_scheme": "consistent", "flow_diffusion": "implicit", "flow_cfl": 1.5,
+                              "flow_max_steps": 10, "flow_face_memory_beta": beta}):
+        solver = FlowSolver(g, PETSc.COMM_SELF, "aij", 2 * NU, {"lid": Wall((1.0, 0.0, 0.0)), "wall": Wall()})
+    numbers = []
+    solver.run(solver.initial_state(), lambda s: numbers.append(s.dt_old * solver.diffusion_rate))
+    if beta == "fourier":
+        assert 3.5 < max(numbers) <= 4.0 * (1 + 1e-12), numbers
+    else:
+        assert max(numbers) > 8.0
+    solver.destroy()

@@ -66,6 +66,9 @@ OPTIONS = (
     Option("flow_cfl", "cfl", 0.5, "target convective CFL number of the adaptive dt", above=0.0),
     Option("flow_fourier", "fourier", 0.4, "explicit diffusion: dt times max(D_ii / Omega_i); stable below 0.5",
            above=0.0, high=0.5),
+    Option("flow_memory_fourier", "memory_fourier", 4.0, "Crank-Nicolson with the consistent scheme's fourier "
+           "face memory: dt times max(D_ii / Omega_i) at most this (0: no limit); above about 4.5 modes of a "
+           "few small cells grow (BENCHMARKS.md)", low=0.0),
     Option("flow_dt", "fixed_dt", 0.0, "fixed time step (0: adaptive)", low=0.0),
     Option("flow_diffusion", "diffusion", "explicit", "diffusion explicit, or Crank-Nicolson with momentum "
            "systems (Omega + dt/2 D, symmetric positive definite) solved by a KSP with prefix momentum_ (GMRES; "
@@ -315,6 +318,9 @@ class FlowSolver:
         self.xp = self.stepper.xp
         self.diffusion_rate = self.mpi.allreduce(self.operators.diffusion_rate(), op=MPI.MAX)
         self.unit_rate = self.stepper.unit_convective_rate()
+        parts = self.scheme_parts  # the fourier memory's limit on dt (-flow_memory_fourier)
+        self._memory_limited = (implicit and parts.face_memory and parts.memory_beta == "fourier"
+                                and self.memory_fourier > 0)
         self._capture_noticed = False
         self._held_dt = None  # the dt held while the limit allows it (with implicit diffusion: the momentum matrix's)
         self.steps_run, self.pressure_iterations, self.momentum_iterations, self.run_seconds = 0, 0, 0, 0.0
@@ -448,7 +454,7 @@ class FlowSolver:
         return molecular + self.stepper.largest_eddy_rate(state)
 
     def _time_step(self, state, rate):
-        """The CFL (and explicit diffusion) limit, grown smoothly, and held
+        """The CFL limit (and explicit diffusion's, and the fourier face memory's), grown smoothly, and held
         while the limit is within the band above it (a new dt is a new CUDA
         graph of the step, and with implicit diffusion a new momentum
         matrix); shortened to end on t_end without a sliver."""
@@ -460,6 +466,8 @@ class FlowSolver:
             explicit_rate = self._diffusion_rate(state)
             if explicit_rate > 0:
                 limits.append(self.fourier / explicit_rate)
+            if self._memory_limited and self.diffusion_rate > 0:
+                limits.append(self.memory_fourier / self.diffusion_rate)
             limit = min(limits, default=self.t_end - state.t)
             dt = min(limit, _GROWTH[self.diffusion] * state.dt_old) if state.dt_old else limit  # smooth extrapolation
             held = self._held_dt
