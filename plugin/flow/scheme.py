@@ -27,8 +27,9 @@ step changed and only a fraction, about nu dt / delta^2, of what the
 earlier ones left, so what it does in a time unit no longer grows as dt
 shrinks, and flows on tetrahedra settle (where that fraction nears 0.1,
 at low Reynolds numbers on fine tetrahedra, it lets modes of a few small
-cells grow: -flow_face_memory_beta damping holds those, not convective
-flows). On a box every correction is zero
+cells grow: with Crank-Nicolson dt is held below that,
+-flow_memory_fourier; -flow_face_memory_beta damping holds them at any dt,
+but not convective flows). On a box every correction is zero
 and least squares is Green-Gauss: both schemes are the same operators.
 
 The convection still carries the velocity at the midpoint of the two

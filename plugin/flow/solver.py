@@ -121,8 +121,8 @@ OPTIONS = (
            "(1 + Fo^2); damping, the factor by which the step's diffusion damps the mode of the face's two "
            "cells, x = dt (D_ii / Omega_i + D_jj / Omega_j): (2 - x) / (2 + x) with Crank-Nicolson, 1 - x "
            "explicit. fourier holds convective flows and lets modes of a few small cells grow where Fo "
-           "reaches about 0.1 (low Reynolds numbers on fine tetrahedra); damping holds those and not the "
-           "convective 3D-1Z (BENCHMARKS.md)", choices=MEMORY_BETAS),
+           "reaches about 0.1 (low Reynolds numbers on fine tetrahedra; -flow_memory_fourier keeps dt below "
+           "that); damping holds those at any dt and not the convective 3D-1Z (BENCHMARKS.md)", choices=MEMORY_BETAS),
     Option("flow_implicit_rhie_chow", "implicit_rhie_chow", True, "with -flow_diffusion implicit, the "
            "pressure guess of the momentum predictor reaches the face velocities through the face gradient on "
            "each face's implicit share a / (1 + a) (a = dim nu dt / delta^2, the face's Crank-Nicolson diffusion "
