@@ -17,14 +17,7 @@ Gradients are stacked per rank as (component, direction, cell): the
 pressure's dim blocks, a velocity's dim * dim (faces.stacked_index).
 """
 
-from .faces import csr, stacked_index
-
-
-def _own_faces(g, f, xp):
-    """The rank's own interior flux faces: (rows, first cells, second cells, the geometry's index)."""
-    own = xp.asarray((g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces))
-    face_cells = xp.asarray(g.face_cells)
-    return xp.asarray(f.ids)[own] - f.start, face_cells[own, 0], face_cells[own, 1], own
+from .faces import csr, own_faces, stacked_index
 
 
 def _columns(g, index, components, cells):
@@ -36,7 +29,7 @@ def pressure_face_correction(g, f, out, xp):
     interior faces, (n - r / delta) . grad_i on the outflow faces ``out``
     (r from the centroid to the face's): what Gs misses of n . grad p."""
     dim = g.dim
-    rows, first, second, own = _own_faces(g, f, xp)
+    rows, first, second, own = own_faces(g, f, xp)
     normals, offsets = xp.asarray(g.face_normals)[own], xp.asarray(g.face_offsets)[own]
     distances, weights = xp.asarray(g.face_distances)[own], xp.asarray(g.face_weights)[own]
     t = normals - offsets / distances[:, None]
@@ -56,7 +49,7 @@ def skewness_correction(g, f, out, xp):
     faces s = r, the cell's gradient: Gamma + K is the normal velocity at the
     face centroid, exact for linear velocities."""
     dim = g.dim
-    rows, first, second, own = _own_faces(g, f, xp)
+    rows, first, second, own = own_faces(g, f, xp)
     normals, weights = xp.asarray(g.face_normals)[own], xp.asarray(g.face_weights)[own]
     skew = xp.asarray(g.face_centre_offsets)[own] - (1 - weights[:, None]) * xp.asarray(g.face_offsets)[own]
     out_rows = xp.asarray(f.open_ids) - f.start
@@ -85,7 +78,7 @@ def convection_correction(g, f, xp):
     it: convection_cap). The outflow faces keep their cell's velocity
     (upwind), as C does."""
     dim = g.dim
-    rows, first, second, own = _own_faces(g, f, xp)
+    rows, first, second, own = own_faces(g, f, xp)
     weights, skew = xp.asarray(g.face_weights)[own], _off_midpoint(g, own, xp)
     parts = []
     for e in range(dim):
@@ -103,7 +96,7 @@ def convection_cap(g, f, nu, xp):
     capped so, it stays below the face's own diffusion nu, and the cap lifts
     as the mesh is refined (|s| is O(h)): a cell-Peclet limiter, as
     OpenFOAM's limited corrections bound theirs by the orthogonal part."""
-    rows, _, _, own = _own_faces(g, f, xp)
+    rows, _, _, own = own_faces(g, f, xp)
     skew = _off_midpoint(g, own, xp)
     offset = xp.zeros(f.count)
     offset[rows] = xp.sqrt((skew * skew).sum(axis=1))

@@ -18,6 +18,15 @@ def csr(values, rows, cols, shape):
     return matrix
 
 
+def own_faces(g, f, xp):
+    """The interior flux faces the rank owns (``f``: its operators.FluxFaces):
+    (their rows among the rank's flux faces, first cells, second cells, the
+    mask of them among the geometry's faces)."""
+    own = xp.asarray((g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces))
+    face_cells = xp.asarray(g.face_cells)
+    return xp.asarray(f.ids)[own] - f.start, face_cells[own, 0], face_cells[own, 1], own
+
+
 @dataclass(eq=False)
 class HalfFaces:
     """Each interior face seen from each of its cells that this rank owns."""

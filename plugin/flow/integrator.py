@@ -49,8 +49,8 @@ One step from the state (u^n, u^{n-1}, u_s^n, u_s^{n-1}, p^n, p^{n-1}, dt_{n-1})
                                                  then acts on 1 - beta of what earlier steps left.
                                                  A mode u that diffusion alone takes to d u goes to
                                                  beta u + P (d - beta) u: beta = d leaves d u whatever
-                                                 P does, and fourier's beta, well above d once Fo
-                                                 nears 0.1, lets modes of a few small cells grow
+                                                 P does, and fourier's beta, well above d where Fo
+                                                 is large, lets modes of a few small cells grow
                                                  there (BENCHMARKS.md); but damping's shorter memory
                                                  did not hold the convective 3D-1Z. Without
                                                  viscosity beta is 1: inviscid flows are not held

@@ -77,7 +77,7 @@ from gpu_mats.backend import sparse_module, to_host
 
 from .boundary import Inflow, Outflow, Slip, Wall
 from . import corrections
-from .faces import BoundaryFaces, CellPattern, HalfFaces, csr, stacked_index
+from .faces import BoundaryFaces, CellPattern, HalfFaces, csr, own_faces, stacked_index
 from .least_squares import least_squares_gradient
 from .scheme import Scheme
 
@@ -236,11 +236,8 @@ class FlowOperators:
         """Gamma and Gs on the flux faces this rank owns, Gamma's column (d, cell) in the stacked numbering;
         and nu / delta^2 on those faces (dt times it is a face's diffusion number, the face memory's)."""
         xp = self.xp
-        own = xp.asarray((g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces))
-        rows = xp.asarray(f.ids)[own] - f.start
-        face_cells, normals = xp.asarray(g.face_cells), xp.asarray(g.face_normals)
-        first, second = face_cells[own, 0], face_cells[own, 1]
-        weight = xp.asarray(g.face_weights)[own]
+        rows, first, second, own = own_faces(g, f, xp)
+        normals, weight = xp.asarray(g.face_normals), xp.asarray(g.face_weights)[own]
         out_rows = xp.asarray(f.open_ids) - f.start
         gamma_rows, gamma_cols, gamma_values = [], [], []
         for d in range(self.dim):
@@ -265,12 +262,11 @@ class FlowOperators:
         2 x_i on an outflow face of cell i (the face memory's diffusion rate of
         the mode its two cells make, from each cell's D_ii / Omega_i)."""
         xp = self.xp
-        own = xp.asarray((g.face_ids >= g.face_start) & (g.face_ids < g.face_start + g.num_faces))
-        rows, face_cells = xp.asarray(f.ids)[own] - f.start, xp.asarray(g.face_cells)[own]
+        rows, first, second, _ = own_faces(g, f, xp)
         out_rows = xp.asarray(f.open_ids) - f.start
         return csr(xp.concatenate((xp.ones(2 * len(rows)), xp.full(len(out_rows), 2.0))),
-                   xp.concatenate((rows, rows, out_rows)),
-                   xp.concatenate((face_cells[:, 0], face_cells[:, 1], out.cell)), (f.count, g.num_global_cells))
+                   xp.concatenate((rows, rows, out_rows)), xp.concatenate((first, second, out.cell)),
+                   (f.count, g.num_global_cells))
 
     def _slip(self, g, slip):
         """nu A / delta n n^T on each slip face's cell, stacked numbering."""

@@ -25,7 +25,7 @@ gives the face velocities a memory (-flow_face_memory,
 plugin.flow.integrator): each step's projection then corrects what that
 step changed and only a fraction, about nu dt / delta^2, of what the
 earlier ones left, so what it does in a time unit no longer grows as dt
-shrinks, and flows on tetrahedra settle (where that fraction nears 0.1,
+shrinks, and flows on tetrahedra settle (where that fraction is large,
 at low Reynolds numbers on fine tetrahedra, it lets modes of a few small
 cells grow: with Crank-Nicolson dt is held below that,
 -flow_memory_fourier; -flow_face_memory_beta damping holds them at any dt,

@@ -67,8 +67,8 @@ OPTIONS = (
     Option("flow_fourier", "fourier", 0.4, "explicit diffusion: dt times max(D_ii / Omega_i); stable below 0.5",
            above=0.0, high=0.5),
     Option("flow_memory_fourier", "memory_fourier", 4.0, "Crank-Nicolson with the consistent scheme's fourier "
-           "face memory: dt times max(D_ii / Omega_i) at most this (0: no limit); above about 4.5 modes of a "
-           "few small cells grow (BENCHMARKS.md)", low=0.0),
+           "face memory: dt times max(D_ii / Omega_i) at most this (0: no limit), below where modes of a few "
+           "small cells were measured to grow (BENCHMARKS.md)", low=0.0),
     Option("flow_dt", "fixed_dt", 0.0, "fixed time step (0: adaptive)", low=0.0),
     Option("flow_diffusion", "diffusion", "explicit", "diffusion explicit, or Crank-Nicolson with momentum "
            "systems (Omega + dt/2 D, symmetric positive definite) solved by a KSP with prefix momentum_ (GMRES; "
@@ -120,9 +120,9 @@ OPTIONS = (
     Option("flow_face_memory_beta", "face_memory_beta", "fourier", "the face memory's beta: fourier, 1 - Fo / "
            "(1 + Fo^2); damping, the factor by which the step's diffusion damps the mode of the face's two "
            "cells, x = dt (D_ii / Omega_i + D_jj / Omega_j): (2 - x) / (2 + x) with Crank-Nicolson, 1 - x "
-           "explicit. fourier holds convective flows and lets modes of a few small cells grow where Fo "
-           "reaches about 0.1 (low Reynolds numbers on fine tetrahedra; -flow_memory_fourier keeps dt below "
-           "that); damping holds those at any dt and not the convective 3D-1Z (BENCHMARKS.md)", choices=MEMORY_BETAS),
+           "explicit. fourier holds convective flows and lets modes of a few small cells grow where Fo is "
+           "large (low Reynolds numbers on fine tetrahedra; -flow_memory_fourier keeps dt below that); "
+           "damping holds those at any dt and not the convective 3D-1Z (BENCHMARKS.md)", choices=MEMORY_BETAS),
     Option("flow_implicit_rhie_chow", "implicit_rhie_chow", True, "with -flow_diffusion implicit, the "
            "pressure guess of the momentum predictor reaches the face velocities through the face gradient on "
            "each face's implicit share a / (1 + a) (a = dim nu dt / delta^2, the face's Crank-Nicolson diffusion "
