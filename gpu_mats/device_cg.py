@@ -17,7 +17,12 @@ takes its steps in another order, as PETSc's KSPCG does for that norm: each
 residual's norm is recorded, and tested, before the preconditioner is
 applied to it, so that the residual a solve stops at is never
 preconditioned: one application fewer a solve, and an exact
-preconditioner's solve (boxfft, layerfft) applies it once.
+preconditioner's solve (boxfft, layerfft) applies it once. Such a solve may
+also take Chronopoulos and Gear's iteration (``single_reduction``, as
+PETSc's -ksp_cg_single_reduction): A z in place of A p, so that r . z and
+z . A z are one sum, and the new direction, w = A p by its recurrence, the
+iterate and the residual one pass; three launches an iteration besides
+the product and the preconditioner, where CG's order takes five.
 
 Works the same on NumPy arrays (the family's host twins).
 """
@@ -39,7 +44,8 @@ class DeviceCG:
         self.xp, self.n, self.capacity = xp, n, capacity
         self.k = family("pcg", xp)
         self.x, self.r, self.z, self.p, self.w = (xp.zeros(n) for _ in range(5))
-        self.unpreconditioned = False  # the order of the steps: see start()
+        self.az = None  # A z, for Chronopoulos and Gear's iteration (made at its first start)
+        self.unpreconditioned = self.single_reduction = False  # the order of the steps: see start()
         self.ones = xp.ones(n)
         self.sums, self.partials = xp.zeros(3), xp.zeros((3, self.k.partial_count(n)))
         self.arrivals = xp.zeros(1, dtype=numpy.uint32)  # a step that sums its own dot products counts blocks here
@@ -49,7 +55,7 @@ class DeviceCG:
         self.s, self.history = self.store[:SLOTS], self.store[SLOTS:].reshape(capacity + 1, 3)
 
     def start(self, b, nonzero_guess, multiply, precondition, reduce=None, reference=None, mean_free=False,
-              unpreconditioned=False):
+              unpreconditioned=False, single_reduction=False):
         """r = b - A x (x as it is; b where ``nonzero_guess`` is false, x then
         set to 0), z = M^-1 r, p = z; history[0] the start's norms squared
         (with ``unpreconditioned``, r . r alone, z and p left to the first
@@ -59,10 +65,16 @@ class DeviceCG:
         the preconditioner) goes to REFERENCE, where a loop's test measures
         from it as PETSc's default test does. ``mean_free`` (one rank): r
         projected onto zero mean, as KSPSolve projects b where the matrix's
-        null space is the constants."""
+        null space is the constants. ``single_reduction`` (with
+        ``unpreconditioned`` only): the iterations up to the next start are
+        Chronopoulos and Gear's."""
         xp = self.xp
+        if single_reduction and not unpreconditioned:
+            raise ValueError("Chronopoulos and Gear's iteration is taken in the unpreconditioned order only")
+        if single_reduction and self.az is None:
+            self.az = xp.zeros(self.n)
         self.s.fill(0.0)
-        self.unpreconditioned = unpreconditioned
+        self.unpreconditioned, self.single_reduction = unpreconditioned, single_reduction
         if nonzero_guess and reference is not None:
             if NORMS[reference] == "unpreconditioned":
                 self._dots(reduce, b, b)
@@ -128,6 +140,9 @@ class DeviceCG:
 
     def _iteration(self, multiply, precondition, reduce, test=None):
         """One iteration; ``test``: the loop's (pcg.beta_step's, or record_step's), after it."""
+        if self.single_reduction:
+            self._single_iteration(multiply, precondition, reduce, test)
+            return
         k = self.k
         rounded = self._rounded(precondition, reduce)
         if self.unpreconditioned:  # z and the direction first: the last residual was tested unpreconditioned
@@ -154,6 +169,32 @@ class DeviceCG:
             self._record(reduce, test=test)
         else:
             self._new_residual(precondition, reduce, test=test)
+
+    def _single_iteration(self, multiply, precondition, reduce, test):
+        """Chronopoulos and Gear's iteration (D'Azevedo, Eijkhout and Romine,
+        "Conjugate gradient algorithms with reduced synchronization overhead
+        on distributed memory multiprocessors", 1993, method 1): z = M^-1 r,
+        A z, one sum of r . z and z . A z (pcg.single_step), then the
+        direction, A p, x and r in one pass and r's record (one launch on
+        one rank). A float32 cycle's z is read as it is (exact in float64)
+        into z, which the product takes."""
+        k, z = self.k, self.z
+        rounded = self._rounded(precondition, reduce)
+        if rounded is None:
+            precondition(self.r, z)
+        else:
+            rounded[2]()
+            self.xp.copyto(z, rounded[1])
+        multiply(z, self.az)
+        if reduce is None:
+            k.single_step(self.s, self.sums, (self.partials, self.arrivals, self.r, z, self.az))
+            k.single_update_record_step(self.s, self.sums, self.history, self.x, self.r, self.p, self.w, z, self.az,
+                                        self.partials, self.arrivals, test, None if rounded is None else rounded[0])
+            return
+        self._dots(reduce, self.r, z, self.az, z)
+        k.single_step(self.s, self.sums)
+        k.single_update(self.s, self.x, self.r, self.p, self.w, z, self.az)
+        self._record(reduce, test=test)
 
     def _rounded(self, precondition, reduce):
         """The preconditioner's float32 hand-off (ArrayOperator.rounded: its

@@ -55,7 +55,7 @@ from gpu_mats.kernels.pcg import DIVERGENCE, FLAG, INDEFINITE_OPERATOR, TARGET
 
 from .array_operators import matrix_product, preconditioner
 from .arrays import get_array, module_for_vec_type, restore_array, vec_over
-from .options import Option
+from .options import Option, OptionError
 from .python_type import PythonKSP
 
 Reason = PETSc.KSP.ConvergedReason
@@ -105,6 +105,9 @@ class GraphCG(PythonKSP):
                "PETSc's default convergence test (a conditional WHILE node: CUDA 12.4 and NVIDIA's cuda-bindings) in "
                "place of blocks the host checks; the host still judges every norm (blocks replay faster where a run "
                "of solves takes steady counts; a step's graph always loops; one rank)"),
+        Option("ksp_graphcg_single_reduction", "single_reduction", False, "Chronopoulos and Gear's iteration, as "
+               "cg's -ksp_cg_single_reduction: r . z and z . A z in one sum, and two launches an iteration fewer "
+               "(needs -ksp_norm_type unpreconditioned)", view="single reduction {}"),
         Option("ksp_graphcg_transport", "transport", "auto", "in parallel, how the dot products are summed over "
                "the ranks: nccl (an all-reduce between GPUs, which the blocks' graphs hold), mpi (through host "
                "memory: the blocks are launched), auto (NCCL for GPU vectors where CuPy has it)", choices=TRANSPORTS),
@@ -117,6 +120,12 @@ class GraphCG(PythonKSP):
         self.last_iterations, self.last_needed, self.blocks_run = 0, 0, 0
         self.generation = 0  # of the workspace: a graph of queued solves is keyed by it
         self._sums = {}  # (communicator, transport, array module) -> how the dot products are summed over its ranks
+
+    def build(self, ksp):
+        if self.single_reduction and ksp.getNormType() != PETSc.KSP.NormType.UNPRECONDITIONED:
+            raise OptionError(f"{ksp.getOptionsPrefix() or ''}ksp_graphcg_single_reduction takes the "
+                              "unpreconditioned norm (-ksp_norm_type unpreconditioned), which tests each residual "
+                              "before it is preconditioned")
 
     def release(self):
         if self._work is not None:
@@ -149,7 +158,7 @@ class GraphCG(PythonKSP):
         reduce = self._summed_over(ksp.getComm().tompi4py())
         capturable = (self.use_graphs and work.graphs is not None and (reduce is None or reduce.on_device)
                       and multiply.graph_key is not None and precondition.graph_key is not None)
-        graph_key = (multiply.graph_key, precondition.graph_key, reduce) if capturable else None
+        graph_key = (multiply.graph_key, precondition.graph_key, reduce, self.single_reduction) if capturable else None
         looping = capturable and reduce is None and self.loop and not self.block and conditional_loops() is None
         column = _NORM_COLUMNS[ksp.getNormType()]  # PETSc refuses the others at set-up (KSPSetUpNorms)
         test = (column, rtol, atol, dtol) if looping else None  # the device's convergence test
@@ -161,7 +170,7 @@ class GraphCG(PythonKSP):
             self._run(work, graph_key, ("start", looping, length, address(barray),
                                         None if guess is None else address(guess)),
                       lambda: self._start(cg, barray, guess, length, multiply, precondition, reduce, test,
-                                          column == _UNPRECONDITIONED))
+                                          column == _UNPRECONDITIONED, self.single_reduction))
         finally:
             restore_array(b, "r")
             if nonzero:
@@ -254,7 +263,7 @@ class GraphCG(PythonKSP):
         if nonzero:
             xp.copyto(cg.x, x)
         cg.start(b, nonzero, multiply, precondition, reference=column, mean_free=bool(A.getTransposeNullSpace()),
-                 unpreconditioned=column == _UNPRECONDITIONED)
+                 unpreconditioned=column == _UNPRECONDITIONED, single_reduction=self.single_reduction)
         cg.loop(min(max_it, _LOOP_ROWS), (column, rtol, atol, dtol), multiply, precondition, start=True)
         xp.copyto(x, cg.x)
         xp.copyto(work.records[slot], cg.store)
@@ -315,15 +324,15 @@ class GraphCG(PythonKSP):
         return min(_LOOP_ROWS, max_it - its) if looping else self._block_length(its, max_it)
 
     @staticmethod
-    def _start(cg, b, guess, length, multiply, precondition, reduce, test, unpreconditioned):
+    def _start(cg, b, guess, length, multiply, precondition, reduce, test, unpreconditioned, single_reduction):
         """x = the guess (or 0), CG's start from b, and its first ``length``
         iterations (a loop of at most ``length`` under the device's ``test``);
-        ``unpreconditioned``: each residual tested before it is preconditioned
-        (DeviceCG)."""
+        ``unpreconditioned``: each residual tested before it is preconditioned,
+        ``single_reduction``: Chronopoulos and Gear's iterations (DeviceCG)."""
         if guess is not None:
             cg.xp.copyto(cg.x, guess)
         cg.start(b, guess is not None, multiply, precondition, reduce, reference=None if test is None else test[0],
-                 unpreconditioned=unpreconditioned)
+                 unpreconditioned=unpreconditioned, single_reduction=single_reduction)
         if test is None:
             cg.iterate(length, multiply, precondition, reduce)
         else:

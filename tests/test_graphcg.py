@@ -216,12 +216,70 @@ def test_parallel_solution_matches_serial():
             ksp.getPythonContext().describe(ksp)
 
 
+SINGLE = {"ksp_norm_type": "unpreconditioned", "ksp_graphcg_single_reduction": 1}
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("pc", [{"pc_type": "none"}, {"pc_type": "jacobi"}, {"pc_type": "gpuamg"},
+                                {"pc_type": "gpuamg", "pc_gpuamg_vector_type": "float32"}])
+def test_single_reduction_takes_the_iterations_of_cg_single_reduction(pc):
+    """-ksp_graphcg_single_reduction is Chronopoulos and Gear's iteration, as
+    PETSc's cg -ksp_cg_single_reduction: the same iterations, norms and
+    solution (on several ranks, one sum of the two dot products an
+    iteration; gpuamg's float32 cycle in parallel takes float64 vectors)."""
+    if COMM.getSize() > 1 and pc.get("pc_gpuamg_vector_type") == "float32":
+        pytest.skip("float32 cycle vectors are one rank's")
+    csr, n = laplacian(12), 12**3
+    cg, x = krylov_solve(csr, n, {"ksp_type": "cg", "ksp_norm_type": "unpreconditioned",
+                                  "ksp_cg_single_reduction": 1, **pc})
+    ksp, y = solve(csr, n, {**SINGLE, **pc})
+    two, z = solve(csr, n, {"ksp_norm_type": "unpreconditioned", **pc})
+    assert ksp.getPythonContext().single_reduction and not two.getPythonContext().single_reduction
+    assert cg.getConvergedReason() > 0 and ksp.getConvergedReason() > 0
+    assert ksp.getIterationNumber() == cg.getIterationNumber() == two.getIterationNumber()
+    for other in (x, z):
+        numpy.testing.assert_allclose(values(y), values(other), rtol=1e-9, atol=1e-9 * abs(values(other)).max())
+    assert ksp.getResidualNorm() == pytest.approx(cg.getResidualNorm(), rel=1e-6)
+
+
+def test_single_reduction_needs_the_unpreconditioned_norm():
+    with pytest.raises(PETSc.Error, match="single_reduction takes the unpreconditioned norm"):
+        solve(laplacian(4), 64, {"pc_type": "jacobi", "ksp_norm_type": "preconditioned",
+                                 "ksp_graphcg_single_reduction": 1})
+
+
+@pytest.mark.parametrize("single", [False, True])
+def test_indefinite_operator_and_preconditioner_are_reported(single):
+    """What CG's steps flag, Chronopoulos and Gear's flag too."""
+    opts = SINGLE if single else {}
+    indptr, indices, data = laplacian(6)
+    A = (scipy.sparse.csr_matrix((data, indices, indptr)) - 3.0 * scipy.sparse.eye(216)).tocsr()
+    ksp, _ = solve((A.indptr, A.indices, A.data), 216, {"pc_type": "none", **opts})
+    assert ksp.getConvergedReason() == Reason.DIVERGED_INDEFINITE_MAT
+    M = aij_from_csr(*laplacian(6), (216, 216), comm=PETSc.COMM_SELF, mat_type="gpusell")
+    ksp = ksp_of(M, pc="python")
+    for key, value in opts.items():
+        PETSc.Options().setValue(key, value)
+    try:
+        ksp.setFromOptions()
+    finally:
+        for key in opts:
+            PETSc.Options().delValue(key)
+    ksp.getPC().setPythonContext(NegatedIdentity())
+    b, x = M.createVecs()
+    b.set(1.0)
+    ksp.solve(b, x)
+    assert ksp.getPythonContext().single_reduction == single
+    assert ksp.getConvergedReason() == Reason.DIVERGED_INDEFINITE_PC
+
+
 # --- the loop the device ends (here on NumPy: the host loop; on a GPU a WHILE node) ---
 
 
-def device_loop(csr, n, limits, test=(1, 1e-8, 0.0, 1e5), guess=None):
+def device_loop(csr, n, limits, test=(1, 1e-8, 0.0, 1e5), guess=None, single_reduction=False):
     """DeviceCG from x = ``guess`` (None: 0), b = 1 with Jacobi, then loops of at most each of
-    ``limits`` iterations (the first from the start): the iterations of each, and x."""
+    ``limits`` iterations (the first from the start): the iterations of each, and x.
+    ``single_reduction``: Chronopoulos and Gear's iterations, in the unpreconditioned order."""
     from gpu_mats.device_cg import DeviceCG
 
     A = scipy.sparse.csr_matrix((csr[2], csr[1], csr[0]), shape=(n, n))
@@ -236,7 +294,8 @@ def device_loop(csr, n, limits, test=(1, 1e-8, 0.0, 1e5), guess=None):
 
     if guess is not None:
         cg.x[...] = guess
-    cg.start(numpy.ones(n), guess is not None, multiply, precondition, reference=test[0])
+    cg.start(numpy.ones(n), guess is not None, multiply, precondition, reference=test[0],
+             unpreconditioned=single_reduction, single_reduction=single_reduction)
     counts = []
     for k, limit in enumerate(limits):
         cg.loop(limit, test, multiply, precondition, start=k == 0)
@@ -244,11 +303,12 @@ def device_loop(csr, n, limits, test=(1, 1e-8, 0.0, 1e5), guess=None):
     return counts, cg.x.copy()
 
 
-def test_device_loop_stops_where_petsc_default_test_does():
+@pytest.mark.parametrize("single", [False, True])
+def test_device_loop_stops_where_petsc_default_test_does(single):
     csr, n = laplacian(10), 1000
-    cg, x = krylov_solve(csr, n, {"ksp_type": "cg", "pc_type": "jacobi", "ksp_norm_type": "unpreconditioned"},
-                         comm=PETSc.COMM_SELF)
-    counts, y = device_loop(csr, n, [200])
+    cg, x = krylov_solve(csr, n, {"ksp_type": "cg", "pc_type": "jacobi", "ksp_norm_type": "unpreconditioned",
+                                  "ksp_cg_single_reduction": int(single)}, comm=PETSc.COMM_SELF)
+    counts, y = device_loop(csr, n, [200], single_reduction=single)
     assert cg.getConvergedReason() > 0 and counts == [cg.getIterationNumber()]
     numpy.testing.assert_allclose(y, values(x), rtol=1e-10)
 
@@ -272,10 +332,11 @@ def test_device_loop_after_a_guess_stops_where_petsc_default_test_does(norm):
     numpy.testing.assert_allclose(y, values(x), rtol=1e-8)
 
 
-def test_device_loop_stopped_at_its_limit_resumes_to_the_same_bits():
+@pytest.mark.parametrize("single", [False, True])
+def test_device_loop_stopped_at_its_limit_resumes_to_the_same_bits(single):
     csr, n = laplacian(10), 1000
-    (whole,), x = device_loop(csr, n, [200])
-    counts, y = device_loop(csr, n, [5, 200])
+    (whole,), x = device_loop(csr, n, [200], single_reduction=single)
+    counts, y = device_loop(csr, n, [5, 200], single_reduction=single)
     assert counts == [5, whole - 5] and numpy.array_equal(x, y)
 
 
@@ -541,11 +602,78 @@ def test_an_update_with_the_record_gives_the_bits_of_the_update_then_the_record(
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("n", [1, 5000, 300_001])
+@pytest.mark.parametrize("norm", [0.4, 0.05, None])  # the loop goes on, it stops; no test (a block)
+def test_chronopoulos_gear_steps_give_the_bits_of_their_parts(rng, n, norm):
+    """single_step taking its dot products gives the bits of partial_dots,
+    sum_partials and then the step; single_update_record_step (the
+    direction, A p's recurrence, the update and r's record with the loop's
+    test in one launch) those of single_update then record_step, on the GPU
+    and on the host, launch after launch; the GPU's values are the host's."""
+    if not gpu_usable():
+        pytest.skip("no usable GPU")
+    import cupy
+
+    from gpu_mats.kernels import family
+    from gpu_mats.kernels.pcg import ALPHA, BETA, GO, RZ
+
+    x, r, p, w, q = (rng.standard_normal(n) for _ in range(5))
+    if norm is not None:
+        r *= norm / numpy.linalg.norm(r)
+    # z nearly orthogonal to r (r . z small and positive: where n > 1 the update moves r's norm little), A z = 4 z
+    z = q - (q @ r) / (r @ r) * r + 1e-3 * r
+    az = 4.0 * z
+    test = None if norm is None else (1, 0.1, 0.0, 1e5, 10, 0)
+    results = {}
+    for xp in (cupy, numpy):
+        k = family("pcg", xp)
+        partials, arrivals = xp.zeros((3, k.partial_count(n))), xp.zeros(1, dtype=numpy.uint32)
+        runs = []
+        for fused in (False, True, True):
+            s = xp.asarray([2.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.1, 1e5, 0.0])  # rz 2, alpha 0.5, row 1, target 0.1
+            sums, history = xp.zeros(3), xp.zeros((4, 3))
+            x_, r_, p_, w_ = (xp.asarray(v).copy() for v in (x, r, p, w))
+            z_, az_ = xp.asarray(z), xp.asarray(az)
+            rounded = xp.zeros(n, dtype=numpy.float32)
+            if fused:
+                k.single_step(s, sums, (partials, arrivals, r_, z_, az_))
+                k.single_update_record_step(s, sums, history, x_, r_, p_, w_, z_, az_, partials, arrivals, test,
+                                            rounded)
+            else:
+                k.partial_dots(partials, r_, z_, az_, z_)
+                k.sum_partials(sums, partials)
+                k.single_step(s, sums)
+                k.single_update(s, x_, r_, p_, w_, z_, az_)
+                rounded[...] = r_
+                k.record_step(s, sums, history, False, (partials, arrivals, r_), test)
+            runs.append([numpy.asarray(a.get() if xp is cupy else a) for a in (s, sums, history, x_, r_, p_, w_,
+                                                                                 rounded)])
+        assert int(arrivals[0]) == 0
+        for separate, fused, again in zip(*runs):
+            assert numpy.array_equal(separate, fused) and numpy.array_equal(fused, again)
+        s, _, history, x_, r_, p_, w_, rounded = runs[1]
+        beta = (r @ z) / 2.0
+        assert s[RZ] == pytest.approx(r @ z, rel=1e-12) and s[BETA] == pytest.approx(beta, rel=1e-12)
+        assert s[ALPHA] == pytest.approx((r @ z) / (z @ az - beta * (r @ z) / 0.5), rel=1e-10)
+        numpy.testing.assert_allclose(p_, z + beta * p, rtol=1e-12, atol=1e-14)
+        numpy.testing.assert_allclose(r_, r - s[ALPHA] * (az + beta * w), rtol=1e-12, atol=1e-14)
+        numpy.testing.assert_allclose(history[2], [0.0, r_ @ r_, 0.0], rtol=1e-12)
+        assert numpy.array_equal(rounded, r_.astype(numpy.float32))
+        if norm is not None:
+            assert s[GO] == (1.0 if numpy.linalg.norm(r_) > 0.1 else 0.0)
+        results[xp.__name__] = runs[1]
+    for got, want in zip(results["cupy"], results["numpy"]):
+        numpy.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("loop", [True, False])
-def test_graph_replays_give_the_bits_of_launches(loop):
+@pytest.mark.parametrize("single", [False, True])
+def test_graph_replays_give_the_bits_of_launches(loop, single):
     """One KSP (one gpuamg hierarchy): the solve launched kernel by kernel,
     then captured (its second run) and replayed, in blocks or in a loop the
-    device ends: the same iterate, bit for bit."""
+    device ends: the same iterate, bit for bit; so too for Chronopoulos and
+    Gear's iterations (``single``), in the unpreconditioned norm they take."""
     if not gpu_usable():
         pytest.skip("no usable GPU")
     from gpu_mats.kernels import conditional_loops
@@ -556,8 +684,10 @@ def test_graph_replays_give_the_bits_of_launches(loop):
     A = aij_from_csr(*csr, (n, n), comm=PETSc.COMM_SELF, mat_type="gpusell")
     ksp = ksp_of(A, pc="gpuamg")
     ksp.setInitialGuessNonzero(True)
+    if single:
+        ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
     ctx = ksp.getPythonContext()
-    ctx.loop = loop
+    ctx.loop, ctx.single_reduction = loop, single
     b, x = A.createVecs()
     b.set(1.0)
     runs = []

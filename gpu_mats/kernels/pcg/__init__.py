@@ -8,7 +8,9 @@ The scalar array ``s`` holds rz (r . z of the current residual), alpha,
 beta, a flag, the row of ``history`` the last residual went to, and what
 the device-side convergence test of a loop keeps (slots below); each dot
 product is summed in two fixed passes (per block of the grid, then over the
-blocks), so that a replay gives the same bits as the first run.
+blocks), so that a replay gives the same bits as the first run. The
+single_ steps are Chronopoulos and Gear's iteration, whose two dot products
+are taken in one sum.
 """
 
 RZ, ALPHA, BETA, FLAG, ROW, GO, TARGET, DIVERGENCE, REFERENCE = range(9)  # slots of the scalar array
@@ -100,6 +102,30 @@ def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=No
     unpreconditioned norm, on one rank. The same bits as the two.
     ``rounded``, a float32 array: r also stored there (the right-hand side
     of a preconditioner that works in float32: DeviceCG's hand-off)."""
+
+
+def single_step(s, sums, dots=None):
+    """Chronopoulos and Gear's scalar step (D'Azevedo, Eijkhout and Romine,
+    "Conjugate gradient algorithms with reduced synchronization overhead on
+    distributed memory multiprocessors", 1993, method 1), its one sum of
+    sums = (r . z, z . A z) after z = M^-1 r and A z: beta = (r . z) / rz
+    (0 where rz is 0: a solve's first direction), rz = r . z, alpha = rz /
+    (z . A z - beta rz / alpha), the last alpha's p . A p recurrence; alpha
+    = 0 where rz is 0, or negative or not a number (FLAG
+    INDEFINITE_PRECONDITIONER), or where p . A p is not positive (FLAG
+    INDEFINITE_OPERATOR). ``dots``, (partials, arrivals, r, z, az): sums =
+    (r . z, az . z) first, as alpha_step's."""
+
+
+def single_update(s, x, r, p, w, z, az):
+    """The iteration's vectors after single_step, in one pass: p = z + beta
+    p, w = az + beta w (w = A p by the recurrence; neither read where beta
+    is 0), x += alpha p, r -= alpha w."""
+
+
+def single_update_record_step(s, sums, history, x, r, p, w, z, az, partials, arrivals, test=None, rounded=None):
+    """single_update, then record_step of the new r, as update_record_step
+    after update_iterate: one launch, the same bits as the two."""
 
 
 def update_direction(s, p, z):

@@ -95,6 +95,37 @@ def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=No
     record_step(s, sums, history, False, (partials, arrivals, r), test)
 
 
+def single_step(s, sums, dots=None):
+    if dots is not None:
+        r, z, az = dots[2:]
+        _summed(sums, dots[0], r, z, az, z)
+    rz, zaz = sums[0], sums[1]
+    beta = 0.0 if s[RZ] == 0.0 else rz / s[RZ]
+    pap = zaz if beta == 0.0 else zaz - beta * rz / s[ALPHA]
+    s[RZ], s[BETA] = rz, beta
+    if not rz >= 0.0:
+        s[ALPHA], s[FLAG] = 0.0, INDEFINITE_PRECONDITIONER
+    elif rz == 0.0:
+        s[ALPHA] = 0.0
+    elif not pap > 0.0:
+        s[ALPHA], s[FLAG] = 0.0, INDEFINITE_OPERATOR
+    else:
+        s[ALPHA] = rz / pap
+
+
+def single_update(s, x, r, p, w, z, az):
+    update_direction(s, p, z)
+    update_direction(s, w, az)
+    update_iterate(s, x, r, p, w)
+
+
+def single_update_record_step(s, sums, history, x, r, p, w, z, az, partials, arrivals, test=None, rounded=None):
+    single_update(s, x, r, p, w, z, az)
+    if rounded is not None:
+        rounded[...] = r
+    record_step(s, sums, history, False, (partials, arrivals, r), test)
+
+
 def update_direction(s, p, z):
     if s[BETA] == 0.0:
         p[...] = z

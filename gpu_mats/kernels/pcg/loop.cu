@@ -54,14 +54,15 @@ __global__ void dots_test_step(long long n, const double* r, const double* z, do
     });
 }
 
-// update_record_step, then the test after an iteration, by the block that takes the record
-extern "C" __global__ void update_test_step(long long n, double* s, double* x, double* r, const double* p,
-                                            const double* w, float* rounded, double* partials,
+// update_record_step (single_update_record_step where z is not null), then the test after an iteration, by the
+// block that takes the record
+extern "C" __global__ void update_test_step(long long n, double* s, double* x, double* r, double* p, double* w,
+                                            const double* z, const double* az, float* rounded, double* partials,
                                             unsigned int* arrivals, double* sums, double* history, int column,
                                             double rtol, double atol, double dtol, int limit,
                                             unsigned long long handle)
 {
-    update_then(n, s, x, r, p, w, rounded, partials, arrivals, sums, [&] {
+    update_then(n, s, x, r, p, w, z, az, rounded, partials, arrivals, sums, [&] {
         record(s, sums, history, 0);
         verdict(s, history, column, rtol, atol, dtol, limit, AFTER_ITERATION, handle);
     });

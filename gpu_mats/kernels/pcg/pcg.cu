@@ -54,17 +54,25 @@ __device__ void block_partials(long long n, int pairs, const double* x0, const Z
 
 // update_iterate's x += alpha p and r -= alpha w, and the block's partial sum of the new r . r as block_partials
 // leaves r . r's (update_record_step): one pass; r also into ``rounded`` as float where it is not null (a float32
-// cycle's right-hand side)
-__device__ void update_partials(long long n, const double* s, double* x, double* r, const double* p,
-                                const double* w, float* rounded, double* partials)
+// cycle's right-hand side). Where z is not null (Chronopoulos and Gear's iteration, single_update), the new
+// direction first: p = z + beta p and w = az + beta w (p and w not read where beta is 0).
+__device__ void update_partials(long long n, const double* s, double* x, double* r, double* p, double* w,
+                                const double* z, const double* az, float* rounded, double* partials)
 {
     __shared__ double cache[3][BLOCK];
-    const double alpha = s[1];
+    const double alpha = s[1], beta = s[2];
     double a0 = 0.0;
     const long long stride = static_cast<long long>(gridDim.x) * BLOCK;
     for (long long i = blockIdx.x * static_cast<long long>(BLOCK) + threadIdx.x; i < n; i += stride) {
-        x[i] = fma(alpha, p[i], x[i]);
-        const double ri = fma(-alpha, w[i], r[i]);
+        double pi = p[i], wi = w[i];
+        if (z) {
+            pi = beta == 0.0 ? z[i] : fma(beta, pi, z[i]);
+            wi = beta == 0.0 ? az[i] : fma(beta, wi, az[i]);
+            p[i] = pi;
+            w[i] = wi;
+        }
+        x[i] = fma(alpha, pi, x[i]);
+        const double ri = fma(-alpha, wi, r[i]);
         r[i] = ri;
         if (rounded) rounded[i] = static_cast<float>(ri);
         a0 = fma(ri, ri, a0);
@@ -126,10 +134,11 @@ __device__ void dots_then(long long n, int pairs, const double* x0, const Z* y0,
 
 // update_partials' pass, then as dots_then: the last block sums the partials of r . r and takes ``step``
 template <typename Step>
-__device__ void update_then(long long n, double* s, double* x, double* r, const double* p, const double* w,
-                            float* rounded, double* partials, unsigned int* arrivals, double* sums, Step step)
+__device__ void update_then(long long n, double* s, double* x, double* r, double* p, double* w, const double* z,
+                            const double* az, float* rounded, double* partials, unsigned int* arrivals, double* sums,
+                            Step step)
 {
-    update_partials(n, s, x, r, p, w, rounded, partials);
+    update_partials(n, s, x, r, p, w, z, az, rounded, partials);
     if (!last_block(arrivals)) return;
     sum_rows(gridDim.x, partials, sums);
     if (threadIdx.x == 0) step();
@@ -178,6 +187,42 @@ __device__ void direction(double* s, const double* sums)
     s[2] = s[0] == 0.0 ? 0.0 : rz / s[0];
     s[0] = rz;
     if (!(rz >= 0.0)) s[3] = 2.0;
+}
+
+// Chronopoulos and Gear's step (single_step) from sums = (r . z, z . A z): beta = (r . z) / rz (0 where rz is 0: a
+// solve's first direction), rz = r . z, and alpha = rz / (p . A p) with p . A p = z . A z - beta rz / alpha (the
+// last alpha); alpha = 0 where rz is 0 or negative (FLAG INDEFINITE_PRECONDITIONER) or p . A p is not positive
+// (FLAG INDEFINITE_OPERATOR)
+__device__ void single(double* s, const double* sums)
+{
+    const double rz = sums[0], zaz = sums[1];
+    const double beta = s[0] == 0.0 ? 0.0 : rz / s[0];
+    const double pap = beta == 0.0 ? zaz : zaz - beta * rz / s[1];
+    s[0] = rz;
+    s[2] = beta;
+    if (!(rz >= 0.0)) {
+        s[1] = 0.0;
+        s[3] = 2.0;
+    } else if (rz == 0.0) {
+        s[1] = 0.0;
+    } else if (!(pap > 0.0)) {
+        s[1] = 0.0;
+        s[3] = 1.0;
+    } else {
+        s[1] = rz / pap;
+    }
+}
+
+extern "C" __global__ void single_step(double* s, const double* sums)
+{
+    single(s, sums);
+}
+
+// r . z and z . A z and the single step from them, in one launch of partial_count(n) blocks of BLOCK threads
+extern "C" __global__ void dots_single_step(long long n, const double* r, const double* z, const double* az,
+                                            double* partials, unsigned int* arrivals, double* sums, double* s)
+{
+    dots_then(n, 2, r, z, az, z, nullptr, nullptr, partials, arrivals, sums, [&] { single(s, sums); });
 }
 
 extern "C" __global__ void sum_partials(int count, const double* partials, double* sums)
@@ -237,11 +282,35 @@ __global__ void dots_direction_step(long long n, const double* r, const Z* z, do
 }
 
 // update_iterate, then dots_record_step on the new r, in one launch of partial_count(n) blocks of BLOCK threads
-extern "C" __global__ void update_record_step(long long n, double* s, double* x, double* r, const double* p,
-                                              const double* w, float* rounded, double* partials,
-                                              unsigned int* arrivals, double* sums, double* history)
+extern "C" __global__ void update_record_step(long long n, double* s, double* x, double* r, double* p, double* w,
+                                              float* rounded, double* partials, unsigned int* arrivals, double* sums,
+                                              double* history)
 {
-    update_then(n, s, x, r, p, w, rounded, partials, arrivals, sums, [&] { record(s, sums, history, 0); });
+    update_then(n, s, x, r, p, w, nullptr, nullptr, rounded, partials, arrivals, sums,
+                [&] { record(s, sums, history, 0); });
+}
+
+// single_update, then dots_record_step on the new r, in one launch of partial_count(n) blocks of BLOCK threads
+extern "C" __global__ void single_update_record_step(long long n, double* s, double* x, double* r, double* p,
+                                                     double* w, const double* z, const double* az, float* rounded,
+                                                     double* partials, unsigned int* arrivals, double* sums,
+                                                     double* history)
+{
+    update_then(n, s, x, r, p, w, z, az, rounded, partials, arrivals, sums, [&] { record(s, sums, history, 0); });
+}
+
+extern "C" __global__ void single_update(long long n, const double* s, double* x, double* r, double* p, double* w,
+                                         const double* z, const double* az)
+{
+    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (i >= n) return;
+    const double alpha = s[1], beta = s[2];
+    const double pi = beta == 0.0 ? z[i] : fma(beta, p[i], z[i]);
+    const double wi = beta == 0.0 ? az[i] : fma(beta, w[i], az[i]);
+    p[i] = pi;
+    w[i] = wi;
+    x[i] = fma(alpha, pi, x[i]);
+    r[i] = fma(-alpha, wi, r[i]);
 }
 
 extern "C" __global__ void update_iterate(long long n, const double* s, double* x, double* r, const double* p,
