@@ -662,8 +662,8 @@ def test_chronopoulos_gear_steps_give_the_bits_of_their_parts(rng, n, norm):
         if norm is not None:
             assert s[GO] == (1.0 if numpy.linalg.norm(r_) > 0.1 else 0.0)
         results[xp.__name__] = runs[1]
-    for got, want in zip(results["cupy"], results["numpy"]):
-        numpy.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    for got, want in zip(results["cupy"], results["numpy"]):  # fma on the GPU: rounding-level differences
+        numpy.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14 * max(abs(want).max(), 1.0))
 
 
 @pytest.mark.gpu
