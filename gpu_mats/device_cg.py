@@ -22,7 +22,8 @@ also take Chronopoulos and Gear's iteration (``single_reduction``, as
 PETSc's -ksp_cg_single_reduction): A z in place of A p, so that r . z and
 z . A z are one sum, and the new direction, w = A p by its recurrence, the
 iterate and the residual one pass; three launches an iteration besides
-the product and the preconditioner, where CG's order takes five.
+the product and the preconditioner, where CG's order takes five (four
+with a float32 cycle, whose z is copied into float64 for the product).
 
 Works the same on NumPy arrays (the family's host twins).
 """

@@ -33,6 +33,11 @@ it from the device's own test. Like cacg, it leaves the null space to the right-
 projects b where the matrix has a transpose null space): CG's iterates
 stay in the range.
 
+-ksp_graphcg_single_reduction takes Chronopoulos and Gear's iteration in
+place of CG's (PETSc's cg -ksp_cg_single_reduction): one sum of two dot
+products an iteration. It is not the flow's default (BENCHMARKS.md,
+"The whole step on the GPU", has why).
+
 Any Mat and PC work, through PETSc where they are not the project's (then
 without graphs). On several ranks the dot products are summed over them
 (two sums an iteration, as cg's): by an NCCL all-reduce on the device
@@ -106,8 +111,9 @@ class GraphCG(PythonKSP):
                "place of blocks the host checks; the host still judges every norm (blocks replay faster where a run "
                "of solves takes steady counts; a step's graph always loops; one rank)"),
         Option("ksp_graphcg_single_reduction", "single_reduction", False, "Chronopoulos and Gear's iteration, as "
-               "cg's -ksp_cg_single_reduction: r . z and z . A z in one sum, and two launches an iteration fewer "
-               "(needs -ksp_norm_type unpreconditioned)", view="single reduction {}"),
+               "cg's -ksp_cg_single_reduction: r . z and z . A z in one sum (one all-reduce an iteration on several "
+               "ranks; on one GPU the step and the update fuse into fewer launches); needs -ksp_norm_type "
+               "unpreconditioned", view="single reduction {}"),
         Option("ksp_graphcg_transport", "transport", "auto", "in parallel, how the dot products are summed over "
                "the ranks: nccl (an all-reduce between GPUs, which the blocks' graphs hold), mpi (through host "
                "memory: the blocks are launched), auto (NCCL for GPU vectors where CuPy has it)", choices=TRANSPORTS),

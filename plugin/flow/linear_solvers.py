@@ -26,13 +26,6 @@ def _true_residual_norm(ksp, prefix, types):
         ksp.setNormType(PETSc.KSP.NormType.UNPRECONDITIONED)
 
 
-def _single_reduction(prefix):
-    """graphcg's Chronopoulos-Gear iteration as a default where the norm is
-    left to _true_residual_norm (the unpreconditioned one, which it takes):
-    two launches an iteration fewer (BENCHMARKS.md)."""
-    return {} if PETSc.Options().hasName(f"{prefix}ksp_norm_type") else {"ksp_graphcg_single_reduction": True}
-
-
 class LinearSolvers:
     """The KSPs of one flow: ``matrices`` (FlowMatrices), ``operators``
     (FlowOperators), ``multigrid`` (a box of equal cells' PressureMultigrid,
@@ -87,7 +80,7 @@ class LinearSolvers:
         ksp.getPC().setType(pc_type)
         ksp.setTolerances(rtol=1e-8)
         ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
-        with option_defaults(prefix, {**self._gpuamg_precision(prefix), **_single_reduction(prefix)}):
+        with option_defaults(prefix, self._gpuamg_precision(prefix)):
             ksp.setFromOptions()
         # rtol on ||b - A q|| / ||b||, the discrete divergence left: PETSc's default for a nonzero guess,
         # ||B b|| with B the preconditioner, costs one more cycle per solve
@@ -130,7 +123,7 @@ class LinearSolvers:
             return ksp
         ksp.setType("graphcg")
         ksp.getPC().setType("ainv")
-        with option_defaults("momentum_", {"pc_ainv_type": "fsai", **_single_reduction("momentum_")}):
+        with option_defaults("momentum_", {"pc_ainv_type": "fsai"}):
             ksp.setFromOptions()
         _true_residual_norm(ksp, "momentum_", ("graphcg",))  # as the pressure's
         return ksp
