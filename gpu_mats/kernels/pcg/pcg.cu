@@ -6,26 +6,45 @@
 
 #define BLOCK 256
 #define SUM_BLOCK 1024
+#define WARPS (BLOCK / 32)
 
-__device__ void block_sum3(double (*cache)[BLOCK], double a0, double a1, double a2)
+// A warp's three sums into its lane 0, by shuffles in a fixed order
+__device__ void warp_sum3(double& a0, double& a1, double& a2)
 {
-    const int t = threadIdx.x;
-    cache[0][t] = a0;
-    cache[1][t] = a1;
-    cache[2][t] = a2;
-    __syncthreads();
-    for (int half = BLOCK / 2; half > 0; half >>= 1) {
-        if (t < half) {
-            cache[0][t] += cache[0][t + half];
-            cache[1][t] += cache[1][t + half];
-            cache[2][t] += cache[2][t + half];
-        }
-        __syncthreads();
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        a0 += __shfl_down_sync(0xffffffffu, a0, offset);
+        a1 += __shfl_down_sync(0xffffffffu, a1, offset);
+        a2 += __shfl_down_sync(0xffffffffu, a2, offset);
     }
 }
 
-// The block's three sums (block_sum3's) into partials[k * gridDim.x + block]
-__device__ void write_partials(double (*cache)[BLOCK], double* partials)
+// The block's three sums into cache[k][0]: each warp's by shuffles, then the warps' by the first warp, one
+// __syncthreads between (a tree over shared memory took one per halving)
+__device__ void block_sum3(double (*cache)[WARPS], double a0, double a1, double a2)
+{
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    warp_sum3(a0, a1, a2);
+    if (lane == 0) {
+        cache[0][warp] = a0;
+        cache[1][warp] = a1;
+        cache[2][warp] = a2;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        a0 = lane < WARPS ? cache[0][lane] : 0.0;
+        a1 = lane < WARPS ? cache[1][lane] : 0.0;
+        a2 = lane < WARPS ? cache[2][lane] : 0.0;
+        warp_sum3(a0, a1, a2);
+        if (lane == 0) {
+            cache[0][0] = a0;
+            cache[1][0] = a1;
+            cache[2][0] = a2;
+        }
+    }
+}
+
+// The block's three sums (block_sum3's) into partials[k * gridDim.x + block], by the thread that holds them
+__device__ void write_partials(double (*cache)[WARPS], double* partials)
 {
     if (threadIdx.x == 0) {
         partials[blockIdx.x] = cache[0][0];
@@ -40,7 +59,7 @@ template <typename Z>
 __device__ void block_partials(long long n, int pairs, const double* x0, const Z* y0, const double* x1,
                                const double* y1, const double* x2, const double* y2, double* partials)
 {
-    __shared__ double cache[3][BLOCK];
+    __shared__ double cache[3][WARPS];
     double a0 = 0.0, a1 = 0.0, a2 = 0.0;
     const long long stride = static_cast<long long>(gridDim.x) * BLOCK;
     for (long long i = blockIdx.x * static_cast<long long>(BLOCK) + threadIdx.x; i < n; i += stride) {
@@ -59,7 +78,7 @@ __device__ void block_partials(long long n, int pairs, const double* x0, const Z
 __device__ void update_partials(long long n, const double* s, double* x, double* r, double* p, double* w,
                                 const double* z, const double* az, float* rounded, double* partials)
 {
-    __shared__ double cache[3][BLOCK];
+    __shared__ double cache[3][WARPS];
     const double alpha = s[1], beta = s[2];
     double a0 = 0.0;
     const long long stride = static_cast<long long>(gridDim.x) * BLOCK;
@@ -102,15 +121,18 @@ __device__ bool last_block(unsigned int* arrivals)
     return last;
 }
 
-// sums = each row of partials summed by one block in a fixed order: a tree over SUM_BLOCK slots, whatever the
-// block's size (each thread takes the slots blockDim.x apart), so that every launch adds the same pairs
+// sums = each row of partials summed by one block in a fixed order: a tree over the least power of two of slots
+// that holds the count, whatever the block's size (each thread takes the slots blockDim.x apart), so that every
+// launch on as many partials adds the same pairs
 __device__ void sum_rows(int count, const double* partials, double* sums)
 {
     __shared__ double cache[3][SUM_BLOCK];
-    for (int j = threadIdx.x; j < SUM_BLOCK; j += blockDim.x)
+    int slots = 1;
+    while (slots < count) slots <<= 1;
+    for (int j = threadIdx.x; j < slots; j += blockDim.x)
         for (int k = 0; k < 3; ++k) cache[k][j] = j < count ? __ldcg(partials + k * count + j) : 0.0;
     __syncthreads();
-    for (int half = SUM_BLOCK / 2; half > 0; half >>= 1) {
+    for (int half = slots / 2; half > 0; half >>= 1) {
         for (int j = threadIdx.x; j < half; j += blockDim.x)
             for (int k = 0; k < 3; ++k) cache[k][j] += cache[k][j + half];
         __syncthreads();
