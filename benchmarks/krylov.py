@@ -1,5 +1,6 @@
 """Time per CG-equivalent iteration: cacg (s = 4, 8, 12) and graphcg (its
-loop the device ends, its adaptive blocks, and blocks of 8) against PETSc's cg and pipecg, with
+loop the device ends, its adaptive blocks, and blocks of 8; on the unpreconditioned norm, with and
+without Chronopoulos and Gear's single reduction) against PETSc's cg and pipecg, with
 jacobi and ainv (gpuamg with --pcs), on gpusell with CUDA vectors; cg and pipecg also on
 PETSc's own GPU matrix (--peer-mat, default aijcusparse).
 
@@ -33,7 +34,10 @@ COMM = PETSc.COMM_WORLD
 METHODS = {"cg": {"ksp_type": "cg"}, "pipecg": {"ksp_type": "pipecg"}}
 METHODS.update({f"cacg s={s}": {"ksp_type": "cacg", "ksp_cacg_s": s} for s in (4, 8, 12)})
 METHODS.update({"graphcg": {"ksp_type": "graphcg"}, "graphcg blocks": {"ksp_type": "graphcg", "ksp_graphcg_loop": 0},
-                "graphcg block 8": {"ksp_type": "graphcg", "ksp_graphcg_block": 8}})
+                "graphcg block 8": {"ksp_type": "graphcg", "ksp_graphcg_block": 8},
+                "graphcg unpreconditioned": {"ksp_type": "graphcg", "ksp_norm_type": "unpreconditioned"},
+                "graphcg single reduction": {"ksp_type": "graphcg", "ksp_norm_type": "unpreconditioned",
+                                             "ksp_graphcg_single_reduction": 1}})
 OURS = ("cacg", "graphcg")  # the project's KSPs: on gpusell only
 PCS = {"jacobi": {"pc_type": "jacobi"}, "ainv": {"pc_type": "ainv"}, "gpuamg": {"pc_type": "gpuamg"}}
 STAR = [(0, 0, 0), (-1, 0, 0), (1, 0, 0), (0, -1, 0), (0, 1, 0), (0, 0, -1), (0, 0, 1)]
