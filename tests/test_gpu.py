@@ -199,9 +199,9 @@ def test_cuda_local_solves_report_the_same_failing_task():
 @pytest.mark.parametrize("longest, lanes", [(8, 4), (36, 8), (72, 16), (400, 32)])
 def test_cuda_csr_warp_kernels_match_numpy(dtype, longest, lanes):
     """The CSR product with 4 to 32 threads per row (plain, and y = alpha A x
-    + beta z with z apart or z = y), fused smoothing step and coarse
-    correction, on rows from empty to thousands of entries, against their
-    NumPy twins and scipy."""
+    + beta z with z apart or z = y), fused smoothing step, restricted
+    residual and coarse correction, on rows from empty to thousands of
+    entries, against their NumPy twins and scipy."""
     import cupy
     import scipy.sparse
 
@@ -245,22 +245,36 @@ def test_cuda_csr_warp_kernels_match_numpy(dtype, longest, lanes):
     for got, expected in zip(outputs[1], outputs[0]):
         numpy.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
-    # the coarse correction: A's pattern taken for P's and A P's, xc as long as A's columns
-    xc, r0 = rng.standard_normal(5000), rng.standard_normal(lengths.size)
+    # the restricted residual: A's pattern taken for R's and R A's, b and y as long as A's columns
+    pattern = (A.indptr.astype(numpy.int64), A.indices.astype(numpy.int32))
+    b_fine, y_fine = rng.standard_normal((2, 5000))
+    r_data, ra_data = A.data.astype(dtype), rng.standard_normal(A.nnz).astype(dtype)
+    outputs = []
+    for kernels, xp in ((host, numpy), (cuda, cupy)):
+        bc = xp.full(lengths.size, xp.nan)
+        kernels.restrict_residual(*(xp.asarray(a) for a in (*pattern, r_data, ra_data, b_fine, y_fine)), bc)
+        outputs.append(bc if xp is numpy else bc.get())
+    R, RA = (scipy.sparse.csr_matrix((v.astype(numpy.float64), A.indices, A.indptr), shape=A.shape)
+             for v in (r_data, ra_data))
+    numpy.testing.assert_allclose(outputs[0], R @ b_fine - RA @ y_fine, rtol=1e-12, atol=1e-12)
+    numpy.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-12, atol=1e-12)
+
+    # the coarse correction: A's pattern taken for P's and A P's (xc as long as A's columns), square's rows for
+    # the level's own operator (y and b as long as its rows)
+    xc, b0, y0 = rng.standard_normal(5000), rng.standard_normal(lengths.size), rng.standard_normal(lengths.size)
     p_data, ap_data = A.data.astype(dtype), rng.standard_normal(A.nnz).astype(dtype)
     outputs = []
     for kernels, xp in ((host, numpy), (cuda, cupy)):
-        x_out, r, d = xp.asarray(x0.copy()), xp.asarray(r0.copy()), xp.full(lengths.size, xp.nan)
-        pattern = (A.indptr.astype(numpy.int64), A.indices.astype(numpy.int32))
-        kernels.coarse_correction(*(xp.asarray(a) for a in (*pattern, p_data, ap_data, xc)), x_out, r, d,
-                                  xp.asarray(scaling), 1.3)
+        x_out, r, d = (xp.full(lengths.size, xp.nan) for _ in range(3))
+        kernels.residual_correction(*(xp.asarray(a) for a in (*pattern, p_data, ap_data, *arrays, xc, b0, y0)),
+                                    x_out, r, d, xp.asarray(scaling), 1.3)
         outputs.append([v if xp is numpy else v.get() for v in (x_out, r, d)])
     P, AP = (scipy.sparse.csr_matrix((v.astype(numpy.float64), A.indices, A.indptr), shape=A.shape)
              for v in (p_data, ap_data))
-    residual = r0 - AP @ xc
+    residual = b0 - square.astype(dtype).astype(numpy.float64) @ y0 - AP @ xc
     numpy.testing.assert_allclose(outputs[0][1], residual, rtol=1e-12, atol=1e-12)
     numpy.testing.assert_allclose(outputs[0][2], 1.3 * scaling * residual, rtol=1e-12, atol=1e-12)
-    numpy.testing.assert_allclose(outputs[0][0], x0 + P @ xc + 1.3 * scaling * residual, rtol=1e-12, atol=1e-12)
+    numpy.testing.assert_allclose(outputs[0][0], y0 + P @ xc + 1.3 * scaling * residual, rtol=1e-12, atol=1e-12)
     for got, expected in zip(outputs[1], outputs[0]):
         numpy.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
@@ -272,8 +286,9 @@ VECTOR_TOLERANCES = {numpy.float64: 1e-13, numpy.float32: 1e-6}
 @pytest.mark.parametrize("value_type", [numpy.float64, numpy.float32])
 def test_cuda_sell_and_csr_kernels_on_float32_vectors_match_numpy(value_type):
     """An aggregation cycle's kernels on float32 vectors (SELL's product and
-    smoothing step, the warp-per-row CSR product, smoothing step and coarse
-    correction): computed in float64, stored in float32, as the twins."""
+    smoothing step, the warp-per-row CSR product, smoothing step, restricted
+    residual and coarse correction): computed in float64, stored in float32,
+    as the twins."""
     import cupy
     import scipy.sparse
 
@@ -293,8 +308,11 @@ def test_cuda_sell_and_csr_kernels_on_float32_vectors_match_numpy(value_type):
         "csr spmv": ("csr", lambda xp, x, y, z, w, v: (*map(xp.asarray, csr), x, y, z, -0.5, 2.0)),
         "csr chebyshev_step": ("csr", lambda xp, x, y, z, w, v: (*map(xp.asarray, csr), x, y, z, w, 0.5 * x, v, 0.7,
                                                                   1.3)),
-        "csr coarse_correction": ("csr", lambda xp, x, y, z, w, v: (*map(xp.asarray, csr), xp.asarray(csr[2][::-1]),
-                                                                     x, y, z, w, v, 1.3)),
+        "csr restrict_residual": ("csr", lambda xp, x, y, z, w, v: (*map(xp.asarray, csr), xp.asarray(csr[2][::-1]),
+                                                                     x, y, z)),
+        "csr residual_correction": ("csr", lambda xp, x, y, z, w, v: (*map(xp.asarray, csr), xp.asarray(csr[2][::-1]),
+                                                                       *map(xp.asarray, csr), x, y, z, w, v,
+                                                                       0.0 * x, 0.5 * x + 1.0, 1.3)),
     }
     for name, (kernels, call) in calls.items():
         outputs = []

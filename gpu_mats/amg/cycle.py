@@ -66,26 +66,44 @@ class WarpRows:
 
 
 class CoarseCorrection:
-    """A level's coarse correction and its first smoothing step as one pass
-    (the csr family's coarse_correction), on one rank where the level is
-    multiplied a warp per row: P's and (A P)'s values on the pattern of A P,
-    which holds P's (A's diagonal is positive). Three launches become one on
-    a level whose products cost their launch more than their bytes."""
+    """A level's restricted residual and its coarse correction with the
+    first smoothing step, each as one pass (the csr family's
+    restrict_residual and residual_correction), on one rank where the level
+    is multiplied a warp per row: R's and (R A)'s values on the pattern of
+    R A, P's and (A P)'s on the pattern of A P (each holds the other's: A's
+    diagonal is positive), and A's own rows (``A_rows``, the level's
+    WarpRows). The residual b - A y of the smoothed iterate y is never stored:
+    the pass that restricts it and the pass that corrects each take it in
+    their sums. Two launches of a level's five become one each on levels
+    whose products cost their launch more than their bytes."""
 
-    def __init__(self, A, P, value_dtype, xp):
-        P = P.tocsr()
-        AP = (A @ P).tocsr()
-        pattern = (abs(AP) + abs(P)).tocsr()  # the union: a product's exact zeros are dropped (a null space's rows)
-        pattern.sum_duplicates()
-        pattern.sort_indices()
-        self.indptr = xp.asarray(pattern.indptr, dtype=xp.int64)
-        self.indices = xp.asarray(pattern.indices, dtype=xp.int32)
-        self.p_data, self.ap_data = (values_on_pattern(pattern, M, value_dtype, xp) for M in (P, AP))
+    def __init__(self, A, P, R, A_rows, value_dtype, xp):
+        self.A_rows = A_rows
+        (self.indptr, self.indices), (self.p_data, self.ap_data) = _on_one_pattern(P, (A @ P).tocsr(), value_dtype, xp)
+        (self.r_indptr, self.r_indices), (self.r_data, self.ra_data) = _on_one_pattern(R, (R @ A).tocsr(),
+                                                                                       value_dtype, xp)
         self._kernels = family("csr", xp)
 
-    def apply(self, xc, x, r, d, scaling, c):
-        """x += P xc; r -= A P xc; d = c scaling r; x += d."""
-        self._kernels.coarse_correction(self.indptr, self.indices, self.p_data, self.ap_data, xc, x, r, d, scaling, c)
+    def restrict(self, b, y, bc):
+        """bc = R (b - A y)."""
+        self._kernels.restrict_residual(self.r_indptr, self.r_indices, self.r_data, self.ra_data, b, y, bc)
+
+    def apply(self, xc, b, y, x, r, d, scaling, c):
+        """r = b - A (y + P xc); d = c scaling r; x = y + P xc + d (x is not y)."""
+        rows = self.A_rows
+        self._kernels.residual_correction(self.indptr, self.indices, self.p_data, self.ap_data, rows.indptr,
+                                          rows.indices, rows.data, xc, b, y, x, r, d, scaling, c)
+
+
+def _on_one_pattern(M, N, value_dtype, xp):
+    """((indptr, indices), (M's values, N's values)) on the union of the patterns of M and N (sorted CSR in
+    ``xp``'s memory): a product's exact zeros are dropped (a null space's rows), so the union, not N's alone."""
+    M = M.tocsr()
+    pattern = (abs(N) + abs(M)).tocsr()
+    pattern.sum_duplicates()
+    pattern.sort_indices()
+    arrays = (xp.asarray(pattern.indptr, dtype=xp.int64), xp.asarray(pattern.indices, dtype=xp.int32))
+    return arrays, tuple(values_on_pattern(pattern, X, value_dtype, xp) for X in (M, N))
 
 
 def values_on_pattern(pattern, M, value_dtype, xp):
@@ -116,12 +134,14 @@ class Level:
         self.A_cycle = None
         self.grid = None  # a box's (shape, periodic), where the application gave it (GeometricMultigrid)
         self.P = self.R = self.inverse = None
-        self.correction = None  # a CoarseCorrection where the cycle fuses the correction and first smoothing step
+        # a CoarseCorrection where the cycle fuses the residual into its restriction and into the correction
+        # with the first smoothing step; the smoothed iterate y before the correction is then its own vector
+        self.correction = None
         # in parallel: the blocks on other ranks' columns (row_blocks.HaloColumns), and on the coarsest level
         # the vector gathered from every rank (row_blocks.WholeVector) that its rows of the inverse multiply
         self.A_halo = self.P_halo = self.R_halo = self.whole = None
         n = A.shape[0] if rows is None else rows
-        self.b, self.x, self.r, self.d, self.d_next = (xp.empty(n, dtype=dtype) for _ in range(5))
+        self.b, self.x, self.y, self.r, self.d, self.d_next = (xp.empty(n, dtype=dtype) for _ in range(6))
 
 
 class Multigrid:
@@ -189,14 +209,15 @@ class Multigrid:
             level.P, level.R = self._sell(P), WarpRows(R, self._value_dtype, self.xp)
 
     def _fuse_correction(self, level, matrix, P):
-        """The level's CoarseCorrection of ``matrix`` (float64 CSR) and its P,
-        where the cycle multiplies the level a warp per row on one rank
+        """The level's CoarseCorrection of ``matrix`` (float64 CSR), its P and
+        R, where the cycle multiplies the level a warp per row on one rank
         (WarpRows: a level small enough that its launches, not its bytes,
         cost); else None."""
         level.correction = None
         if self.comm is None and isinstance(level.A_cycle, WarpRows) and level.R is not None:
             with self._phase("operators"):
-                level.correction = CoarseCorrection(matrix, P, self._value_dtype, self.xp)
+                level.correction = CoarseCorrection(matrix, P, level.galerkin_R, level.A_cycle, self._value_dtype,
+                                                    self.xp)
 
     def _finish(self, matrix):
         """The coarsest level's inverse of ``matrix``, and the K-cycle's vectors."""
@@ -301,21 +322,25 @@ class Multigrid:
         if level.inverse is not None:  # a kernel, no temporary: capturable in a CUDA graph
             self._kernels.matvec(x, level.inverse, b if level.whole is None else level.whole.gather(b))
             return
-        self._smooth(level, b, x, zero=True)
-        r = level.r
-        self._product(_operator(level), level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)  # r = b - A x
-        coarse = self.levels[k + 1]
-        if level.R_halo is not None:
-            level.R_halo.start(r)
-        level.R.multiply(r, coarse.b)
-        if level.R_halo is not None:
-            level.R_halo.finish(coarse.b)
+        coarse, fused = self.levels[k + 1], level.correction
+        if fused is not None:  # smoothed into y; R (b - A y) in one pass
+            self._smooth(level, b, level.y, zero=True)
+            fused.restrict(b, level.y, coarse.b)
+        else:
+            self._smooth(level, b, x, zero=True)
+            r = level.r
+            self._product(_operator(level), level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)  # r = b - A x
+            if level.R_halo is not None:
+                level.R_halo.start(r)
+            level.R.multiply(r, coarse.b)
+            if level.R_halo is not None:
+                level.R_halo.finish(coarse.b)
         if self.cycle == "k" and coarse.inverse is None:
             self._krylov_correction(k + 1)
         else:
             self._cycle(k + 1, coarse.b, coarse.x)
-        if level.correction is not None:  # x += P x_c and the first smoothing step, r still b - A x from above
-            level.correction.apply(coarse.x, x, level.r, level.d, level.scaling, level.steps[0][1])
+        if fused is not None:  # x = y + P x_c and the first smoothing step, its residual in level.r
+            fused.apply(coarse.x, b, level.y, x, level.r, level.d, level.scaling, level.steps[0][1])
             self._smooth(level, b, x, first_done=True)
             return
         self._product(level.P, level.P_halo, coarse.x, x, beta=1.0)  # x += P x_c

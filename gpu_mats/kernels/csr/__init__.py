@@ -2,8 +2,9 @@
 32, from the mean row length): for the restrictions R = P^T of
 gpu_mats.amg, whose few coarse rows gather hundreds of entries each, for
 the coarse levels of its cycle, too few rows to fill the GPU with SELL's
-thread per row, and for a level's coarse correction and first smoothing
-step in one pass (coarse_correction)."""
+thread per row, and for a level's restricted residual (restrict_residual)
+and its coarse correction with the first smoothing step after it
+(residual_correction), each in one pass."""
 
 
 def spmv(indptr, indices, data, x, y, z=None, alpha=1.0, beta=0.0):
@@ -22,8 +23,14 @@ def chebyshev_first(indptr, indices, data, b, scaling, d_next, r, x, c0, a, c):
     chebyshev_step, bit for bit)."""
 
 
-def coarse_correction(indptr, indices, p_data, ap_data, xc, x, r, d, scaling, c):
+def restrict_residual(indptr, indices, r_data, ra_data, b, y, bc):
+    """bc = R b - R A y, from CSR arrays of one pattern with two sets of
+    values, R's and (R A)'s (R's zero where R has no entry): a level's
+    residual restricted in one pass, the fine residual b - A y never stored."""
+
+
+def residual_correction(indptr, indices, p_data, ap_data, a_indptr, a_indices, a_data, xc, b, y, x, r, d, scaling, c):
     """The coarse correction and the first smoothing step after it in one
-    pass, from CSR arrays of one pattern with two sets of values, P's and
-    (A P)'s (P's zero where P has no entry): x += P xc; r -= A P xc (r = b - A x
-    before, so after it the residual of the corrected x); d = c scaling r; x += d."""
+    pass, from CSR arrays of one pattern with P's and (A P)'s values (P's
+    zero where P has no entry) and A's own CSR arrays: r = b - A y - A P xc
+    (the residual of y + P xc); d = c scaling r; x = y + P xc + d (x is not y)."""

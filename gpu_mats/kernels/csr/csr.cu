@@ -96,16 +96,39 @@ __global__ void csr_chebyshev_first(long long rows, const long long* __restrict_
     }
 }
 
-// A level's coarse correction and the first smoothing step after it, in one
-// pass over the rows of A P (multigrid's cycle): P's values (zero where P
-// has no entry) and A P's on one pattern. x += P xc; r -= A P xc (r held
-// b - A x before the correction); d = c scaling r; x += d. Every row reads
-// only xc, which no row writes.
+// The restriction of a level's residual in one pass over the rows of R A
+// (multigrid's cycle): R's values (zero where R has no entry) and R A's on
+// one pattern. bc = R b - R A y, the restricted residual of y, without
+// the fine residual b - A y stored first.
 template <typename V, typename T, int L>
-__global__ void csr_coarse_correction(long long rows, const long long* __restrict__ indptr,
-                                      const int* __restrict__ indices, const V* __restrict__ p_data,
-                                      const V* __restrict__ ap_data, const T* __restrict__ xc, T* __restrict__ x,
-                                      T* __restrict__ r, T* __restrict__ d, const T* __restrict__ scaling, double c)
+__global__ void csr_restrict_residual(long long rows, const long long* __restrict__ indptr,
+                                      const int* __restrict__ indices, const V* __restrict__ r_data,
+                                      const V* __restrict__ ra_data, const T* __restrict__ b,
+                                      const T* __restrict__ y, T* __restrict__ bc)
+{
+    const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (thread / 32 * 32 >= rows * L) return;
+    const long long row = thread / L;
+    const int lane = threadIdx.x % L;
+    const double restricted = row_sum<V, T, L>(row, rows, lane, indptr, indices, r_data, b);
+    const double applied = row_sum<V, T, L>(row, rows, lane, indptr, indices, ra_data, y);
+    if (lane == 0 && row < rows) bc[row] = static_cast<T>(restricted - applied);
+}
+
+// A level's coarse correction and the first smoothing step after it, in one
+// pass over the rows of A (a_*: the level's operator) and of A P (P's
+// values, zero where P has no entry, and A P's on one pattern): from y,
+// the smoothed iterate before the correction, r = b - A y - A P xc (the
+// residual of the corrected iterate); d = c scaling r; x = y + P xc + d.
+// Rows read y and xc, which no row writes (x is not y).
+template <typename V, typename T, int L>
+__global__ void csr_residual_correction(long long rows, const long long* __restrict__ indptr,
+                                        const int* __restrict__ indices, const V* __restrict__ p_data,
+                                        const V* __restrict__ ap_data, const long long* __restrict__ a_indptr,
+                                        const int* __restrict__ a_indices, const V* __restrict__ a_data,
+                                        const T* __restrict__ xc, const T* __restrict__ b,
+                                        const T* __restrict__ y, T* __restrict__ x, T* __restrict__ r,
+                                        T* __restrict__ d, const T* __restrict__ scaling, double c)
 {
     const long long thread = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     if (thread / 32 * 32 >= rows * L) return;
@@ -113,11 +136,12 @@ __global__ void csr_coarse_correction(long long rows, const long long* __restric
     const int lane = threadIdx.x % L;
     const double prolonged = row_sum<V, T, L>(row, rows, lane, indptr, indices, p_data, xc);
     const double change = row_sum<V, T, L>(row, rows, lane, indptr, indices, ap_data, xc);
+    const double applied = row_sum<V, T, L>(row, rows, lane, a_indptr, a_indices, a_data, y);
     if (lane == 0 && row < rows) {
-        const double residual = static_cast<double>(r[row]) - change;
+        const double residual = static_cast<double>(b[row]) - applied - change;
         const double step = c * static_cast<double>(scaling[row]) * residual;
         r[row] = static_cast<T>(residual);
         d[row] = static_cast<T>(step);
-        x[row] = static_cast<T>(static_cast<double>(x[row]) + prolonged + step);  // as the host twin
+        x[row] = static_cast<T>(static_cast<double>(y[row]) + prolonged + step);  // as the host twin
     }
 }

@@ -25,7 +25,8 @@ def _module(vector_type):
     """The kernels for one vector type, compiled on first use."""
     source = pathlib.Path(__file__).with_name("csr.cu").read_text()
     names = [f"{kernel}<{value},{vector_type},{count}>"
-             for kernel in ("csr_spmv", "csr_chebyshev", "csr_chebyshev_first", "csr_coarse_correction")
+             for kernel in ("csr_spmv", "csr_chebyshev", "csr_chebyshev_first", "csr_restrict_residual",
+                            "csr_residual_correction")
              for value in _TYPES.values() for count in LANES]
     return cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=names)
 
@@ -57,7 +58,12 @@ def chebyshev_first(indptr, indices, data, b, scaling, d_next, r, x, c0, a, c):
             numpy.float64(a), numpy.float64(c))
 
 
-def coarse_correction(indptr, indices, p_data, ap_data, xc, x, r, d, scaling, c):
-    """x += P xc; r -= A P xc; d = c scaling r; x += d (csr.cu's csr_coarse_correction)."""
-    _launch("csr_coarse_correction", xc, indptr, indices, p_data, x.size, ap_data, xc, x, r, d, scaling,
-            numpy.float64(c))
+def restrict_residual(indptr, indices, r_data, ra_data, b, y, bc):
+    """bc = R b - R A y (csr.cu's csr_restrict_residual)."""
+    _launch("csr_restrict_residual", b, indptr, indices, r_data, bc.size, ra_data, b, y, bc)
+
+
+def residual_correction(indptr, indices, p_data, ap_data, a_indptr, a_indices, a_data, xc, b, y, x, r, d, scaling, c):
+    """r = b - A y - A P xc; d = c scaling r; x = y + P xc + d (csr.cu's csr_residual_correction)."""
+    _launch("csr_residual_correction", xc, indptr, indices, p_data, x.size, ap_data, a_indptr, a_indices, a_data, xc,
+            b, y, x, r, d, scaling, numpy.float64(c))

@@ -34,10 +34,17 @@ def chebyshev_first(indptr, indices, data, b, scaling, d_next, r, x, c0, a, c):
     chebyshev_step(indptr, indices, data, x.copy(), d_next, r, b, scaling, x, a, c)
 
 
-def coarse_correction(indptr, indices, p_data, ap_data, xc, x, r, d, scaling, c):
-    """Twin of csr.cu's csr_coarse_correction."""
-    residual = wide(r) - _row_sums(indptr, indices, ap_data, xc, x.size)
+def restrict_residual(indptr, indices, r_data, ra_data, b, y, bc):
+    """Twin of csr.cu's csr_restrict_residual."""
+    bc[...] = _row_sums(indptr, indices, r_data, b, bc.size) - _row_sums(indptr, indices, ra_data, y, bc.size)
+
+
+def residual_correction(indptr, indices, p_data, ap_data, a_indptr, a_indices, a_data, xc, b, y, x, r, d, scaling, c):
+    """Twin of csr.cu's csr_residual_correction."""
+    rows = x.size
+    residual = wide(b) - _row_sums(a_indptr, a_indices, a_data, y, rows) - _row_sums(indptr, indices, ap_data, xc,
+                                                                                     rows)
     step = c * wide(scaling) * residual
     r[...] = residual
     d[...] = step
-    x[...] = wide(x) + _row_sums(indptr, indices, p_data, xc, x.size) + step
+    x[...] = wide(y) + _row_sums(indptr, indices, p_data, xc, rows) + step
