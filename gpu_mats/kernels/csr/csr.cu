@@ -31,6 +31,29 @@ __device__ __forceinline__ double row_sum(long long row, long long rows, int lan
     return sum;
 }
 
+// The sums of the products of row `row` with x of two sets of values on
+// one pattern (u, v), in each of its L lanes, in one pass over the row's
+// columns: each lane's two loads of an entry are independent.
+template <typename V, typename T, int L>
+__device__ __forceinline__ void row_sums2(long long row, long long rows, int lane,
+                                          const long long* __restrict__ indptr, const int* __restrict__ indices,
+                                          const V* __restrict__ u, const V* __restrict__ v,
+                                          const T* __restrict__ xu, const T* __restrict__ xv, double& su,
+                                          double& sv)
+{
+    su = sv = 0.0;
+    if (row < rows)
+        for (long long k = indptr[row] + lane; k < indptr[row + 1]; k += L) {
+            const int column = indices[k];
+            su = fma(static_cast<double>(u[k]), static_cast<double>(__ldg(xu + column)), su);
+            sv = fma(static_cast<double>(v[k]), static_cast<double>(__ldg(xv + column)), sv);
+        }
+    for (int offset = L / 2; offset > 0; offset /= 2) {
+        su += __shfl_xor_sync(0xffffffffu, su, offset);
+        sv += __shfl_xor_sync(0xffffffffu, sv, offset);
+    }
+}
+
 // y = alpha A x + beta z; beta == 0 never reads z; z may be y.
 template <typename V, typename T, int L>
 __global__ void csr_spmv(long long rows, const long long* __restrict__ indptr, const int* __restrict__ indices,
@@ -110,8 +133,8 @@ __global__ void csr_restrict_residual(long long rows, const long long* __restric
     if (thread / 32 * 32 >= rows * L) return;
     const long long row = thread / L;
     const int lane = threadIdx.x % L;
-    const double restricted = row_sum<V, T, L>(row, rows, lane, indptr, indices, r_data, b);
-    const double applied = row_sum<V, T, L>(row, rows, lane, indptr, indices, ra_data, y);
+    double restricted, applied;
+    row_sums2<V, T, L>(row, rows, lane, indptr, indices, r_data, ra_data, b, y, restricted, applied);
     if (lane == 0 && row < rows) bc[row] = static_cast<T>(restricted - applied);
 }
 
@@ -134,8 +157,8 @@ __global__ void csr_residual_correction(long long rows, const long long* __restr
     if (thread / 32 * 32 >= rows * L) return;
     const long long row = thread / L;
     const int lane = threadIdx.x % L;
-    const double prolonged = row_sum<V, T, L>(row, rows, lane, indptr, indices, p_data, xc);
-    const double change = row_sum<V, T, L>(row, rows, lane, indptr, indices, ap_data, xc);
+    double prolonged, change;
+    row_sums2<V, T, L>(row, rows, lane, indptr, indices, p_data, ap_data, xc, xc, prolonged, change);
     const double applied = row_sum<V, T, L>(row, rows, lane, a_indptr, a_indices, a_data, y);
     if (lane == 0 && row < rows) {
         const double residual = static_cast<double>(b[row]) - applied - change;
