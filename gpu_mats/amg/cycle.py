@@ -32,10 +32,6 @@ COARSEST_RCOND = 1e-10
 # Levels of fewer rows have their operator multiplied a warp per row in the cycle (WarpRows): a thread per
 # row fills a Hopper GPU's SMs only from about 270k rows, and small coarse levels have long rows.
 WARP_ROWS = 2**18
-# The longest mean row of the pattern of R and R A on which a level's residual is restricted in one pass
-# (CoarseCorrection.restricts): a warp's lanes then take about one entry each; longer rows (3D smoothed
-# aggregates) cycled slower so than the residual's product followed by R's (BENCHMARKS.md).
-RESTRICTED_ROW = 32
 PHASES = ("symmetry", "aggregation", "smoother", "prolongation", "galerkin", "operators", "coarsest")
 
 
@@ -70,29 +66,29 @@ class WarpRows:
 
 
 class CoarseCorrection:
-    """A level's coarse correction with the first smoothing step, and where
-    rows allow it its restricted residual, each as one pass (the csr
-    family's residual_correction and restrict_residual), on one rank where
-    the level is multiplied a warp per row: P's and (A P)'s values on the
-    pattern of A P, R's and (R A)'s on the pattern of R A (each holds the
-    other's: A's diagonal is positive), and A's own rows (``A_rows``, the
-    level's WarpRows). The smoothed iterate y is kept apart from the
-    corrected x, so that the correction takes the residual b - A y in its
-    sums; ``restricts``: R (b - A y) too, where the pattern of R A has rows
-    of at most RESTRICTED_ROW entries on average. Each fused pass saves a
-    launch on levels whose products cost their launch more than their bytes."""
+    """A level's restricted residual and its coarse correction with the
+    first smoothing step, each as one pass (the csr family's
+    restrict_residual and residual_correction), on one rank where the level
+    is multiplied a warp per row: R's and (R A)'s values on the pattern of
+    R A, P's and (A P)'s on the pattern of A P (each holds the other's: A's
+    diagonal is positive), and A's own rows (``A_rows``, the level's
+    WarpRows). The residual b - A y of the smoothed iterate y is never
+    stored: the pass that restricts it and the pass that corrects each take
+    it in their sums, so y is kept apart from the corrected x. Two launches
+    of a level's five become one each, on levels whose products cost their
+    launch more than their bytes (BENCHMARKS.md: the flows' steps on
+    triangles and tetrahedra are faster so, a 7-point Laplacian's cycle
+    slower)."""
 
     def __init__(self, A, P, R, A_rows, value_dtype, xp):
         self.A_rows = A_rows
         (self.indptr, self.indices), (self.p_data, self.ap_data) = _on_one_pattern(P, (A @ P).tocsr(), value_dtype, xp)
-        RA = (R @ A).tocsr()
-        self.restricts = (abs(RA) + abs(R)).nnz <= RESTRICTED_ROW * R.shape[0]
-        if self.restricts:
-            (self.r_indptr, self.r_indices), (self.r_data, self.ra_data) = _on_one_pattern(R, RA, value_dtype, xp)
+        (self.r_indptr, self.r_indices), (self.r_data, self.ra_data) = _on_one_pattern(R, (R @ A).tocsr(),
+                                                                                       value_dtype, xp)
         self._kernels = family("csr", xp)
 
     def restrict(self, b, y, bc):
-        """bc = R (b - A y) (where ``restricts``)."""
+        """bc = R (b - A y)."""
         self._kernels.restrict_residual(self.r_indptr, self.r_indices, self.r_data, self.ra_data, b, y, bc)
 
     def apply(self, xc, b, y, x, r, d, scaling, c):
@@ -330,13 +326,13 @@ class Multigrid:
             self._kernels.matvec(x, level.inverse, b if level.whole is None else level.whole.gather(b))
             return
         coarse, fused = self.levels[k + 1], level.correction
-        smoothed = x if fused is None else level.y  # the correction below takes y and writes x
-        self._smooth(level, b, smoothed, zero=True)
-        if fused is not None and fused.restricts:  # R (b - A y) in one pass
-            fused.restrict(b, smoothed, coarse.b)
+        if fused is not None:  # smoothed into y, which the correction below takes; R (b - A y) in one pass
+            self._smooth(level, b, level.y, zero=True)
+            fused.restrict(b, level.y, coarse.b)
         else:
+            self._smooth(level, b, x, zero=True)
             r = level.r
-            self._product(_operator(level), level.A_halo, smoothed, r, alpha=-1.0, beta=1.0, z=b)  # r = b - A x
+            self._product(_operator(level), level.A_halo, x, r, alpha=-1.0, beta=1.0, z=b)  # r = b - A x
             if level.R_halo is not None:
                 level.R_halo.start(r)
             level.R.multiply(r, coarse.b)
