@@ -45,6 +45,9 @@ VARIANTS = {
     "graphcg + gpuamg, sums by MPI": {"ksp_type": "graphcg", "pc_type": "gpuamg", "ksp_graphcg_transport": "mpi"},
     "graphcg + gpuamg float32": {"ksp_type": "graphcg", "pc_type": "gpuamg", "pc_gpuamg_value_type": "float32",
                                  "pc_gpuamg_vector_type": "float32"},
+    "graphcg + gpuamg float32, sparsified": {"ksp_type": "graphcg", "pc_type": "gpuamg",
+                                             "pc_gpuamg_value_type": "float32", "pc_gpuamg_vector_type": "float32",
+                                             "pc_gpuamg_sparsify": 0.2},
 }
 HOST_VARIANTS = {
     "cg + layerfft direct": {"ksp_type": "cg", "pc_type": "layerfft", "pc_layerfft_sections": "direct"},

@@ -48,7 +48,8 @@ class AggregationMultigridPC(PythonPC):
                view="{} pairings of the finest aggregates", applies=("aggregation", ("mis2",))),
         Option("pc_gpuamg_sparsify", "sparsify", SPARSIFY, "coarse operators: drop the Galerkin products' "
                "off-diagonal entries below this fraction of the smaller of their row's and column's largest, "
-               "adding them to the diagonal (row sums kept); 0: the Galerkin products as they are", low=0.0,
+               "adding them to the diagonal (row sums kept: faster cycles on near-isotropic Laplacians; on "
+               "stretched cells more iterations, and a level may turn indefinite); 0: the Galerkin products", low=0.0,
                high=1.0, view="coarse operators sparsified at {}"),
         Option("pc_gpuamg_smoothed", "smoothed", True, "smooth the tentative prolongation by one damped Jacobi "
                "step (smoothed aggregation)", view="smoothed {}"),

@@ -8,9 +8,10 @@ from ..sell import entry_rows
 
 GALERKIN_PRODUCTS = 2**26  # multiply-adds of R A per block of a Galerkin product (galerkin_product)
 # Coarse operators sparsified: off-diagonal entries below this fraction of the smaller of their row's and
-# column's largest go to the diagonal. 0.2 kept the CG iterations and lowered the operator complexity below
-# 1.5 on the box and the tetrahedral sphere; 0.3 cost the sphere iterations (BENCHMARKS.md).
-SPARSIFY = 0.2
+# column's largest go to the diagonal; 0, the default, keeps the Galerkin products. Sparsifying speeds the
+# near-isotropic Laplacians' cycles, but on stretched cells it costs iterations and can make a smoothed
+# aggregation level indefinite (sparsified; BENCHMARKS.md, "Sparsified or Galerkin coarse levels").
+SPARSIFY = 0.0
 
 
 def galerkin_product(R, A, P, products=GALERKIN_PRODUCTS):
@@ -47,9 +48,11 @@ def sparsified(matrix, theta, at_columns, first_row=0):
     a_ii - sum_j |a_ij| can only grow (a dropped a_ij adds a_ij + |a_ij| >= 0),
     so Gershgorin's lower bound never falls. A row whose diagonal would fall
     below half keeps its entries, and so do their partners in other rows.
-    ``at_columns(v)``: the values of a per-row vector v at each entry's
-    column (on one rank v[indices]; in parallel other ranks' values come by
-    exchange)."""
+    A dropped negative a_ij subtracts the semidefinite |a_ij| (e_i - e_j)(e_i -
+    e_j)^T: where rows are far from diagonally dominant (smoothed aggregation
+    on stretched cells) the result can be indefinite. ``at_columns(v)``: the
+    values of a per-row vector v at each entry's column (on one rank
+    v[indices]; in parallel other ranks' values come by exchange)."""
     xp = array_module(matrix.data)
     n = matrix.shape[0]
     rows = entry_rows(xp, matrix.indptr)
