@@ -189,8 +189,8 @@ class DeviceCG:
         multiply(z, self.az)
         if reduce is None:
             k.single_step(self.s, self.sums, (self.partials, self.arrivals, self.r, z, self.az))
-            k.single_update_record_step(self.s, self.sums, self.history, self.x, self.r, self.p, self.w, z, self.az,
-                                        self.partials, self.arrivals, test, None if rounded is None else rounded[0])
+            k.update_record_step(self.s, self.sums, self.history, self.x, self.r, self.p, self.w, self.partials,
+                                 self.arrivals, test, None if rounded is None else rounded[0], z, self.az)
             return
         self._dots(reduce, self.r, z, self.az, z)
         k.single_step(self.s, self.sums)

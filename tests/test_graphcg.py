@@ -552,6 +552,39 @@ def test_record_and_direction_steps_with_their_dots_and_test_give_the_bits_of_th
         numpy.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
 
 
+def fused_against_parts(n, vectors, launch):
+    """``launch(k, fused, arrays)`` on CuPy and on NumPy: the parts (fused
+    False), then the fused launch twice, each from fresh copies of
+    ``vectors`` (name: host array) beside CG's scalars s (rz 2, alpha 0.5,
+    the history's row 1, the target 0.1), sums, history, partials and
+    arrivals. The fused launch must give the parts' bits, launch after
+    launch, and the GPU's values the host's (to rounding: fma); returns the
+    host's fused run (name: array)."""
+    import cupy
+
+    from gpu_mats.kernels import family
+
+    results = {}
+    for xp in (cupy, numpy):
+        k = family("pcg", xp)
+        partials, arrivals = xp.zeros((3, k.partial_count(n))), xp.zeros(1, dtype=numpy.uint32)
+        runs = []
+        for fused in (False, True, True):
+            arrays = {"s": xp.asarray([2.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.1, 1e5, 0.0]), "sums": xp.zeros(3),
+                      "history": xp.zeros((4, 3)), **{name: xp.array(v) for name, v in vectors.items()}}
+            launch(k, fused, {**arrays, "partials": partials, "arrivals": arrivals})
+            runs.append({name: numpy.asarray(a.get() if xp is cupy else a) for name, a in arrays.items()})
+        assert int(arrivals[0]) == 0
+        for name in runs[0]:
+            assert numpy.array_equal(runs[0][name], runs[1][name]), name
+            assert numpy.array_equal(runs[1][name], runs[2][name]), name
+        results[xp.__name__] = runs[1]
+    for name, want in results["numpy"].items():
+        numpy.testing.assert_allclose(results["cupy"][name], want, rtol=1e-12,
+                                      atol=1e-14 * max(abs(want).max(), 1.0), err_msg=name)
+    return results["numpy"]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [1, 5000, 300_001])
 @pytest.mark.parametrize("norm", [0.4, 0.05, None])  # the loop goes on, it stops; no test (a block)
@@ -562,9 +595,6 @@ def test_an_update_with_the_record_gives_the_bits_of_the_update_then_the_record(
     launch; the GPU's values are the host's."""
     if not gpu_usable():
         pytest.skip("no usable GPU")
-    import cupy
-
-    from gpu_mats.kernels import family
     from gpu_mats.kernels.pcg import GO
 
     x, r, p, w = (rng.standard_normal(n) for _ in range(4))
@@ -572,33 +602,20 @@ def test_an_update_with_the_record_gives_the_bits_of_the_update_then_the_record(
         r *= norm / numpy.linalg.norm(r)
         w *= 1e-3 * norm / numpy.linalg.norm(w)
     test = None if norm is None else (1, 0.1, 0.0, 1e5, 10, 0)
-    results = {}
-    for xp in (cupy, numpy):
-        k = family("pcg", xp)
-        partials, arrivals = xp.zeros((3, k.partial_count(n))), xp.zeros(1, dtype=numpy.uint32)
-        runs = []
-        for fused in (False, True, True):
-            s = xp.asarray([2.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.1, 1e5, 0.0])  # alpha 0.5, row 1, the target 0.1
-            sums, history = xp.zeros(3), xp.zeros((4, 3))
-            x_, r_ = xp.asarray(x).copy(), xp.asarray(r).copy()  # NumPy's asarray would be x and r themselves
-            if fused:
-                k.update_record_step(s, sums, history, x_, r_, xp.asarray(p), xp.asarray(w), partials, arrivals,
-                                     test)
-            else:
-                k.update_iterate(s, x_, r_, xp.asarray(p), xp.asarray(w))
-                k.record_step(s, sums, history, False, (partials, arrivals, r_), test)
-            runs.append([numpy.asarray(a.get() if xp is cupy else a) for a in (s, sums, history, x_, r_)])
-        assert int(arrivals[0]) == 0
-        for separate, fused, again in zip(*runs):
-            assert numpy.array_equal(separate, fused) and numpy.array_equal(fused, again)
-        s, _, history, x_, r_ = runs[1]
-        numpy.testing.assert_allclose(r_, r - 0.5 * w, rtol=1e-15)
-        numpy.testing.assert_allclose(history[2], [0.0, r_ @ r_, 0.0], rtol=1e-12)
-        if norm is not None:
-            assert s[GO] == (1.0 if norm > 0.1 else 0.0)
-        results[xp.__name__] = runs[1]
-    for got, want in zip(results["cupy"], results["numpy"]):
-        numpy.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+    def launch(k, fused, a):
+        if fused:
+            k.update_record_step(a["s"], a["sums"], a["history"], a["x"], a["r"], a["p"], a["w"], a["partials"],
+                                 a["arrivals"], test)
+        else:
+            k.update_iterate(a["s"], a["x"], a["r"], a["p"], a["w"])
+            k.record_step(a["s"], a["sums"], a["history"], False, (a["partials"], a["arrivals"], a["r"]), test)
+
+    run = fused_against_parts(n, {"x": x, "r": r, "p": p, "w": w}, launch)
+    numpy.testing.assert_allclose(run["r"], r - 0.5 * w, rtol=1e-15)
+    numpy.testing.assert_allclose(run["history"][2], [0.0, run["r"] @ run["r"], 0.0], rtol=1e-12)
+    if norm is not None:
+        assert run["s"][GO] == (1.0 if norm > 0.1 else 0.0)
 
 
 @pytest.mark.gpu
@@ -606,15 +623,12 @@ def test_an_update_with_the_record_gives_the_bits_of_the_update_then_the_record(
 @pytest.mark.parametrize("norm", [0.4, 0.05, None])  # the loop goes on, it stops; no test (a block)
 def test_chronopoulos_gear_steps_give_the_bits_of_their_parts(rng, n, norm):
     """single_step taking its dot products gives the bits of partial_dots,
-    sum_partials and then the step; single_update_record_step (the
+    sum_partials and then the step; update_record_step given z and A z (the
     direction, A p's recurrence, the update and r's record with the loop's
     test in one launch) those of single_update then record_step, on the GPU
     and on the host, launch after launch; the GPU's values are the host's."""
     if not gpu_usable():
         pytest.skip("no usable GPU")
-    import cupy
-
-    from gpu_mats.kernels import family
     from gpu_mats.kernels.pcg import ALPHA, BETA, GO, RZ
 
     x, r, p, w, q = (rng.standard_normal(n) for _ in range(5))
@@ -624,46 +638,33 @@ def test_chronopoulos_gear_steps_give_the_bits_of_their_parts(rng, n, norm):
     z = q - (q @ r) / (r @ r) * r + 1e-3 * r
     az = 4.0 * z
     test = None if norm is None else (1, 0.1, 0.0, 1e5, 10, 0)
-    results = {}
-    for xp in (cupy, numpy):
-        k = family("pcg", xp)
-        partials, arrivals = xp.zeros((3, k.partial_count(n))), xp.zeros(1, dtype=numpy.uint32)
-        runs = []
-        for fused in (False, True, True):
-            s = xp.asarray([2.0, 0.5, 0.0, 0.0, 1.0, 0.0, 0.1, 1e5, 0.0])  # rz 2, alpha 0.5, row 1, target 0.1
-            sums, history = xp.zeros(3), xp.zeros((4, 3))
-            x_, r_, p_, w_ = (xp.asarray(v).copy() for v in (x, r, p, w))
-            z_, az_ = xp.asarray(z), xp.asarray(az)
-            rounded = xp.zeros(n, dtype=numpy.float32)
-            if fused:
-                k.single_step(s, sums, (partials, arrivals, r_, z_, az_))
-                k.single_update_record_step(s, sums, history, x_, r_, p_, w_, z_, az_, partials, arrivals, test,
-                                            rounded)
-            else:
-                k.partial_dots(partials, r_, z_, az_, z_)
-                k.sum_partials(sums, partials)
-                k.single_step(s, sums)
-                k.single_update(s, x_, r_, p_, w_, z_, az_)
-                rounded[...] = r_
-                k.record_step(s, sums, history, False, (partials, arrivals, r_), test)
-            runs.append([numpy.asarray(a.get() if xp is cupy else a) for a in (s, sums, history, x_, r_, p_, w_,
-                                                                                 rounded)])
-        assert int(arrivals[0]) == 0
-        for separate, fused, again in zip(*runs):
-            assert numpy.array_equal(separate, fused) and numpy.array_equal(fused, again)
-        s, _, history, x_, r_, p_, w_, rounded = runs[1]
-        beta = (r @ z) / 2.0
-        assert s[RZ] == pytest.approx(r @ z, rel=1e-12) and s[BETA] == pytest.approx(beta, rel=1e-12)
-        assert s[ALPHA] == pytest.approx((r @ z) / (z @ az - beta * (r @ z) / 0.5), rel=1e-10)
-        numpy.testing.assert_allclose(p_, z + beta * p, rtol=1e-12, atol=1e-14)
-        numpy.testing.assert_allclose(r_, r - s[ALPHA] * (az + beta * w), rtol=1e-12, atol=1e-14)
-        numpy.testing.assert_allclose(history[2], [0.0, r_ @ r_, 0.0], rtol=1e-12)
-        assert numpy.array_equal(rounded, r_.astype(numpy.float32))
-        if norm is not None:
-            assert s[GO] == (1.0 if numpy.linalg.norm(r_) > 0.1 else 0.0)
-        results[xp.__name__] = runs[1]
-    for got, want in zip(results["cupy"], results["numpy"]):  # fma on the GPU: rounding-level differences
-        numpy.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14 * max(abs(want).max(), 1.0))
+
+    def launch(k, fused, a):
+        s, sums, history, partials, arrivals = (a[name] for name in ("s", "sums", "history", "partials", "arrivals"))
+        if fused:
+            k.single_step(s, sums, (partials, arrivals, a["r"], a["z"], a["az"]))
+            k.update_record_step(s, sums, history, a["x"], a["r"], a["p"], a["w"], partials, arrivals, test,
+                                 a["rounded"], a["z"], a["az"])
+        else:
+            k.partial_dots(partials, a["r"], a["z"], a["az"], a["z"])
+            k.sum_partials(sums, partials)
+            k.single_step(s, sums)
+            k.single_update(s, a["x"], a["r"], a["p"], a["w"], a["z"], a["az"])
+            a["rounded"][...] = a["r"]
+            k.record_step(s, sums, history, False, (partials, arrivals, a["r"]), test)
+
+    run = fused_against_parts(n, {"x": x, "r": r, "p": p, "w": w, "z": z, "az": az,
+                                  "rounded": numpy.zeros(n, dtype=numpy.float32)}, launch)
+    s, r_ = run["s"], run["r"]
+    beta = (r @ z) / 2.0
+    assert s[RZ] == pytest.approx(r @ z, rel=1e-12) and s[BETA] == pytest.approx(beta, rel=1e-12)
+    assert s[ALPHA] == pytest.approx((r @ z) / (z @ az - beta * (r @ z) / 0.5), rel=1e-10)
+    numpy.testing.assert_allclose(run["p"], z + beta * p, rtol=1e-12, atol=1e-14)
+    numpy.testing.assert_allclose(r_, r - s[ALPHA] * (az + beta * w), rtol=1e-12, atol=1e-14)
+    numpy.testing.assert_allclose(run["history"][2], [0.0, r_ @ r_, 0.0], rtol=1e-12)
+    assert numpy.array_equal(run["rounded"], r_.astype(numpy.float32))
+    if norm is not None:
+        assert s[GO] == (1.0 if numpy.linalg.norm(r_) > 0.1 else 0.0)
 
 
 @pytest.mark.gpu

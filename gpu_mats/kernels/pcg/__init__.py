@@ -95,13 +95,14 @@ def update_iterate(s, x, r, p, w):
     """x += alpha p and r -= alpha w (w = A p), in one pass."""
 
 
-def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None, rounded=None):
-    """update_iterate, then record_step of the new r with its dot product
-    (``partials``, ``arrivals`` as alpha_step's) and ``test``, in one
-    launch that reads r once: the end of an iteration on the
-    unpreconditioned norm, on one rank. The same bits as the two.
-    ``rounded``, a float32 array: r also stored there (the right-hand side
-    of a preconditioner that works in float32: DeviceCG's hand-off)."""
+def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None, rounded=None, z=None, az=None):
+    """update_iterate (single_update where ``z`` and ``az`` are given), then
+    record_step of the new r with its dot product (``partials``,
+    ``arrivals`` as alpha_step's) and ``test``, in one launch that reads r
+    once: the end of an iteration on the unpreconditioned norm, on one rank.
+    The same bits as the two. ``rounded``, a float32 array: r also stored
+    there (the right-hand side of a preconditioner that works in float32:
+    DeviceCG's hand-off)."""
 
 
 def single_step(s, sums, dots=None):
@@ -121,11 +122,6 @@ def single_update(s, x, r, p, w, z, az):
     """The iteration's vectors after single_step, in one pass: p = z + beta
     p, w = az + beta w (w = A p by the recurrence; neither read where beta
     is 0), x += alpha p, r -= alpha w."""
-
-
-def single_update_record_step(s, sums, history, x, r, p, w, z, az, partials, arrivals, test=None, rounded=None):
-    """single_update, then record_step of the new r, as update_record_step
-    after update_iterate: one launch, the same bits as the two."""
 
 
 def update_direction(s, p, z):

@@ -118,8 +118,17 @@ def update_iterate(s, x, r, p, w):
         _kernel("update_iterate")((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), s, x, r, p, w))
 
 
-def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None, rounded=None):
-    _update_record(s, sums, history, x, r, p, w, None, None, partials, arrivals, test, rounded)
+def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None, rounded=None, z=None, az=None):
+    grid = (partials.shape[1],)
+    z, az, rounded = (_NULL if v is None else v for v in (z, az, rounded))
+    if test is None:
+        _kernel("update_record_step")(grid, (BLOCK,), (numpy.int64(x.size), s, x, r, p, w, z, az, rounded, partials,
+                                                       arrivals, sums, history))
+        return
+    column, rtol, atol, dtol, limit, handle = test
+    _loop_kernel("update_test_step")(grid, (BLOCK,), (
+        numpy.int64(x.size), s, x, r, p, w, z, az, rounded, partials, arrivals, sums, history, numpy.int32(column),
+        numpy.float64(rtol), numpy.float64(atol), numpy.float64(dtol), numpy.int32(limit), numpy.uint64(handle)))
 
 
 def single_step(s, sums, dots=None):
@@ -135,27 +144,6 @@ def single_update(s, x, r, p, w, z, az):
     n = x.size
     if n:
         _kernel("single_update")((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), s, x, r, p, w, z, az))
-
-
-def single_update_record_step(s, sums, history, x, r, p, w, z, az, partials, arrivals, test=None, rounded=None):
-    _update_record(s, sums, history, x, r, p, w, z, az, partials, arrivals, test, rounded)
-
-
-def _update_record(s, sums, history, x, r, p, w, z, az, partials, arrivals, test, rounded):
-    """update_record_step's launch (single_update_record_step's where z is given), with the test after an
-    iteration in the same launch where ``test`` is given."""
-    grid = (partials.shape[1],)
-    rounded = _NULL if rounded is None else rounded
-    if test is None:
-        name = "update_record_step" if z is None else "single_update_record_step"
-        vectors = (x, r, p, w) if z is None else (x, r, p, w, z, az)
-        _kernel(name)(grid, (BLOCK,), (numpy.int64(x.size), s, *vectors, rounded, partials, arrivals, sums, history))
-        return
-    column, rtol, atol, dtol, limit, handle = test
-    _loop_kernel("update_test_step")(grid, (BLOCK,), (
-        numpy.int64(x.size), s, x, r, p, w, _NULL if z is None else z, _NULL if az is None else az, rounded,
-        partials, arrivals, sums, history, numpy.int32(column), numpy.float64(rtol), numpy.float64(atol),
-        numpy.float64(dtol), numpy.int32(limit), numpy.uint64(handle)))
 
 
 def update_direction(s, p, z):

@@ -88,8 +88,11 @@ def update_iterate(s, x, r, p, w):
     r -= s[ALPHA] * w
 
 
-def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None, rounded=None):
-    update_iterate(s, x, r, p, w)
+def update_record_step(s, sums, history, x, r, p, w, partials, arrivals, test=None, rounded=None, z=None, az=None):
+    if z is None:
+        update_iterate(s, x, r, p, w)
+    else:
+        single_update(s, x, r, p, w, z, az)
     if rounded is not None:
         rounded[...] = r
     record_step(s, sums, history, False, (partials, arrivals, r), test)
@@ -117,13 +120,6 @@ def single_update(s, x, r, p, w, z, az):
     update_direction(s, p, z)
     update_direction(s, w, az)
     update_iterate(s, x, r, p, w)
-
-
-def single_update_record_step(s, sums, history, x, r, p, w, z, az, partials, arrivals, test=None, rounded=None):
-    single_update(s, x, r, p, w, z, az)
-    if rounded is not None:
-        rounded[...] = r
-    record_step(s, sums, history, False, (partials, arrivals, r), test)
 
 
 def update_direction(s, p, z):

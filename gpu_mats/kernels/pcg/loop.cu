@@ -54,8 +54,7 @@ __global__ void dots_test_step(long long n, const double* r, const double* z, do
     });
 }
 
-// update_record_step (single_update_record_step where z is not null), then the test after an iteration, by the
-// block that takes the record
+// update_record_step, then the test after an iteration, by the block that takes the record
 extern "C" __global__ void update_test_step(long long n, double* s, double* x, double* r, double* p, double* w,
                                             const double* z, const double* az, float* rounded, double* partials,
                                             unsigned int* arrivals, double* sums, double* history, int column,

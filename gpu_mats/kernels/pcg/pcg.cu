@@ -303,20 +303,11 @@ __global__ void dots_direction_step(long long n, const double* r, const Z* z, do
     dots_then(n, 1, r, z, nullptr, nullptr, nullptr, nullptr, partials, arrivals, sums, [&] { direction(s, sums); });
 }
 
-// update_iterate, then dots_record_step on the new r, in one launch of partial_count(n) blocks of BLOCK threads
+// update_iterate (single_update where z is not null: Chronopoulos and Gear's iteration), then dots_record_step on
+// the new r, in one launch of partial_count(n) blocks of BLOCK threads
 extern "C" __global__ void update_record_step(long long n, double* s, double* x, double* r, double* p, double* w,
-                                              float* rounded, double* partials, unsigned int* arrivals, double* sums,
-                                              double* history)
-{
-    update_then(n, s, x, r, p, w, nullptr, nullptr, rounded, partials, arrivals, sums,
-                [&] { record(s, sums, history, 0); });
-}
-
-// single_update, then dots_record_step on the new r, in one launch of partial_count(n) blocks of BLOCK threads
-extern "C" __global__ void single_update_record_step(long long n, double* s, double* x, double* r, double* p,
-                                                     double* w, const double* z, const double* az, float* rounded,
-                                                     double* partials, unsigned int* arrivals, double* sums,
-                                                     double* history)
+                                              const double* z, const double* az, float* rounded, double* partials,
+                                              unsigned int* arrivals, double* sums, double* history)
 {
     update_then(n, s, x, r, p, w, z, az, rounded, partials, arrivals, sums, [&] { record(s, sums, history, 0); });
 }
