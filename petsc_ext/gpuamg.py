@@ -50,7 +50,8 @@ class AggregationMultigridPC(PythonPC):
                "off-diagonal entries below this fraction of the smaller of their row's and column's largest, "
                "adding them to the diagonal (row sums kept: faster cycles on near-isotropic Laplacians; on "
                "stretched cells more iterations, and a level may turn indefinite); 0: the Galerkin products", low=0.0,
-               high=1.0, view="coarse operators sparsified at {}"),
+               high=1.0, view=lambda theta: f"coarse operators sparsified at {theta:g}" if theta else
+               "Galerkin coarse operators"),
         Option("pc_gpuamg_smoothed", "smoothed", True, "smooth the tentative prolongation by one damped Jacobi "
                "step (smoothed aggregation)", view="smoothed {}"),
         Option("pc_gpuamg_cycle", "cycle", "v", "v: V-cycle, symmetric and linear (cg, cacg); k: K-cycle, two "

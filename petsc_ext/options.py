@@ -45,7 +45,8 @@ class Option:
 
     The kind follows the default: bool, int (range ``low``..``high``), float
     (range), str with ``choices``, or free str. ``view`` formats the value on
-    the type's first ``-*_view`` line ("levels {}"; None: not shown there),
+    the type's first ``-*_view`` line ("levels {}", or a function of the
+    value that returns the words; None: not shown there),
     ``applies`` = (attr, values) shows it only when that attribute has one of
     those values.
     """
@@ -58,7 +59,7 @@ class Option:
     low: float = None
     high: float = None
     above: float = None  # an exclusive lower bound (reals)
-    view: str = None
+    view: object = None
     applies: tuple = None
 
     def read(self, reader, current):
@@ -78,6 +79,8 @@ class Option:
         if self.view is None or (self.applies and getattr(owner, self.applies[0]) not in self.applies[1]):
             return None
         value = getattr(owner, self.attr)
+        if callable(self.view):
+            return self.view(value)
         return self.view.format(str(value).lower() if isinstance(value, bool) else _plain(value))
 
     def readme_row(self):

@@ -195,6 +195,11 @@ def test_view_shows_levels_and_complexities_and_help_lists_the_options(capfd):
     amg = ksp.getPC().getPythonContext().amg
     assert "operator complexity" in view and "grid complexity" in view
     assert len(amg.levels) >= 3 and f"{amg.levels[-1].A.shape[0]:9d}" in view
+    assert "Galerkin coarse operators" in view and "sparsified" not in view
+    ksp, _ = krylov_solve(csr_arrays(A), A.shape[0], {"ksp_type": "cg", "pc_type": "gpuamg",
+                                                      "pc_gpuamg_sparsify": 0.2}, comm=PETSc.COMM_SELF, mat_type="aij")
+    ksp.getPC().view(viewer)
+    assert "coarse operators sparsified at 0.2" in capfd.readouterr().out
 
 
 def test_pairing_the_finest_aggregates_halves_the_first_coarse_level_and_lowers_the_complexity():
