@@ -249,12 +249,12 @@ def test_a_sparsified_coarse_operator_keeps_row_sums_symmetry_and_diagonal_domin
 
 def graded_channel(shape, beta=2.0):
     """-L of the turbulent channel's box (x and z periodic, walls at y = 0 and 2, the tanh law along y)."""
-    from plugin.flow.box import box_geometry, tanh_widths
+    from plugin.flow.box import box_geometry, tanh_widths, uniform_widths
 
-    nx, ny, nz = shape
-    widths = [numpy.full(nx, 2 * numpy.pi / nx), tanh_widths(ny, 2.0, beta), numpy.full(nz, numpy.pi / nz)]
-    return (-compact_laplacian(box_geometry(shape, (2 * numpy.pi, 2.0, numpy.pi), (True, False, True),
-                                            widths=widths))).tocsr()
+    lengths = (2 * numpy.pi, 2.0, numpy.pi)
+    widths = uniform_widths(shape, lengths)
+    widths[1] = tanh_widths(shape[1], lengths[1], beta)
+    return (-compact_laplacian(box_geometry(shape, lengths, (True, False, True), widths=widths))).tocsr()
 
 
 @pytest.mark.parametrize("aggregation", ["mis2", "pairwise"])
@@ -274,8 +274,8 @@ def test_the_default_galerkin_levels_hold_stretched_cells(aggregation):
 
 @pytest.mark.parametrize("name", ["tetrahedra", "3D Poisson 20^3", "3D 27-point 14^3"])
 def test_sparsified_coarse_levels_lower_the_complexity_and_keep_the_iterations(name):
-    """-pc_gpuamg_sparsify (0.2, the default) against the plain Galerkin
-    products: lower operator complexity, at most one more CG iteration (the
+    """-pc_gpuamg_sparsify 0.2 against the plain Galerkin products (the
+    default): lower operator complexity, at most one more CG iteration (the
     2M-tetrahedron sphere: 1.71 -> 1.42 at 12 iterations, BENCHMARKS.md)."""
     A = tetrahedra() if name == "tetrahedra" else PROBLEMS[name]()
     indptr, indices, data = csr_arrays(A)

@@ -552,14 +552,14 @@ def test_record_and_direction_steps_with_their_dots_and_test_give_the_bits_of_th
         numpy.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
 
 
-def fused_against_parts(n, vectors, launch):
+def fused_against_parts(n, vectors, launch, atol):
     """``launch(k, fused, arrays)`` on CuPy and on NumPy: the parts (fused
     False), then the fused launch twice, each from fresh copies of
     ``vectors`` (name: host array) beside CG's scalars s (rz 2, alpha 0.5,
     the history's row 1, the target 0.1), sums, history, partials and
     arrivals. The fused launch must give the parts' bits, launch after
-    launch, and the GPU's values the host's (to rounding: fma); returns the
-    host's fused run (name: array)."""
+    launch, and the GPU's values the host's (rtol 1e-12, ``atol(want)``);
+    returns each backend's fused run (name: array), CuPy's then NumPy's."""
     import cupy
 
     from gpu_mats.kernels import family
@@ -580,9 +580,8 @@ def fused_against_parts(n, vectors, launch):
             assert numpy.array_equal(runs[1][name], runs[2][name]), name
         results[xp.__name__] = runs[1]
     for name, want in results["numpy"].items():
-        numpy.testing.assert_allclose(results["cupy"][name], want, rtol=1e-12,
-                                      atol=1e-14 * max(abs(want).max(), 1.0), err_msg=name)
-    return results["numpy"]
+        numpy.testing.assert_allclose(results["cupy"][name], want, rtol=1e-12, atol=atol(want), err_msg=name)
+    return results["cupy"], results["numpy"]
 
 
 @pytest.mark.gpu
@@ -611,11 +610,11 @@ def test_an_update_with_the_record_gives_the_bits_of_the_update_then_the_record(
             k.update_iterate(a["s"], a["x"], a["r"], a["p"], a["w"])
             k.record_step(a["s"], a["sums"], a["history"], False, (a["partials"], a["arrivals"], a["r"]), test)
 
-    run = fused_against_parts(n, {"x": x, "r": r, "p": p, "w": w}, launch)
-    numpy.testing.assert_allclose(run["r"], r - 0.5 * w, rtol=1e-15)
-    numpy.testing.assert_allclose(run["history"][2], [0.0, run["r"] @ run["r"], 0.0], rtol=1e-12)
-    if norm is not None:
-        assert run["s"][GO] == (1.0 if norm > 0.1 else 0.0)
+    for run in fused_against_parts(n, {"x": x, "r": r, "p": p, "w": w}, launch, lambda want: 1e-15):
+        numpy.testing.assert_allclose(run["r"], r - 0.5 * w, rtol=1e-15)
+        numpy.testing.assert_allclose(run["history"][2], [0.0, run["r"] @ run["r"], 0.0], rtol=1e-12)
+        if norm is not None:
+            assert run["s"][GO] == (1.0 if norm > 0.1 else 0.0)
 
 
 @pytest.mark.gpu
@@ -653,18 +652,19 @@ def test_chronopoulos_gear_steps_give_the_bits_of_their_parts(rng, n, norm):
             a["rounded"][...] = a["r"]
             k.record_step(s, sums, history, False, (partials, arrivals, a["r"]), test)
 
-    run = fused_against_parts(n, {"x": x, "r": r, "p": p, "w": w, "z": z, "az": az,
-                                  "rounded": numpy.zeros(n, dtype=numpy.float32)}, launch)
-    s, r_ = run["s"], run["r"]
+    vectors = {"x": x, "r": r, "p": p, "w": w, "z": z, "az": az, "rounded": numpy.zeros(n, dtype=numpy.float32)}
     beta = (r @ z) / 2.0
-    assert s[RZ] == pytest.approx(r @ z, rel=1e-12) and s[BETA] == pytest.approx(beta, rel=1e-12)
-    assert s[ALPHA] == pytest.approx((r @ z) / (z @ az - beta * (r @ z) / 0.5), rel=1e-10)
-    numpy.testing.assert_allclose(run["p"], z + beta * p, rtol=1e-12, atol=1e-14)
-    numpy.testing.assert_allclose(r_, r - s[ALPHA] * (az + beta * w), rtol=1e-12, atol=1e-14)
-    numpy.testing.assert_allclose(run["history"][2], [0.0, r_ @ r_, 0.0], rtol=1e-12)
-    assert numpy.array_equal(run["rounded"], r_.astype(numpy.float32))
-    if norm is not None:
-        assert s[GO] == (1.0 if numpy.linalg.norm(r_) > 0.1 else 0.0)
+    # fma on the GPU: rounding-level differences
+    for run in fused_against_parts(n, vectors, launch, lambda want: 1e-14 * max(abs(want).max(), 1.0)):
+        s, r_ = run["s"], run["r"]
+        assert s[RZ] == pytest.approx(r @ z, rel=1e-12) and s[BETA] == pytest.approx(beta, rel=1e-12)
+        assert s[ALPHA] == pytest.approx((r @ z) / (z @ az - beta * (r @ z) / 0.5), rel=1e-10)
+        numpy.testing.assert_allclose(run["p"], z + beta * p, rtol=1e-12, atol=1e-14)
+        numpy.testing.assert_allclose(r_, r - s[ALPHA] * (az + beta * w), rtol=1e-12, atol=1e-14)
+        numpy.testing.assert_allclose(run["history"][2], [0.0, r_ @ r_, 0.0], rtol=1e-12)
+        assert numpy.array_equal(run["rounded"], r_.astype(numpy.float32))
+        if norm is not None:
+            assert s[GO] == (1.0 if numpy.linalg.norm(r_) > 0.1 else 0.0)
 
 
 @pytest.mark.gpu
