@@ -747,15 +747,20 @@ def test_phase_times_on_the_gpu_come_from_events_without_waiting():
     timer.settle()
     assert timer.seconds["Pressure"] > 0.0
     for graphs in (False, True):  # the whole step as one graph, the CFL number's reduction in it, and the first
-        solver, _, _ = _cavity_steps("cupy", "implicit", flow_cuda_graphs=graphs)  # step's from the start's rate
+        # step's from the start's rate; one dt, so that the graphs of each arrangement are captured and replayed
+        solver, _, _ = _cavity_steps("cupy", "implicit", flow_cuda_graphs=graphs, flow_dt=0.01)
         timing = solver.timing()
-        timed = {"Step", "CFL"} if graphs else set(PhaseTimer.PHASES) - {"Step"}
+        timed = {"Step", "CFL"} if graphs else set(PhaseTimer.PHASES) - {"Step", "Capture"}
         assert {name for name, seconds in timing["phases"].items() if seconds > 0} == timed, timing["phases"]
         assert sum(timing["phases"].values()) <= timing["seconds_per_step"]
         host = timing["host_seconds_per_step"]  # one wait a step where each step was a graph's
         assert (host is not None and 0 < host < timing["seconds_per_step"]) if graphs else host is None
         replayed, first = timing["host_seconds_per_step_replayed"], timing["first_run_seconds"]  # the one-off apart
         assert (first > 0 and 0 <= replayed < host) if graphs else (replayed is None and first is None)
+        captured = timing["captured_steps"]  # a replay's GPU time apart from the graphs' first runs and captures
+        assert (0 < captured["captures"] < captured["steps"] < timing["steps"] and captured["seconds"] > 0
+                and 0 < captured["capture_seconds"] < first) if graphs else (
+            captured == {"steps": 0, "seconds": 0.0, "captures": 0, "capture_seconds": 0.0})
 
 
 def test_a_captured_explicit_part_gives_the_bits_of_a_launched_one(rng):
@@ -897,6 +902,44 @@ def _captured_step_matches_its_launch(solver, state):
     assert stepper.step_graphs.replays == 3 and stepper.step_graphs.refused is None
 
 
+def test_a_new_dt_captures_the_arrangements_run_before_at_once():
+    """Steps of a new dt (implicit diffusion: a new momentum matrix, its
+    preconditioner set up before the capture), whose arrangements of the
+    buffers earlier steps ran: each captured at its first run, with the
+    bits of the same steps where each new graph is launched kernel by
+    kernel first. The one launched first is the step of the new dt's ratio:
+    its capture fails (the implicit Rhie-Chow guess's face share of a new
+    dt is worked out with temporaries, which a capture cannot allocate),
+    and it runs launched, as the fallback does."""
+    import cupy
+
+    from gpu_mats.kernels.cuda_graphs import KeyedGraphs
+
+    solver, state, _ = _cavity_steps("cupy", "implicit", flow_dt=0.01)
+    stepper = solver.stepper
+    start = {name: getattr(state, name).copy()
+             for name in ("u", "u_old", "u_s", "u_s_old", "p", "p_old", "implicit", "implicit_old")}
+    runs = []
+    for relaunch in (True, False):
+        for name, value in start.items():
+            getattr(state, name)[...] = value
+        stepper.step_graphs, now = KeyedGraphs(relaunch), state
+        solver.matrices.set_momentum_dt(0.01)
+        for _ in range(8):  # each of the 4 arrangements launched, then captured
+            now = stepper.advance(now, 0.01)
+        stepper.phases.reset()
+        solver.matrices.set_momentum_dt(0.008)
+        for _ in range(8):
+            now = stepper.advance(now, 0.008)
+        timer = stepper.phases
+        runs.append(({name: getattr(now, name).copy() for name in ("u", "u_s", "p")},
+                     timer.uses["Capture"] - timer.captures, timer.captures, stepper.step_graphs.refused))
+    (relaunched, launched, captures, refused), (at_once, once, captured, not_refused) = runs
+    assert (launched, captures) == (5, 3) and (once, captured) == (1, 4) and refused is None and not_refused is None
+    for name, value in relaunched.items():
+        assert cupy.array_equal(at_once[name], value), name
+
+
 def test_steps_launched_ahead_give_the_bits_of_steps_waited_for():
     """One solver, the same run twice from one state: its captured steps
     launched ahead of the host (each queued before the host waits for the
@@ -945,6 +988,41 @@ def test_the_functional_kernel_matches_its_twin(rng):
     family("flow", cupy).functional(out, *(cupy.asarray(a) for a in (starts, which, index, weight, *sources)))
     numpy.testing.assert_allclose(out.get(), expected, rtol=1e-13, atol=1e-13)
     assert expected[1] == 0.0
+
+
+def test_the_gather_kernel_writes_its_twins_values_into_pinned_memory_from_a_graph(rng):
+    """A step's readback: sources of several shapes (an empty one among them)
+    gathered by one kernel into pinned host memory, launched and replayed
+    from a CUDA graph after the sources changed: the twin's values, exactly."""
+    import cupy
+    import cupyx
+
+    from gpu_mats.kernels import family
+    from gpu_mats.kernels.cuda_graphs import capture
+
+    shapes = [(3, 7), (1,), (0,), (2, 4, 3), (1000,)]
+    sources = [cupy.asarray(rng.standard_normal(shape)) for shape in shapes]
+    kernels = family("flow", cupy)
+    plan = kernels.gather_plan(sources)
+    out = cupyx.empty_pinned(sum(a.size for a in sources), numpy.float64)
+    expected = numpy.empty_like(out)
+
+    def twin():
+        family("flow", numpy).gather(expected, family("flow", numpy).gather_plan([a.get() for a in sources]))
+
+    out.fill(numpy.nan)
+    kernels.gather(out, plan)
+    cupy.cuda.get_current_stream().synchronize()
+    twin()
+    assert numpy.array_equal(out, expected)
+    graph = capture(lambda: kernels.gather(out, plan))
+    for source in sources:
+        source *= -2.0
+    out.fill(numpy.nan)
+    graph.launch(cupy.cuda.get_current_stream())
+    cupy.cuda.get_current_stream().synchronize()
+    twin()
+    assert numpy.array_equal(out, expected) and not numpy.isnan(out).any()
 
 
 @pytest.mark.parametrize("levels", ["auto", "algebraic"])

@@ -26,11 +26,11 @@ def family(name, xp):
     return importlib.import_module(f"{__name__}.{name}.{'host' if xp is numpy else 'cuda'}")
 
 
-def keyed_graphs():
+def keyed_graphs(relaunch=True):
     """A cuda_graphs.KeyedGraphs (CuPy's, imported here only where it is called: where there is a GPU)."""
     from .cuda_graphs import KeyedGraphs
 
-    return KeyedGraphs()
+    return KeyedGraphs(relaunch)
 
 
 def graph_cache():

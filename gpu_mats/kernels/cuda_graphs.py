@@ -28,8 +28,13 @@ def capture(fn):
         stream.begin_capture()
         try:
             fn()
+        except (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError) as exc:
+            raise CaptureError(f"a call that a CUDA graph's capture cannot hold: {exc}") from exc
         finally:
-            graph = stream.end_capture()
+            try:
+                graph = stream.end_capture()
+            except (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError) as exc:
+                raise CaptureError(f"the capture ended in an error: {exc}") from exc
     return graph
 
 
@@ -142,10 +147,16 @@ class KeyedGraphs:
     buffers, its length), one graph per arrangement, all dropped when the
     key changes. An arrangement's first run goes eagerly (it compiles
     kernels and opens NCCL connections, which a capture cannot), its second
-    is captured, later ones replay one launch."""
+    is captured, later ones replay one launch. With ``relaunch=False`` an
+    arrangement run under an earlier key is captured at its first run
+    under a new one (its kernels compiled, its connections open: a run
+    launched kernel by kernel can cost fifty replays), and launched first
+    only where that capture fails."""
 
-    def __init__(self):
+    def __init__(self, relaunch=True):
         self._key, self._graphs, self._warm, self.replays = None, {}, set(), 0
+        self._launched = self._warm  # the arrangements launched under the current key
+        self.relaunch = relaunch
         self.refused = None  # why a capture failed: the work runs uncaptured from then on
 
     def captured(self, key, arrangement):
@@ -153,23 +164,31 @@ class KeyedGraphs:
         return self.refused is None and same_key(key, self._key) and arrangement in self._graphs
 
     def run(self, key, arrangement, fn):
+        """fn's work for ``arrangement`` under ``key``; returns how it ran:
+        "replayed", "captured" (then replayed) or "launched"."""
         if self.refused is not None:
             fn()
-            return
+            return "launched"
         if not same_key(key, self._key):
-            self._key, self._graphs, self._warm = key, {}, set()
-        graph = self._graphs.get(arrangement)
+            self._key, self._graphs, self._launched = key, {}, set()
+            if self.relaunch:
+                self._warm = self._launched
+        graph, how = self._graphs.get(arrangement), "replayed"
         if graph is None and arrangement in self._warm:
             try:
                 graph = self._graphs[arrangement] = capture(fn)
+                how = "captured"
             except CaptureError as exc:
-                self.refused = str(exc)
+                if arrangement in self._launched:  # launched under this key, and still not captured
+                    self.refused = str(exc)
         if graph is None:
             fn()
             self._warm.add(arrangement)
-        else:
-            replay(graph)
-            self.replays += 1
+            self._launched.add(arrangement)
+            return "launched"
+        replay(graph)
+        self.replays += 1
+        return how
 
 
 def same_key(a, b):

@@ -79,6 +79,7 @@ from what a KSP does inside its solve.
 import collections
 import contextlib
 import functools
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -121,9 +122,11 @@ class PhaseTimer:
     two CUDA events around the phase's work, read once the device has passed
     them, so that timing a phase never makes the host wait for the device (a
     synchronize per phase would cost each step five waits, and a step
-    launched ahead would wait for itself); on the host its wall time."""
+    launched ahead would wait for itself); on the host its wall time. Each
+    phase's uses are counted: a step's graph replayed (Step) and one run
+    eagerly or captured (Capture, a one-off of each new graph) apart."""
 
-    PHASES = ("Explicit", "Momentum", "Pressure", "Correct", "CFL", "Step")  # Step: a whole step's graph
+    PHASES = ("Explicit", "Momentum", "Pressure", "Correct", "CFL", "Step", "Capture")
 
     def __init__(self, xp):
         self.events = {name: PETSc.Log.Event(f"Flow{name}") for name in self.PHASES}
@@ -133,9 +136,10 @@ class PhaseTimer:
         self.reset()
 
     def reset(self):
-        self.seconds = dict.fromkeys(self.PHASES, 0.0)
+        self.seconds, self.uses = dict.fromkeys(self.PHASES, 0.0), dict.fromkeys(self.PHASES, 0)
         self.waited, self.waits = 0.0, 0  # the host's seconds blocked on a step's graph, and how many steps
         self.first_runs = 0.0  # the host's seconds in steps' graphs run eagerly or captured (not replays)
+        self.captures, self.capture_seconds = 0, 0.0  # of them the captures (and their first replays)
         for pending in self._pending.values():
             self._spare.extend(pending)
             pending.clear()
@@ -156,6 +160,7 @@ class PhaseTimer:
     @contextlib.contextmanager
     def __call__(self, name):
         self.events[name].begin()
+        self.uses[name] += 1
         marks = None
         if self.xp is not numpy:
             self._read(name)
@@ -206,22 +211,30 @@ class BoundarySources:
 
 
 class StepReadback:
-    """Device arrays that a step's CUDA graph copies into pinned host memory
-    at its end (the solves' records, the convective rate, the change from
-    the last state, the watchers' values): the host waits for the device
-    once a step and reads them all from there."""
+    """Device arrays (float64) that a step's CUDA graph gathers into pinned
+    host memory at its end, by one kernel (the solves' records, the
+    convective rate, the change from the last state, the watchers' values):
+    the host waits for the device once a step and reads them all from
+    there."""
 
     def __init__(self, xp, sources):
         self.xp, self.sources = xp, sources
         self._where = {(address(a), a.shape): k for k, a in enumerate(sources)}
         self._by_id = {id(a): k for k, a in enumerate(sources)}  # the sources themselves, found without address()
-        if xp is numpy:  # NumPy's arrays: copies, so that both backends read a step's values as they were
-            self.host = [numpy.empty_like(a) for a in sources]
+        for a in sources:
+            if a.dtype != numpy.float64 or not a.flags.c_contiguous:
+                raise TypeError(f"a step's readback takes contiguous float64 arrays, not {a.dtype} of shape {a.shape}")
+        self._kernels = family("flow", xp)
+        self._plan = self._kernels.gather_plan(sources)
+        sizes = [0, *itertools.accumulate(a.size for a in sources)]  # Python ints (CuPy's pinned arrays take no others)
+        if xp is numpy:  # a copy, so that both backends read a step's values as they were
+            self._gathered = numpy.empty(sizes[-1])
         else:
             import cupyx
 
-            self.host = [cupyx.empty_pinned(a.shape, a.dtype) for a in sources]
+            self._gathered = cupyx.empty_pinned(sizes[-1], numpy.float64)
             self._done = xp.cuda.Event(block=False, disable_timing=True)
+        self.host = [self._gathered[a:b].reshape(s.shape) for a, b, s in zip(sizes[:-1], sizes[1:], sources)]
 
     def copy_of(self, array):
         """The host copy of one of the sources (the same memory: a view made again is found too)."""
@@ -235,14 +248,7 @@ class StepReadback:
                                                          for a, b in zip(sources, self.sources))
 
     def queue(self):
-        if self.xp is numpy:
-            for array, host in zip(self.sources, self.host):
-                numpy.copyto(host, array)
-            return
-        runtime = self.xp.cuda.runtime  # the runtime's copy: a graph's memcpy node (CuPy's get refuses a capture)
-        stream = self.xp.cuda.get_current_stream().ptr
-        for array, host in zip(self.sources, self.host):
-            runtime.memcpyAsync(host.ctypes.data, array.data.ptr, array.nbytes, runtime.memcpyDeviceToHost, stream)
+        self._kernels.gather(self._gathered, self._plan)
 
     def mark(self):
         """After the launch of a step that copies into this readback: what wait() waits for."""
@@ -323,7 +329,8 @@ class FractionalStep:
         self.explicit_graphs = keyed_graphs() if cuda_graphs and self._capturable() else None
         # the whole step as CUDA graphs, where its solves can be queued into them (graphcg); else why not
         self.step_refusal = self._step_refusal() if self.explicit_graphs is not None else None
-        self.step_graphs = keyed_graphs() if self.explicit_graphs is not None and self.step_refusal is None else None
+        self.step_graphs = (keyed_graphs(relaunch=False) if self.explicit_graphs is not None and self.step_refusal is None
+                            else None)
         self.time_levels(1 if self.step_graphs is None else 2)
         self.watchers = []  # see watch()
         # the face velocities of the state the last step's graph made, and the readback its values were copied into
@@ -440,7 +447,13 @@ class FractionalStep:
 
     def _wait_for(self, ahead):
         if ahead is not None:
-            self.readbacks[address(self._targets(ahead[0])[1])].wait()
+            self._wait(self.readbacks[address(self._targets(ahead[0])[1])])
+
+    def _wait(self, readback):
+        """Block until ``readback``'s step is done, its time counted as waited (not the host's own)."""
+        start = time.perf_counter()
+        readback.wait()
+        self.phases.waited += time.perf_counter() - start
 
     def _graph_step(self, state, dt, more):
         """The step as its CUDA graph (launched now, or ahead and taken now),
@@ -462,9 +475,7 @@ class FractionalStep:
                 self._launch_graph(new, dt, next_key)
                 self._ahead = (new, next_key)
         readback = self.readbacks[address(new.u_s)]
-        start = time.perf_counter()
-        readback.wait()
-        self.phases.waited += time.perf_counter() - start
+        self._wait(readback)
         self.phases.waits += 1
         solves = self._solves()
         results = {}
@@ -536,10 +547,17 @@ class FractionalStep:
         _graph_key."""
         replay = self.step_graphs.captured(*key)
         start = time.perf_counter()
-        with self.phases("Step"):
-            self.step_graphs.run(*key, lambda: self._advance(state, dt, queued=True))
+        if not replay:  # a new dt's momentum preconditioner set up before a capture, which cannot allocate
+            for _, ksp, _ in self._solves():
+                ksp.setUp()
+        with self.phases("Step" if replay else "Capture"):
+            how = self.step_graphs.run(*key, lambda: self._advance(state, dt, queued=True))
         if not replay:
-            self.phases.first_runs += time.perf_counter() - start
+            seconds = time.perf_counter() - start
+            self.phases.first_runs += seconds
+            if how == "captured":
+                self.phases.captures += 1
+                self.phases.capture_seconds += seconds
         self.readbacks[address(self._targets(state)[1])].mark()
 
     def _advance(self, state, dt, queued=False):

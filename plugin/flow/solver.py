@@ -566,22 +566,27 @@ class FlowSolver:
         self.steps_run, self.pressure_iterations, self.momentum_iterations, self.run_seconds = 0, 0, 0, 0.0
 
     def timing(self):
-        """Seconds per step of each phase, pressure (and with implicit
+        """Seconds per step of each phase (a step's graph: per replay; its
+        first runs and captures apart, in all), pressure (and with implicit
         diffusion momentum) iterations per step and million cell-steps per
         second over the steps run since the last reset (slowest rank)."""
         steps = max(self.steps_run, 1)
-        self.stepper.phases.settle()
-        phases = {name: self.mpi.allreduce(seconds, op=MPI.MAX) / steps
-                  for name, seconds in self.stepper.phases.seconds.items()}
+        timer = self.stepper.phases
+        timer.settle()
+        seconds = {name: self.mpi.allreduce(value, op=MPI.MAX) for name, value in timer.seconds.items()}
+        captures = {"steps": timer.uses["Capture"], "seconds": seconds.pop("Capture"), "captures": timer.captures,
+                    "capture_seconds": timer.capture_seconds}
+        phases = {name: value / (max(timer.uses["Step"], 1) if name == "Step" else steps)
+                  for name, value in seconds.items()}
         per_step = self.mpi.allreduce(self.run_seconds, op=MPI.MAX) / steps
         cells = self.geometry.num_global_cells
-        timer = self.stepper.phases
         # where every step was one graph and one wait: the rest of the wall time is the host's (Python, driver),
         # of which the graphs' first runs and captures are a one-off
         graphs = self.steps_run and timer.waits == self.steps_run
         host = per_step - timer.waited / steps if graphs else None
         replayed = host - timer.first_runs / steps if graphs else None
         return {"cells": cells, "steps": self.steps_run, "seconds_per_step": per_step, "phases": phases,
+                "captured_steps": captures,
                 "host_seconds_per_step": host, "host_seconds_per_step_replayed": replayed,
                 "first_run_seconds": timer.first_runs if graphs else None,
                 "steps_launched_ahead": self.stepper.steps_ahead,
@@ -592,12 +597,17 @@ class FlowSolver:
 
     def print_timing(self):
         t = self.timing()
-        phases = ", ".join(f"{name.lower()} {1e3 * s:.2f}" for name, s in t["phases"].items() if s)
+        phases = [f"{name.lower()} {1e3 * s:.2f}" for name, s in t["phases"].items() if s and name != "Step"]
+        if t["phases"]["Step"]:
+            phases.append(f"a replayed step's graph {1e3 * t['phases']['Step']:.3f}")
+        phases = ", ".join(phases)
         host = ""
         if t["host_seconds_per_step"] is not None:
+            captured = t["captured_steps"]
             host = (f"; the host's own {1e3 * t['host_seconds_per_step']:.2f} ms, "
                     f"{1e3 * t['host_seconds_per_step_replayed']:.3f} ms past the graphs' first runs and captures "
-                    f"({t['first_run_seconds']:.2f} s)")
+                    f"({captured['steps']} steps: {t['first_run_seconds']:.2f} s, of it {captured['captures']} "
+                    f"captures {captured['capture_seconds']:.2f} s; on the GPU {captured['seconds']:.2f} s)")
         ahead = f", {t['steps_launched_ahead']} steps launched ahead" if t["steps_launched_ahead"] else ""
         momentum = t["momentum_iterations_per_step"]
         momentum = "" if momentum is None else f", {momentum:.1f} momentum"

@@ -16,3 +16,15 @@ def functional(out, starts, which, index, weight, s0, s1, s2, s3):
     """out[r] = sum over k in starts[r] .. starts[r+1] of weight[k] *
     s_which[k][index[k]]: linear functionals (forces, probe pressures) of up
     to four arrays in one pass, summed in a fixed order."""
+
+
+def gather_plan(sources):
+    """What gather() needs to read ``sources`` (contiguous float64 arrays of
+    the family's backend) one after another, made once, outside any capture."""
+
+
+def gather(out, plan):
+    """out = the plan's sources raveled one after another. On the GPU out
+    is pinned host memory, which the kernel writes through unified
+    addressing: a step's few values reach the host by one kernel of its
+    CUDA graph, where a copy a value cost the graph a memcpy node each."""

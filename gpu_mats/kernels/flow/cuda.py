@@ -36,3 +36,19 @@ def functional(out, starts, which, index, weight, s0, s1, s2, s3):
     """Linear functionals of up to four arrays (flow.cu), one block a row."""
     if out.size:
         _kernel("functional")((out.size,), (128,), (starts, which, index, weight, s0, s1, s2, s3, out))
+
+
+def gather_plan(sources):
+    """The sources' addresses, lengths and offsets in out, in device memory."""
+    lengths = numpy.array([a.size for a in sources], dtype=numpy.int64)
+    offsets = numpy.concatenate([[0], numpy.cumsum(lengths)[:-1]]).astype(numpy.int64)
+    pointers = numpy.array([a.data.ptr for a in sources], dtype=numpy.uint64)
+    return tuple(cupy.asarray(a) for a in (pointers, lengths, offsets))
+
+
+def gather(out, plan):
+    """The plan's sources into out (device or pinned host memory), one kernel (flow.cu)."""
+    pointers, lengths, offsets = plan
+    if pointers.size:
+        address = out.data.ptr if isinstance(out, cupy.ndarray) else out.ctypes.data
+        _kernel("gather")((pointers.size,), (128,), (pointers, lengths, offsets, numpy.uint64(address)))

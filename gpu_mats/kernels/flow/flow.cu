@@ -42,3 +42,12 @@ extern "C" __global__ void functional(const long long* starts, const int* which,
     }
     if (t == 0) out[blockIdx.x] = cache[0];
 }
+
+// out[offsets[k] + i] = sources[k][i], i < lengths[k]: one block a source; out may be pinned host memory.
+extern "C" __global__ void gather(const double* const* sources, const long long* lengths, const long long* offsets,
+                                  double* out)
+{
+    const int k = blockIdx.x;
+    for (long long i = threadIdx.x; i < lengths[k]; i += blockDim.x)
+        out[offsets[k] + i] = sources[k][i];
+}

@@ -22,3 +22,15 @@ def functional(out, starts, which, index, weight, s0, s1, s2, s3):
         taken = which == k
         terms[taken] = weight[taken] * source[index[taken]]
     out[...] = [terms[a:b].sum() for a, b in zip(starts[:-1], starts[1:])]
+
+
+def gather_plan(sources):
+    """Twin of the CUDA plan: the sources and their offsets in out."""
+    offsets = numpy.concatenate([[0], numpy.cumsum([a.size for a in sources])]).astype(numpy.int64)
+    return tuple(zip(sources, offsets[:-1].tolist(), offsets[1:].tolist()))
+
+
+def gather(out, plan):
+    """Twin of flow.cu's gather."""
+    for source, start, end in plan:
+        out[start:end] = source.ravel()

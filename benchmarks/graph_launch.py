@@ -1,0 +1,158 @@
+"""What a CUDA graph's launch costs the host, by what the graph holds: kernel
+nodes only, with device-to-host copies into pinned memory (a flow step's
+readback), with the same values gathered into pinned memory by one kernel,
+and with WHILE loops the device ends (graphcg's). For each: the host's time
+in the launch call (median over launches, the device idle before each) and
+the device's time a replay (CUDA events, launches queued behind a spin);
+the work launched kernel by kernel, and its capture (the instantiation in it).
+
+    python benchmarks/graph_launch.py --kernels 50 200 --json graph-launch.json
+"""
+
+import argparse
+import statistics
+import time
+
+import cupy
+import cupyx
+import numpy
+
+import harness
+from gpu_mats.kernels.cuda_graphs import capture, while_loop
+
+_CODE = r"""
+extern "C" __device__ __attribute__((cudart_builtin)) void cudaGraphSetConditional(unsigned long long handle,
+                                                                                   unsigned int value);
+
+// c[0] = start (start >= 0) or c[0] - 1, and the loop goes on while c[0] > 0
+extern "C" __global__ void countdown(int* c, int start, unsigned long long handle)
+{
+    c[0] = start >= 0 ? start : c[0] - 1;
+    cudaGraphSetConditional(handle, c[0] > 0);
+}
+
+// out[k] = sources[k][0] for each of the sources (pointers): one kernel for a step's few values
+extern "C" __global__ void gather(const double* const* sources, const long long* lengths, const long long* offsets,
+                                  int count, double* out)
+{
+    for (int k = blockIdx.x; k < count; k += gridDim.x)
+        for (long long i = threadIdx.x; i < lengths[k]; i += blockDim.x)
+            out[offsets[k] + i] = sources[k][i];
+}
+"""
+
+
+def _module():
+    return cupy.RawModule(code=_CODE)
+
+
+class Parts:
+    """The arrays and kernels a variant's graph queues."""
+
+    def __init__(self, rows, copies):
+        self.x = cupy.zeros(rows)
+        self.add = cupy.ElementwiseKernel("", "float64 x", "x += 1.0", "graph_launch_add")
+        self.sources = [cupy.zeros(12) for _ in range(copies)]
+        self.host = [cupyx.empty_pinned(s.shape, s.dtype) for s in self.sources]
+        self.gathered = cupyx.empty_pinned(12 * copies, numpy.float64)
+        self.pointers = cupy.asarray([s.data.ptr for s in self.sources], dtype=numpy.uint64)
+        self.lengths = cupy.asarray([s.size for s in self.sources], dtype=numpy.int64)
+        self.offsets = cupy.asarray(numpy.cumsum([0] + [s.size for s in self.sources[:-1]]), dtype=numpy.int64)
+        self.counter = cupy.zeros(1, dtype=numpy.int32)
+        self.module = _module()
+
+    def kernels(self, count):
+        for _ in range(count):
+            self.add(self.x)
+
+    def copies(self):
+        stream = cupy.cuda.get_current_stream().ptr
+        runtime = cupy.cuda.runtime
+        for source, host in zip(self.sources, self.host):
+            runtime.memcpyAsync(host.ctypes.data, source.data.ptr, source.nbytes, runtime.memcpyDeviceToHost, stream)
+
+    def gather(self):
+        """One kernel writes every source into pinned host memory (its address is the device's too, with
+        unified addressing)."""
+        self.module.get_function("gather")((len(self.sources),), (128,), (
+            self.pointers, self.lengths, self.offsets, numpy.int32(len(self.sources)), numpy.uint64(self.gathered.ctypes.data)))
+
+    def loop(self, count, iterations):
+        countdown = self.module.get_function("countdown")
+        if not cupy.cuda.get_current_stream().is_capturing():  # the warm-up run: the body's kernels compiled
+            self.kernels(count)
+            return
+        while_loop(lambda h: countdown((1,), (1,), (self.counter, numpy.int32(iterations), numpy.uint64(h))),
+                   lambda h: (self.kernels(count), countdown((1,), (1,), (self.counter, numpy.int32(-1),
+                                                                           numpy.uint64(h)))))
+
+
+def variants(parts, kernels, loops, iterations):
+    """{name: fn queueing the variant's work}."""
+    per_loop = kernels // (2 * max(loops, 1) * iterations)  # half the kernels run in loops
+    looped = kernels - loops * per_loop * iterations
+
+    def with_loops(tail):
+        def fn():
+            parts.kernels(looped)
+            for _ in range(loops):
+                parts.loop(per_loop, iterations)
+            tail()
+        return fn
+
+    return {
+        "kernels": lambda: parts.kernels(kernels),
+        "kernels + copies": lambda: (parts.kernels(kernels), parts.copies()),
+        "kernels + one gather": lambda: (parts.kernels(kernels), parts.gather()),
+        f"kernels + {loops} loops": with_loops(lambda: None),
+        f"kernels + {loops} loops + copies": with_loops(parts.copies),
+        f"kernels + {loops} loops + one gather": with_loops(parts.gather),
+    }
+
+
+def launch_us(graph, repeats):
+    """Median host time (us) of graph.launch with the device idle before each."""
+    stream = cupy.cuda.Stream(non_blocking=True)
+    times = []
+    for _ in range(repeats):
+        stream.synchronize()
+        start = time.perf_counter()
+        graph.launch(stream)
+        times.append((time.perf_counter() - start) * 1e6)
+    stream.synchronize()
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", type=int, nargs="+", default=[50, 200], help="kernel launches a replay")
+    parser.add_argument("--rows", type=int, default=26_815, help="each kernel's length")
+    parser.add_argument("--copies", type=int, default=6, help="values read back a replay")
+    parser.add_argument("--loops", type=int, default=2)
+    parser.add_argument("--iterations", type=int, default=4, help="each loop's passes")
+    parser.add_argument("--repeats", type=int, default=500)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    parts, rows = Parts(args.rows, args.copies), []
+    for kernels in args.kernels:
+        for name, fn in variants(parts, kernels, args.loops, args.iterations).items():
+            fn()  # compiles what it launches, outside the capture
+            eager = harness.seconds(fn)  # launched kernel by kernel (a loop's body once)
+            start = time.perf_counter()
+            graph = capture(fn)
+            captured = time.perf_counter() - start
+            stream = cupy.cuda.Stream(non_blocking=True)
+            with stream:
+                device = harness.event_us(lambda: graph.launch(stream), repeats=7, batch=20)
+            rows.append({"graph": name, "kernels": kernels, "launch_us": launch_us(graph, args.repeats),
+                         "device_us": device, "eager_ms": 1e3 * eager, "capture_ms": 1e3 * captured})
+            print(rows[-1], flush=True)
+            harness.write_json(args.json, {"meta": harness.metadata(), "args": vars(args), "rows": rows}, quiet=True)
+    harness.print_table(rows, [("graph", "graph", "{}"), ("kernels", "kernels a replay", "{}"),
+                               ("launch_us", "host us a launch", "{:.1f}"), ("device_us", "device us a replay",
+                                                                              "{:.1f}"),
+                               ("eager_ms", "ms launched", "{:.2f}"), ("capture_ms", "ms to capture", "{:.2f}")])
+
+
+if __name__ == "__main__":
+    main()
