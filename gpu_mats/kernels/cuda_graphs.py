@@ -150,12 +150,14 @@ class KeyedGraphs:
     is captured, later ones replay one launch. With ``relaunch=False`` an
     arrangement run under an earlier key is captured at its first run
     under a new one (its kernels compiled, its connections open: a run
-    launched kernel by kernel can cost fifty replays), and launched first
-    only where that capture fails."""
+    launched kernel by kernel costs many replays), and launched first only
+    where that capture fails."""
 
     def __init__(self, relaunch=True):
-        self._key, self._graphs, self._warm, self.replays = None, {}, set(), 0
-        self._launched = self._warm  # the arrangements launched under the current key
+        self.replays, self._key, self._graphs = 0, None, {}
+        # the arrangements launched under the current key, and those launched under any key that counts
+        # (only the current one where relaunch: the same set)
+        self._launched = self._warm = set()
         self.relaunch = relaunch
         self.refused = None  # why a capture failed: the work runs uncaptured from then on
 
