@@ -8,9 +8,12 @@ import numpy
 
 
 @functools.cache
+def _module():
+    return cupy.RawModule(code=pathlib.Path(__file__).with_name("flow.cu").read_text())
+
+
 def _kernel(name):
-    source = pathlib.Path(__file__).with_name("flow.cu").read_text()
-    return cupy.RawModule(code=source).get_function(name)
+    return _module().get_function(name)
 
 
 def explicit_update(out, u, s, r, w):

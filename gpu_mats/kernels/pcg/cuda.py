@@ -100,11 +100,15 @@ LOOP_TEMPLATES = ("dots_test_step<true>", "dots_test_step<false>")  # beta's, re
 
 
 @functools.cache
-def _loop_kernel(name):
+def _loop_module():
     """loop.cu after pcg.cu, a module of their own: its kernels call the device runtime's
     cudaGraphSetConditional, which the others do not."""
     code = "".join(pathlib.Path(__file__).with_name(f).read_text() for f in ("pcg.cu", "loop.cu"))
-    return cupy.RawModule(code=code, name_expressions=LOOP_TEMPLATES).get_function(name)
+    return cupy.RawModule(code=code, name_expressions=LOOP_TEMPLATES)
+
+
+def _loop_kernel(name):
+    return _loop_module().get_function(name)
 
 
 def loop_test(s, history, column, rtol, atol, dtol, limit, mode, handle):
