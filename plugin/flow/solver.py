@@ -306,6 +306,7 @@ class FlowSolver:
             gpusell.context(self.matrices.poisson).set_grid(*box)
         with self.set_up_stage("solvers"):
             self.pressure_ksp = self.solvers.pressure_ksp()
+            self.pressure_ksp.setUp()  # its preconditioner (gpuamg's hierarchy) here, not in the first step
             self.momentum_ksp = self.solvers.momentum_ksp() if implicit else None
             eddy = (None if self.les == "none" else
                     EddyViscosity(self.les, self.les_constant, self.operators, self.matrices.xp))
