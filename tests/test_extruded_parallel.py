@@ -138,7 +138,7 @@ def test_the_flow_takes_layerfft_on_each_ranks_columns(prisms):
         state = solver.run(solver.initial_state(start, project=True))
         if pc == "layerfft":  # -ksp_view's words: the layers, and on several ranks how the spectra travel
             pc_object = solver.pressure_ksp.getPC()
-            shared = (f" \(rank 0's share of the wavenumbers among {comm.getSize()} ranks, the spectra by MPI\)"
+            shared = (rf" \(rank 0's share of the wavenumbers among {comm.getSize()} ranks, the spectra by MPI\)"
                       if comm.getSize() > 1 else "$")
             assert re.match(r"  8 layers of 128 cells: .*" + shared, pc_object.getPythonContext().describe(pc_object)[0])
         natural = numpy.concatenate(comm.tompi4py().allgather(g.cell_numbers))
