@@ -18,6 +18,7 @@ import cupyx
 import numpy
 
 import harness
+from gpu_mats.kernels import family
 from gpu_mats.kernels.cuda_graphs import capture, while_loop
 
 _CODE = r"""
@@ -30,20 +31,7 @@ extern "C" __global__ void countdown(int* c, int start, unsigned long long handl
     c[0] = start >= 0 ? start : c[0] - 1;
     cudaGraphSetConditional(handle, c[0] > 0);
 }
-
-// out[k] = sources[k][0] for each of the sources (pointers): one kernel for a step's few values
-extern "C" __global__ void gather(const double* const* sources, const long long* lengths, const long long* offsets,
-                                  int count, double* out)
-{
-    for (int k = blockIdx.x; k < count; k += gridDim.x)
-        for (long long i = threadIdx.x; i < lengths[k]; i += blockDim.x)
-            out[offsets[k] + i] = sources[k][i];
-}
 """
-
-
-def _module():
-    return cupy.RawModule(code=_CODE)
 
 
 class Parts:
@@ -55,11 +43,9 @@ class Parts:
         self.sources = [cupy.zeros(12) for _ in range(copies)]
         self.host = [cupyx.empty_pinned(s.shape, s.dtype) for s in self.sources]
         self.gathered = cupyx.empty_pinned(12 * copies, numpy.float64)
-        self.pointers = cupy.asarray([s.data.ptr for s in self.sources], dtype=numpy.uint64)
-        self.lengths = cupy.asarray([s.size for s in self.sources], dtype=numpy.int64)
-        self.offsets = cupy.asarray(numpy.cumsum([0] + [s.size for s in self.sources[:-1]]), dtype=numpy.int64)
+        self.plan = family("flow", cupy).gather_plan(self.sources)
         self.counter = cupy.zeros(1, dtype=numpy.int32)
-        self.module = _module()
+        self.module = cupy.RawModule(code=_CODE)  # countdown
 
     def kernels(self, count):
         for _ in range(count):
@@ -72,10 +58,8 @@ class Parts:
             runtime.memcpyAsync(host.ctypes.data, source.data.ptr, source.nbytes, runtime.memcpyDeviceToHost, stream)
 
     def gather(self):
-        """One kernel writes every source into pinned host memory (its address is the device's too, with
-        unified addressing)."""
-        self.module.get_function("gather")((len(self.sources),), (128,), (
-            self.pointers, self.lengths, self.offsets, numpy.int32(len(self.sources)), numpy.uint64(self.gathered.ctypes.data)))
+        """The flow step's readback: one kernel writes every source into pinned host memory."""
+        family("flow", cupy).gather(self.gathered, self.plan)
 
     def loop(self, count, iterations):
         countdown = self.module.get_function("countdown")
