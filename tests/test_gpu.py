@@ -902,6 +902,18 @@ def _captured_step_matches_its_launch(solver, state):
     assert stepper.step_graphs.replays == 3 and stepper.step_graphs.refused is None
 
 
+def _restorer(state):
+    """A function that puts ``state``'s time levels back to their values now, in the same arrays (the buffers
+    its steps' graphs were captured on)."""
+    saved = {name: getattr(state, name).copy()
+             for name in ("u", "u_old", "u_s", "u_s_old", "p", "p_old", "implicit", "implicit_old")}
+
+    def restore():
+        for name, value in saved.items():
+            getattr(state, name)[...] = value
+    return restore
+
+
 def test_a_new_dt_captures_the_arrangements_run_before_at_once():
     """Steps of a new dt (implicit diffusion: a new momentum matrix, its
     preconditioner set up before the capture), whose arrangements of the
@@ -916,13 +928,10 @@ def test_a_new_dt_captures_the_arrangements_run_before_at_once():
     from gpu_mats.kernels.cuda_graphs import KeyedGraphs
 
     solver, state, _ = _cavity_steps("cupy", "implicit", flow_dt=0.01)
-    stepper = solver.stepper
-    start = {name: getattr(state, name).copy()
-             for name in ("u", "u_old", "u_s", "u_s_old", "p", "p_old", "implicit", "implicit_old")}
+    stepper, restore = solver.stepper, _restorer(state)
     runs = []
     for relaunch in (True, False):
-        for name, value in start.items():
-            getattr(state, name)[...] = value
+        restore()
         stepper.step_graphs, now = KeyedGraphs(relaunch), state
         solver.matrices.set_momentum_dt(0.01)
         for _ in range(8):  # each of the 4 arrangements launched, then captured
@@ -951,13 +960,10 @@ def test_steps_launched_ahead_give_the_bits_of_steps_waited_for():
 
     # a fixed dt (one graph key); the 4 arrangements of the buffers captured in the first 8 steps
     solver, state, _ = _cavity_steps("cupy", "implicit", flow_max_steps=50, flow_dt=0.01)
-    stepper, lid = solver.stepper, GroupForce(solver, "ymax")
-    start = {name: getattr(state, name).copy()
-             for name in ("u", "u_old", "u_s", "u_s_old", "p", "p_old", "implicit", "implicit_old")}
+    stepper, lid, restore = solver.stepper, GroupForce(solver, "ymax"), _restorer(state)
     advance, runs = stepper.advance, []
     for ahead in (True, False):
-        for name, value in start.items():
-            getattr(state, name)[...] = value
+        restore()
         solver.reset_timing()
         stepper.advance = advance if ahead else lambda state, dt, more: advance(state, dt)
         forces = []
