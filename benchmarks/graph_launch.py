@@ -1,7 +1,9 @@
 """What a CUDA graph's launch costs the host, by what the graph holds: kernel
 nodes only, with device-to-host copies into pinned memory (a flow step's
 readback), with the same values gathered into pinned memory by one kernel,
-and with WHILE loops the device ends (graphcg's). For each: the host's time
+with WHILE loops the device ends (graphcg's), and with the memsets and
+device-to-device copies of a graphcg solve's start and end, as such nodes
+or as kernels. For each: the host's time
 in the launch call (median over launches, the device idle before each) and
 the device's time a replay (CUDA events, launches queued behind a spin);
 the work launched kernel by kernel, and its capture (the instantiation in it).
@@ -46,6 +48,10 @@ class Parts:
         self.plan = family("flow", cupy).gather_plan(self.sources)
         self.counter = cupy.zeros(1, dtype=numpy.int32)
         self.module = cupy.RawModule(code=_CODE)  # countdown
+        self.vectors = [cupy.zeros(rows) for _ in range(2)]  # a solve's x and its workspace's
+        self.scalars = [cupy.zeros(200) for _ in range(2)]  # its scalars and history, and their record
+        self.copy = cupy.ElementwiseKernel("float64 x", "float64 y", "y = x", "graph_launch_copy")
+        self.zero = cupy.ElementwiseKernel("", "float64 y", "y = 0.0", "graph_launch_zero")
 
     def kernels(self, count):
         for _ in range(count):
@@ -56,6 +62,18 @@ class Parts:
         runtime = cupy.cuda.runtime
         for source, host in zip(self.sources, self.host):
             runtime.memcpyAsync(host.ctypes.data, source.data.ptr, source.nbytes, runtime.memcpyDeviceToHost, stream)
+
+    def solve_ends(self, as_kernels):
+        """What graphcg queues around a solve's kernels, twice (two solves): x into its workspace, the
+        scalars zeroed (twice), x back, the record kept; as memset and memcpy nodes (CuPy's fill and
+        copyto) or as kernels."""
+        (x, work), (scalars, record) = self.vectors, self.scalars
+        for _ in range(2):
+            for source, target in ((x, work), (None, scalars), (None, scalars[:9]), (work, x), (scalars, record)):
+                if source is None:
+                    self.zero(target) if as_kernels else target.fill(0.0)
+                else:
+                    self.copy(source, target) if as_kernels else cupy.copyto(target, source)
 
     def gather(self):
         """The flow step's readback: one kernel writes every source into pinned host memory."""
@@ -91,6 +109,8 @@ def variants(parts, kernels, loops, iterations):
         f"kernels + {loops} loops": with_loops(lambda: None),
         f"kernels + {loops} loops + copies": with_loops(parts.copies),
         f"kernels + {loops} loops + one gather": with_loops(parts.gather),
+        "kernels + memsets and copies": lambda: (parts.kernels(kernels), parts.solve_ends(False)),
+        "kernels + the same by kernels": lambda: (parts.kernels(kernels), parts.solve_ends(True)),
     }
 
 

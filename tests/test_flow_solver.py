@@ -699,3 +699,22 @@ def test_mesh_programs_take_the_users_matrix_type():
         with option_defaults("", {"dm_mat_type": named}):
             assert program_mat_type("test") == named
     assert program_mat_type("test") == default
+
+
+def test_phase_timer_on_the_host_times_every_use_and_logs_an_event_per_phase():
+    """On the host each use of a phase is timed by the wall clock (the GPU's
+    sampling of replays does not apply) and counted, nested phases apart,
+    and each phase is a PETSc log event of its own name."""
+    from plugin.flow.integrator import PhaseTimer
+
+    timer = PhaseTimer(numpy)
+    for _ in range(3):
+        with timer("Step"):
+            with timer("CFL"):
+                sum(range(1000))
+    assert timer.uses["Step"] == timer.timed["Step"] == timer.uses["CFL"] == timer.timed["CFL"] == 3
+    assert timer.seconds["Step"] >= timer.seconds["CFL"] > 0.0
+    assert timer.uses["Pressure"] == timer.timed["Pressure"] == 0 and timer.seconds["Pressure"] == 0.0
+    assert [timer(name).event.name for name in ("Step", "CFL")] == ["FlowStep", "FlowCFL"]
+    timer.reset()
+    assert timer.timed["Step"] == timer.uses["Step"] == 0 and timer.seconds["Step"] == 0.0

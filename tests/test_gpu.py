@@ -746,6 +746,12 @@ def test_phase_times_on_the_gpu_come_from_events_without_waiting():
     assert timer.seconds["Pressure"] == 0.0  # recorded, not read: no wait at the phase's end
     timer.settle()
     assert timer.seconds["Pressure"] > 0.0
+    every = PhaseTimer.EVERY["Step"]  # a replay: one use in ``every`` timed by events
+    for _ in range(2 * every + 1):
+        with timer("Step"):
+            a *= 2.0
+    timer.settle()
+    assert (timer.uses["Step"], timer.timed["Step"]) == (2 * every + 1, 2) and timer.seconds["Step"] > 0.0
     for graphs in (False, True):  # the whole step as one graph, the CFL number's reduction in it, and the first
         # step's from the start's rate; one dt, so that the graphs of each arrangement are captured and replayed
         solver, _, _ = _cavity_steps("cupy", "implicit", flow_cuda_graphs=graphs, flow_dt=0.01)

@@ -124,19 +124,25 @@ class PhaseTimer:
     synchronize per phase would cost each step five waits, and a step
     launched ahead would wait for itself); on the host its wall time. Each
     phase's uses are counted: a step's graph replayed (Step) and one run
-    eagerly or captured (Capture, a one-off of each new graph) apart."""
+    eagerly or captured (Capture, a one-off of each new graph) apart. A
+    replay repeats the same work, so CUDA events time one in EVERY["Step"]
+    (``timed`` counts them): the events' host calls are a good part of a
+    replayed step's host time."""
 
     PHASES = ("Explicit", "Momentum", "Pressure", "Correct", "CFL", "Step", "Capture")
+    EVERY = {"Step": 8}  # on the GPU, one use timed in this many (the others: 1)
 
     def __init__(self, xp):
-        self.events = {name: PETSc.Log.Event(f"Flow{name}") for name in self.PHASES}
         self.xp = xp
         self._pending = {name: collections.deque() for name in self.PHASES}  # (start, end) CUDA events not read
         self._spare = []  # event pairs read, to record again
+        self._phases = {name: _Phase(self, name, PETSc.Log.Event(f"Flow{name}"),
+                                     1 if xp is numpy else self.EVERY.get(name, 1)) for name in self.PHASES}
         self.reset()
 
     def reset(self):
         self.seconds, self.uses = dict.fromkeys(self.PHASES, 0.0), dict.fromkeys(self.PHASES, 0)
+        self.timed = dict.fromkeys(self.PHASES, 0)  # the uses whose time is in seconds (once read)
         self.waited, self.waits = 0.0, 0  # the host's seconds blocked on a step's graph, and how many steps
         self.first_runs = 0.0  # the host's seconds in steps' graphs run eagerly or captured (not replays)
         self.captures, self.capture_seconds = 0, 0.0  # of them the captures (and their first replays)
@@ -157,25 +163,43 @@ class PhaseTimer:
             self.seconds[name] += self.xp.cuda.get_elapsed_time(start, end) / 1e3
             self._spare.append((start, end))
 
-    @contextlib.contextmanager
     def __call__(self, name):
-        self.events[name].begin()
-        self.uses[name] += 1
-        marks = None
-        if self.xp is not numpy:
-            self._read(name)
-            marks = self._spare.pop() if self._spare else (self.xp.cuda.Event(), self.xp.cuda.Event())
-            marks[0].record()
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            if marks is None:
-                self.seconds[name] += time.perf_counter() - start
-            else:
-                marks[1].record()
-                self._pending[name].append(marks)
-            self.events[name].end()
+        """The context of one use of phase ``name`` (one object a phase: phases do not nest in themselves)."""
+        return self._phases[name]
+
+
+class _Phase:
+    """One use of a phase at a time, timed where its count says (PhaseTimer);
+    a class rather than a generator, which costs a replayed step more."""
+
+    def __init__(self, timer, name, event, every):
+        self.timer, self.name, self.event, self.every = timer, name, event, every
+        self._marks = self._start = None
+
+    def __enter__(self):
+        timer, name = self.timer, self.name
+        self.event.begin()
+        uses = timer.uses[name] = timer.uses[name] + 1
+        if timer.xp is numpy:
+            self._start = time.perf_counter()
+        elif uses % self.every == 0:
+            timer._read(name)
+            self._marks = timer._spare.pop() if timer._spare else (timer.xp.cuda.Event(), timer.xp.cuda.Event())
+            self._marks[0].record()
+        return self
+
+    def __exit__(self, *exc):
+        timer, name = self.timer, self.name
+        if self._start is not None:
+            timer.seconds[name] += time.perf_counter() - self._start
+            timer.timed[name] += 1
+            self._start = None
+        elif self._marks is not None:
+            self._marks[1].record()
+            timer._pending[name].append(self._marks)
+            timer.timed[name] += 1
+            self._marks = None
+        self.event.end()
 
 
 class BoundarySources:

@@ -577,7 +577,7 @@ class FlowSolver:
         seconds = {name: self.mpi.allreduce(value, op=MPI.MAX) for name, value in timer.seconds.items()}
         captures = {"steps": timer.uses["Capture"], "seconds": seconds.pop("Capture"), "captures": timer.captures,
                     "capture_seconds": timer.capture_seconds}
-        phases = {name: value / (max(timer.uses["Step"], 1) if name == "Step" else steps)
+        phases = {name: value / (max(timer.timed["Step"], 1) if name == "Step" else steps)
                   for name, value in seconds.items()}
         per_step = self.mpi.allreduce(self.run_seconds, op=MPI.MAX) / steps
         cells = self.geometry.num_global_cells
