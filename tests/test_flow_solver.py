@@ -718,3 +718,34 @@ def test_phase_timer_on_the_host_times_every_use_and_logs_an_event_per_phase():
     assert [timer(name).event.name for name in ("Step", "CFL")] == ["FlowStep", "FlowCFL"]
     timer.reset()
     assert timer.timed["Step"] == timer.uses["Step"] == 0 and timer.seconds["Step"] == 0.0
+
+
+def test_the_pressures_gpuamg_sparsifies_its_coarse_levels_only_where_cells_are_alike_in_every_direction():
+    """conductance_spread is the largest ratio of a cell's face conductances
+    A_f / delta_f: 1 on a cube's cubes, the square of the stretch on boxes
+    flattened along one axis. The flow's gpuamg sparsifies its coarse levels
+    (-pc_gpuamg_sparsify) where it is at most ISOTROPIC_SPREAD, keeps the
+    Galerkin products (0) on stretched cells, and takes the user's value
+    over either."""
+    from plugin.flow.faces import conductance_spread
+    from plugin.flow.linear_solvers import ISOTROPIC_SPARSIFY, ISOTROPIC_SPREAD
+
+    cubes = unit_mesh("hexahedron", n=4)
+    flat = unit_mesh("hexahedron", n=4)
+    flat.points[:, 2] *= 0.05  # boxes 20 times wider than high: conductances 0.05 h and 20 h
+    assert conductance_spread(mesh_geometry(cubes)) == pytest.approx(1.0)
+    assert conductance_spread(mesh_geometry(flat)) == pytest.approx(400.0)
+    assert conductance_spread(mesh_geometry(unit_mesh("hexahedron", n=1))) == 1.0  # no interior face
+
+    def sparsify(mesh, **options):
+        g = mesh_geometry(mesh)
+        with option_defaults("", {"flow_max_steps": 1, **options}):
+            solver = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"lid": Wall((1.0, 0.0, 0.0)), "wall": Wall()})
+        pc = solver.pressure_ksp.getPC()
+        assert pc.getType() == "gpuamg"
+        return solver.solvers.isotropic, pc.getPythonContext().sparsify
+
+    assert 1.0 < ISOTROPIC_SPREAD < 400.0
+    assert sparsify(cubes) == (True, ISOTROPIC_SPARSIFY)
+    assert sparsify(flat) == (False, 0.0)
+    assert sparsify(flat, pressure_pc_gpuamg_sparsify=0.1) == (False, 0.1)

@@ -18,6 +18,23 @@ def csr(values, rows, cols, shape):
     return matrix
 
 
+def conductance_spread(g):
+    """The largest, over the rank's cells, ratio of the largest to the
+    smallest conductance A_f / delta_f of a cell's interior faces: the spread
+    of the compact pressure Laplacian's off-diagonal entries in a row, which
+    stretched cells (wall layers, graded boxes) make large and cells alike
+    in every direction keep near 1. 1 where no cell has interior faces."""
+    conductance = numpy.repeat(g.face_areas / g.face_distances, 2)
+    rows = numpy.asarray(g.face_cells).ravel() - g.cell_start
+    mine = (rows >= 0) & (rows < g.num_cells)
+    rows, conductance = rows[mine], conductance[mine]
+    largest, smallest = numpy.zeros(g.num_cells), numpy.full(g.num_cells, numpy.inf)
+    numpy.maximum.at(largest, rows, conductance)
+    numpy.minimum.at(smallest, rows, conductance)
+    inner = largest > 0
+    return float((largest[inner] / smallest[inner]).max(initial=1.0))
+
+
 def own_faces(g, f, xp):
     """The interior flux faces the rank owns (``f``: its operators.FluxFaces):
     (their rows among the rank's flux faces, first cells, second cells, the

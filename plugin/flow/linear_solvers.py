@@ -12,12 +12,19 @@ solve is gmres with PETSc's default PC on host AIJ, else graphcg + ainv fsai.
 Options under the prefixes ``pressure_`` and ``momentum_`` change any of it.
 """
 
+import functools
+
 import numpy
+from mpi4py import MPI
 from petsc4py import PETSc
 
 from petsc_ext.options import OptionError, option_defaults
 
 from .extrusion import ExtrusionError, layer_order
+from .faces import conductance_spread
+
+ISOTROPIC_SPREAD = 10.0  # conductance_spread at most this: cells alike in every direction
+ISOTROPIC_SPARSIFY = 0.2  # -pc_gpuamg_sparsify there
 
 
 def _true_residual_norm(ksp, prefix, types):
@@ -55,15 +62,28 @@ class LinearSolvers:
         matrices."""
         return self.matrices.poisson.getType() in (PETSc.Mat.Type.SEQAIJ, PETSc.Mat.Type.MPIAIJ)
 
-    def _gpuamg_precision(self, prefix):
+    def _gpuamg_defaults(self, prefix):
         """gpuamg's defaults in the flow: the hierarchy's values in float32,
         and on one rank under the V-cycle its vectors too (the K-cycle and the
-        halo exchanges take float64 only): the same iterations in less time
-        (BENCHMARKS.md)."""
+        halo exchanges take float64 only): the same iterations in less time.
+        Where the cells are alike in every direction (conductance_spread at
+        most ISOTROPIC_SPREAD on every rank) the coarse levels are sparsified
+        at 0.2, which costs less a cycle for the same iterations there; on
+        stretched cells the Galerkin products, which take far fewer
+        iterations there (BENCHMARKS.md, "Sparsified or Galerkin coarse
+        levels")."""
         defaults = {"pc_gpuamg_value_type": "float32"}
         if self.comm.getSize() == 1 and PETSc.Options(prefix).getString("pc_gpuamg_cycle", "v") == "v":
             defaults["pc_gpuamg_vector_type"] = "float32"
+        if self.isotropic:
+            defaults["pc_gpuamg_sparsify"] = ISOTROPIC_SPARSIFY
         return defaults
+
+    @functools.cached_property
+    def isotropic(self):
+        """Whether every cell's interior faces conduct alike (the coarse levels' sparsification: above)."""
+        spread = self.comm.tompi4py().allreduce(conductance_spread(self.operators.geometry), op=MPI.MAX)
+        return spread <= ISOTROPIC_SPREAD
 
     def pressure_ksp(self, prefix="pressure_"):
         """The pressure KSP (options ``prefix``): cg (graphcg under gpuamg) to
@@ -80,7 +100,7 @@ class LinearSolvers:
         ksp.getPC().setType(pc_type)
         ksp.setTolerances(rtol=1e-8)
         ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
-        with option_defaults(prefix, self._gpuamg_precision(prefix)):
+        with option_defaults(prefix, self._gpuamg_defaults(prefix)):
             ksp.setFromOptions()
         # rtol on ||b - A q|| / ||b||, the discrete divergence left: PETSc's default for a nonzero guess,
         # ||B b|| with B the preconditioner, costs one more cycle per solve

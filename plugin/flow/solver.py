@@ -42,7 +42,7 @@ from .forcing import KINDS as FORCING_KINDS
 from .forcing import Forcing
 from .les import MODELS as LES_MODELS
 from .les import EddyViscosity
-from .linear_solvers import LinearSolvers
+from .linear_solvers import ISOTROPIC_SPARSIFY, ISOTROPIC_SPREAD, LinearSolvers
 from .matrices import FlowMatrices
 from .operators import FlowOperators
 from .pressure_multigrid import PressureMultigrid
@@ -79,7 +79,10 @@ OPTIONS = (
            "box's grids (rediscretized levels, linear interpolation, as -pressure_pc_type mg has them) cycled as "
            "stencils by gpuamg (one rank); algebraic, gpuamg's aggregation; auto: geometric on a DMDA box on "
            "one rank, else algebraic; either in float32 values, and on one rank under the V-cycle float32 cycle "
-           "vectors, unless -pressure_pc_gpuamg_value_type or -pressure_pc_gpuamg_vector_type says otherwise",
+           "vectors, unless -pressure_pc_gpuamg_value_type or -pressure_pc_gpuamg_vector_type says otherwise; the "
+           f"aggregation's coarse levels sparsified at {ISOTROPIC_SPARSIFY:g} where every cell's faces conduct "
+           f"alike (largest over smallest A_f / delta_f of a cell at most {ISOTROPIC_SPREAD:g}), else Galerkin "
+           "products, unless -pressure_pc_gpuamg_sparsify says otherwise",
            choices=PRESSURE_LEVELS),
     Option("flow_pressure_laplacian", "pressure_laplacian", "compact", "compact: L of Oyarzún 2015 (eq. 1.7) "
            "with the face velocities of eq. 2.9, which dissipates O(dt h^2) of the kinetic energy; wide: "
