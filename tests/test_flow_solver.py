@@ -749,3 +749,29 @@ def test_the_pressures_gpuamg_sparsifies_its_coarse_levels_only_where_cells_are_
     assert sparsify(cubes) == (True, ISOTROPIC_SPARSIFY)
     assert sparsify(flat) == (False, 0.0)
     assert sparsify(flat, pressure_pc_gpuamg_sparsify=0.1) == (False, 0.1)
+
+
+@pytest.mark.mpi
+def test_the_ranks_take_one_choice_of_coarse_levels_where_some_hold_only_cells_alike():
+    """A box of cubes whose right half is stretched eight times along x, the
+    stretched cells on the last rank and the cubes on the others: the spread
+    is small on the first rank and large on the last, and every rank's
+    gpuamg keeps the Galerkin products (the ranks' largest spread decides)."""
+    from plugin.flow.faces import conductance_spread
+    from plugin.flow.linear_solvers import ISOTROPIC_SPREAD
+
+    comm = PETSc.COMM_WORLD
+    size, rank = comm.getSize(), comm.getRank()
+    mesh = unit_mesh("hexahedron", n=4)
+    x = mesh.points[:, 0]
+    mesh.points[:, 0] = numpy.where(x > 0.5, 0.5 + 8.0 * (x - 0.5), x)
+    whole = mesh_geometry(mesh)
+    stretched = whole.centroids[:, 0] > 0.5
+    owner = numpy.where(stretched, size - 1, (whole.centroids[:, 1] * (size - 1)).astype(int))
+    mine = rank_geometry(whole, owner, rank)
+    if size > 1:  # (on one rank it holds both)
+        assert (conductance_spread(mine) <= ISOTROPIC_SPREAD) == (rank < size - 1)
+    with option_defaults("", {"flow_max_steps": 1}):
+        solver = FlowSolver(mine, comm, "gpusell", 0.01, {"lid": Wall((1.0, 0.0, 0.0)), "wall": Wall()})
+    pc = solver.pressure_ksp.getPC()
+    assert (pc.getType(), solver.solvers.isotropic, pc.getPythonContext().sparsify) == ("gpuamg", False, 0.0)
