@@ -68,7 +68,7 @@ class LinearSolvers:
         halo exchanges take float64 only): the same iterations in less time.
         Where the cells are alike in every direction (conductance_spread at
         most ISOTROPIC_SPREAD on every rank) the coarse levels are sparsified
-        at 0.2, which costs less a cycle for the same iterations there; on
+        at ISOTROPIC_SPARSIFY, which costs less a cycle for the same iterations there; on
         stretched cells the Galerkin products, which take far fewer
         iterations there (BENCHMARKS.md, "Sparsified or Galerkin coarse
         levels")."""
