@@ -132,6 +132,7 @@ def measure(n, re, warmup, steps, breakdown=False, mesh=None):
            "host_ms_replayed": (None if timing["host_seconds_per_step_replayed"] is None else
                                 1e3 * timing["host_seconds_per_step_replayed"]),
            **{f"{name.lower()}_ms": 1e3 * seconds for name, seconds in timing["phases"].items()},
+           **{f"graph_{name.lower()}_ms": 1e3 * seconds for name, seconds in timing["graph_phases"].items()},
            "captured_steps": timing["captured_steps"]["steps"], "captured_steps_gpu_s": timing["captured_steps"]["seconds"]}
     if breakdown:
         row["cycle_breakdown"] = cycle_breakdown(solver)

@@ -734,7 +734,8 @@ def test_flow_steps_on_the_gpu_match_numpy_and_stay_on_the_device(diffusion):
 def test_phase_times_on_the_gpu_come_from_events_without_waiting():
     """A phase's GPU time is read between CUDA events after the phase, not by
     waiting for the device at its end; the phases of a run are positive and
-    add up to at most its wall time per step."""
+    add up to at most its wall time per step; inside a replayed step's graph,
+    each phase is timed by events the graph records itself."""
     import cupy
 
     from plugin.flow.integrator import PhaseTimer
@@ -754,8 +755,12 @@ def test_phase_times_on_the_gpu_come_from_events_without_waiting():
     assert (timer.uses["Step"], timer.timed["Step"]) == (2 * every + 1, 2) and timer.seconds["Step"] > 0.0
     for graphs in (False, True):  # the whole step as one graph, the CFL number's reduction in it, and the first
         # step's from the start's rate; one dt, so that the graphs of each arrangement are captured and replayed
-        solver, _, _ = _cavity_steps("cupy", "implicit", flow_cuda_graphs=graphs, flow_dt=0.01)
+        solver, _, _ = _cavity_steps("cupy", "implicit", flow_cuda_graphs=graphs, flow_dt=0.01, flow_max_steps=40)
         timing = solver.timing()
+        inside = timing["graph_phases"]  # read on one replay in ``every`` of the captured graphs
+        assert (solver.stepper.phases.graph_timed >= 2 and set(inside) == set(PhaseTimer.PHASES[:5])
+                and min(inside.values()) > 0 and sum(inside.values()) < timing["seconds_per_step"]) if graphs else (
+            inside == {}), inside
         timed = {"Step", "CFL"} if graphs else set(PhaseTimer.PHASES) - {"Step", "Capture"}
         assert {name for name, seconds in timing["phases"].items() if seconds > 0} == timed, timing["phases"]
         assert sum(timing["phases"].values()) <= timing["seconds_per_step"]

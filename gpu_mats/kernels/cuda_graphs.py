@@ -93,6 +93,23 @@ def while_loop(enter, body):
         _checked("cuStreamEndCapture", driver.cuStreamEndCapture(driver.CUstream(inner.ptr)))
 
 
+def record_event(event):
+    """Record the CuPy ``event`` on the current stream; while that stream is
+    captured, as an event record node of the graph (an external event), so
+    that each replay records it and two such events time the work between
+    them inside the graph. Needs NVIDIA's cuda-bindings during a capture
+    (CuPy has no call for the flag)."""
+    stream = cupy.cuda.get_current_stream()
+    if not stream.is_capturing():
+        event.record(stream)
+        return
+    from cuda.bindings import driver
+
+    _checked("cuEventRecordWithFlags", driver.cuEventRecordWithFlags(
+        driver.CUevent(event.ptr), driver.CUstream(stream.ptr),
+        driver.CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL))
+
+
 def _checked(name, result):
     """A cuda-bindings call's values, or a CaptureError naming the call where it failed."""
     from cuda.bindings import driver

@@ -143,6 +143,8 @@ class PhaseTimer:
     def reset(self):
         self.seconds, self.uses = dict.fromkeys(self.PHASES, 0.0), dict.fromkeys(self.PHASES, 0)
         self.timed = dict.fromkeys(self.PHASES, 0)  # the uses whose time is in seconds (once read)
+        # the phases inside replayed steps' graphs (GraphPhases), summed over the replays read, and their count
+        self.graph_seconds, self.graph_timed = {}, 0
         self.waited, self.waits = 0.0, 0  # the host's seconds blocked on a step's graph, and how many steps
         self.first_runs = 0.0  # the host's seconds in steps' graphs run eagerly or captured (not replays)
         self.captures, self.capture_seconds = 0, 0.0  # of them the captures (and their first replays)
@@ -166,6 +168,51 @@ class PhaseTimer:
     def __call__(self, name):
         """The context of one use of phase ``name`` (one object a phase: phases do not nest in themselves)."""
         return self._phases[name]
+
+    def add_graph(self, marks):
+        """Add the phases of one replay of a step's graph (its GraphPhases, the host past the replay)."""
+        for name, seconds in marks.elapsed().items():
+            self.graph_seconds[name] = self.graph_seconds.get(name, 0.0) + seconds
+        self.graph_timed += 1
+
+
+class GraphPhases:
+    """The phases inside a step's CUDA graph, each between two CUDA events
+    that the graph records itself (event record nodes,
+    cuda_graphs.record_event), so that a replayed step's GPU time splits by
+    phase with no launch or wait of its own: read once the host has waited
+    for a replay, before that graph replays again. Made outside the capture
+    (the events), its records made by the run that captures the graph."""
+
+    def __init__(self, xp, names):
+        from gpu_mats.kernels.cuda_graphs import record_event  # CuPy's: only where there is a GPU
+
+        self.xp, self.record = xp, record_event
+        self.events = {name: (xp.cuda.Event(), xp.cuda.Event()) for name in names}
+        self.recorded = []  # the phases the last run recorded, in order
+        self._phases = {name: _GraphPhase(self, name) for name in names}
+
+    def __call__(self, name):
+        return self._phases[name]
+
+    def elapsed(self):
+        """Seconds of each phase recorded, in its last run (the host past it)."""
+        return {name: self.xp.cuda.get_elapsed_time(*self.events[name]) / 1e3 for name in self.recorded}
+
+
+class _GraphPhase:
+    """One phase of a GraphPhases: its two events recorded around its work."""
+
+    def __init__(self, marks, name):
+        self.marks, self.name = marks, name
+
+    def __enter__(self):
+        self.marks.record(self.marks.events[self.name][0])
+        return self
+
+    def __exit__(self, *exc):
+        self.marks.record(self.marks.events[self.name][1])
+        self.marks.recorded.append(self.name)
 
 
 class _Phase:
@@ -368,6 +415,8 @@ class FractionalStep:
         self._ahead = None  # (state, _graph_key) of a step launched ahead (advance's ``more``), not waited for yet
         self._contexts = None  # the KSPs' graphcg contexts, where a step's graph queues the solves
         self.steps_ahead = 0  # steps taken as launched ahead
+        self._graph_marks = {}  # GraphPhases of each step's graph captured under the current key, by _graph_key
+        self._marked_waits = 0  # the waits for such graphs: one in PhaseTimer.EVERY["Step"] is read
 
     def time_levels(self, depth):
         """New buffers of the time levels, taken in turn: a step writes the
@@ -501,6 +550,11 @@ class FractionalStep:
         readback = self.readbacks[address(new.u_s)]
         self._wait(readback)
         self.phases.waits += 1
+        marks = self._graph_marks.get(key)
+        if marks is not None:
+            self._marked_waits += 1
+            if self._marked_waits % PhaseTimer.EVERY["Step"] == 0:
+                self.phases.add_graph(marks)
         solves = self._solves()
         results = {}
         for (name, ksp, count), context in zip(solves, self._contexts):
@@ -571,25 +625,37 @@ class FractionalStep:
         _graph_key."""
         replay = self.step_graphs.captured(*key)
         start = time.perf_counter()
+        marks = None
         if not replay:  # a new dt's momentum preconditioner set up before a capture, which cannot allocate
             for _, ksp, _ in self._solves():
                 ksp.setUp()
+            if self.xp is not numpy:  # (the host's stand-ins of the graphs in tests run the step at once)
+                marks = GraphPhases(self.xp, PhaseTimer.PHASES[:5])  # Explicit .. CFL
+
+        def step():  # run where the graph is captured or launched, not where it replays
+            if marks is not None:
+                marks.recorded.clear()
+            self._advance(state, dt, queued=True, marks=marks)
         with self.phases("Step" if replay else "Capture"):
-            how = self.step_graphs.run(*key, lambda: self._advance(state, dt, queued=True))
+            how = self.step_graphs.run(*key, step)
         if not replay:
             seconds = time.perf_counter() - start
             self.phases.first_runs += seconds
             if how == "captured":
                 self.phases.captures += 1
                 self.phases.capture_seconds += seconds
+                if any(k[0] is not key[0] for k in self._graph_marks):  # the graphs of an earlier key are gone
+                    self._graph_marks.clear()
+                self._graph_marks[key] = marks
         self.readbacks[address(self._targets(state)[1])].mark()
 
-    def _advance(self, state, dt, queued=False):
+    def _advance(self, state, dt, queued=False, marks=None):
         """The step; ``queued``: its solves queued (graphcg.queue) for a CUDA
         graph that holds the whole step, and the new convective rate and the
-        watchers' values with them."""
+        watchers' values with them; ``marks``: a GraphPhases that the graph's
+        own events time its phases by."""
         m, xp, k = self.matrices, self.xp, self.updates
-        phase = _untimed if queued else self.phases  # no CUDA events inside a graph: the step's are around it
+        phase = (marks or _untimed) if queued else self.phases  # a graph's phases are timed by its own events
         u_p, u_s, p = self._targets(state)
         implicit = self.momentum_ksp is not None
         with phase("Explicit"):
@@ -624,7 +690,8 @@ class FractionalStep:
             restore_array(self.q, "r")
         new = self._after(state, dt)
         if queued:
-            self._queue_rate(u_s)
+            with phase("CFL"):
+                self._queue_rate(u_s)
             if self.track_change:
                 k.max_abs(self._change_value, u_p.ravel(), state.u.ravel(), self._largest_scratch)
             for queue, _ in self.watchers:
