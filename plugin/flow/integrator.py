@@ -630,12 +630,15 @@ class FractionalStep:
             for _, ksp, _ in self._solves():
                 ksp.setUp()
             if self.xp is not numpy:  # (the host's stand-ins of the graphs in tests run the step at once)
-                marks = GraphPhases(self.xp, PhaseTimer.PHASES[:5])  # Explicit .. CFL
+                marks = GraphPhases(self.xp, PhaseTimer.PHASES[:6])  # Explicit .. CFL, and the whole Step
 
         def step():  # run where the graph is captured or launched, not where it replays
-            if marks is not None:
-                marks.recorded.clear()
-            self._advance(state, dt, queued=True, marks=marks)
+            if marks is None:
+                self._advance(state, dt, queued=True)
+                return
+            marks.recorded.clear()
+            with marks("Step"):  # the same replay's whole step: the phases' share of it
+                self._advance(state, dt, queued=True, marks=marks)
         with self.phases("Step" if replay else "Capture"):
             how = self.step_graphs.run(*key, step)
         if not replay:
