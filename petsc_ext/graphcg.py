@@ -55,6 +55,7 @@ from petsc4py import PETSc
 from gpu_mats.backend import address, to_host
 from gpu_mats.device_cg import NORMS, DeviceCG
 from gpu_mats.exchange import TRANSPORTS, summed_over
+from gpu_mats.previous_solutions import PreviousSolutions
 from gpu_mats.kernels import conditional_loops, keyed_graphs
 from gpu_mats.kernels.pcg import DIVERGENCE, FLAG, INDEFINITE_OPERATOR, TARGET
 
@@ -86,6 +87,7 @@ class _Workspace:
         arrays = (self.cg.x, self.cg.r, self.cg.z, self.cg.p, self.cg.w, self.diagonal)
         self._vecs = {id(array): vec_over(array, comm, size) for array in arrays}
         self.graphs = keyed_graphs() if xp is not numpy else None
+        self.previous = None  # Fischer's basis of a KSPGuess, made by the first solve queued with one
 
     def vec(self, array):
         return self._vecs[id(array)]
@@ -125,7 +127,12 @@ class GraphCG(PythonKSP):
         # the last solve's iterations, and the first of them whose norm passed the convergence test
         self.last_iterations, self.last_needed, self.blocks_run = 0, 0, 0
         self.generation = 0  # of the workspace: a graph of queued solves is keyed by it
+        self.guess = None  # (type, model, size) of the KSP's KSPGuess from the options (None: none)
         self._sums = {}  # (communicator, transport, array module) -> how the dot products are summed over its ranks
+
+    def setFromOptions(self, ksp):
+        super().setFromOptions(ksp)
+        self.guess = _guess_options(ksp.getOptionsPrefix())
 
     def build(self, ksp):
         if self.single_reduction and ksp.getNormType() != PETSc.KSP.NormType.UNPRECONDITIONED:
@@ -240,6 +247,10 @@ class GraphCG(PythonKSP):
             return "a convergence test of the user's: only PETSc's default runs on the device"
         if nullspace and (nullspace.getVecs() or not nullspace.hasConstant()):  # a NULL one is false
             return "a null space other than the constants"
+        if self.guess is not None and self.guess[:2] != ("fischer", 2):
+            kind, model, _ = self.guess
+            return (f"a KSPGuess {kind}" + (f" of model {model}" if kind == "fischer" else "") +
+                    ": a step's graph holds Fischer's model 2 only (-ksp_guess_fischer_model 2,SIZE)")
         if module_for_vec_type(A.getVecType()) is numpy:
             return None  # queued solves run at once (tests hold them to solve())
         return conditional_loops()  # the operators' part: queue() refuses a capture of work through PETSc
@@ -266,13 +277,28 @@ class GraphCG(PythonKSP):
                                "reads values back to the host between its launches)")
         column = _NORM_COLUMNS[ksp.getNormType()]
         nonzero = ksp.getInitialGuessNonzero()
-        if nonzero:
+        previous = self._previous_solutions(work)
+        if previous is not None:  # as KSPSolve's KSPGuess: the guess replaces x
+            previous.guess(b, cg.x)
+            nonzero = True
+        elif nonzero:
             xp.copyto(cg.x, x)
         cg.start(b, nonzero, multiply, precondition, reference=column, mean_free=bool(A.getTransposeNullSpace()),
                  unpreconditioned=column == _UNPRECONDITIONED, single_reduction=self.single_reduction)
         cg.loop(min(max_it, _LOOP_ROWS), (column, rtol, atol, dtol), multiply, precondition, start=True)
         xp.copyto(x, cg.x)
+        if previous is not None:  # CG's direction and its product are free once it has stopped
+            previous.update(cg.x, multiply, cg.p, cg.w)
         xp.copyto(work.records[slot], cg.store)
+
+    def _previous_solutions(self, work):
+        """The workspace's Fischer basis where the KSP's KSPGuess is Fischer's model 2 (else None): KSPSolve
+        applies the KSPGuess itself, a queued solve here."""
+        if self.guess is None:
+            return None
+        if work.previous is None:
+            work.previous = PreviousSolutions(self.xp, work.n, self.guess[2])
+        return work.previous
 
     def records(self, count):
         """The records of the first ``count`` solves queued (device memory), for a caller that copies them itself
@@ -368,7 +394,28 @@ class GraphCG(PythonKSP):
         if reduce is not None:
             how = "an NCCL all-reduce on the device" if reduce.on_device else "MPI through host memory"
             lines.append(f"  dot products summed over {ksp.getComm().getSize()} ranks by {how}")
+        if self.guess is not None and self._work is not None and self._work.previous is not None:
+            lines.append(f"  queued solves' initial guess: Fischer's projection on {self._work.previous.count} of "
+                         f"at most {self.guess[2]} earlier solutions (model 2)")
         return lines
+
+
+def _guess_options(prefix):
+    """(type, model, size) of the KSPGuess the options give the KSP of ``prefix`` (PETSc's defaults for
+    Fischer's: model 1, 10 vectors), or None (none, or Fischer's turned off by a model other than 1 to 3)."""
+    options = PETSc.Options(prefix)
+
+    def integers(name):
+        return list(options.getIntArray(name)) if options.hasName(name) else None
+
+    kind = options.getString("ksp_guess_type") if options.hasName("ksp_guess_type") else None
+    legacy = integers("ksp_fischer_guess")  # KSPSetUseFischerGuess's option
+    if kind is None and legacy is None:
+        return None
+    if kind not in (None, "fischer"):
+        return kind, None, None
+    model, size = ((integers("ksp_guess_fischer_model") or legacy or [1, 10]) + [10])[:2]
+    return ("fischer", int(model), int(size)) if model in (1, 2, 3) else None  # another model turns it off
 
 
 def _flag_reason(flag):

@@ -731,6 +731,59 @@ def test_flow_steps_on_the_gpu_match_numpy_and_stay_on_the_device(diffusion):
     _assert_same_flow(on_gpu, on_host, 1e-9)
 
 
+def test_fischers_basis_on_the_gpu_is_its_numpy_twins(rng):
+    """The guess kernels' CUDA drivers against their NumPy twins: a run of
+    guesses and updates past the basis's restart, the same basis, state and
+    guesses."""
+    import cupy
+    import scipy.sparse
+    import scipy.sparse.linalg
+    from cupyx.scipy.sparse import csr_matrix
+
+    from gpu_mats.previous_solutions import PreviousSolutions
+
+    n = 3000
+    A = scipy.sparse.diags([-1.0, 2.5, -1.0], [-1, 0, 1], shape=(n, n)).tocsr()
+    runs = {}
+    for xp, matrix in ((numpy, A), (cupy, csr_matrix(A))):
+        basis, x, w, aw = PreviousSolutions(xp, n, 3), xp.zeros(n), xp.zeros(n), xp.zeros(n)
+        guesses = []
+        for k in range(5):
+            b = xp.asarray(numpy.sin(numpy.arange(n) * (0.01 + 0.002 * k)))
+            basis.guess(b, x)
+            guesses.append(_host_copy(xp, x))
+            solution = xp.asarray(scipy.sparse.linalg.spsolve(A.tocsc(), _host_copy(xp, b)))
+            basis.update(solution, lambda v, out, matrix=matrix: xp.copyto(out, matrix @ v), w, aw)
+        runs[xp.__name__] = (guesses, _host_copy(xp, basis.X), _host_copy(xp, basis.state))
+    (host_guesses, host_X, host_state), (gpu_guesses, gpu_X, gpu_state) = runs["numpy"], runs["cupy"]
+    assert list(gpu_state) == list(host_state) and host_state[0] == 2  # five updates of three: a restart
+    numpy.testing.assert_allclose(gpu_X, host_X, rtol=0, atol=1e-11 * abs(host_X).max())
+    for got, expected in zip(gpu_guesses, host_guesses):
+        numpy.testing.assert_allclose(got, expected, rtol=0, atol=1e-11 * max(abs(expected).max(), 1.0))
+
+
+def _host_copy(xp, a):
+    """A host copy of the array ``a`` of ``xp``."""
+    return a.get() if xp is not numpy else a.copy()
+
+
+def test_the_flows_step_graph_holds_fischers_guess():
+    """-pressure_ksp_guess_type fischer in the captured step: the step stays
+    one graph, its fields are the NumPy run's (PETSc's own KSPGuess in
+    KSPSolve), and its pressure takes fewer iterations than without it."""
+    fischer = {"pressure_ksp_guess_type": "fischer", "pressure_ksp_guess_fischer_model": "2,8",
+               "flow_dt": 0.01, "flow_max_steps": 40}
+    solver, _, on_gpu = _cavity_steps("cupy", "implicit", **fischer)
+    stepper = solver.stepper
+    assert stepper.step_graphs is not None and stepper.step_graphs.refused is None and stepper.step_graphs.replays > 0
+    basis = stepper.pressure_ksp.getPythonContext()._work.previous
+    assert basis is not None and basis.count > 0
+    _, _, on_host = _cavity_steps("numpy", "implicit", **fischer)
+    _assert_same_flow(on_gpu, on_host, 1e-8)
+    plain, _, _ = _cavity_steps("cupy", "implicit", flow_dt=0.01, flow_max_steps=40)
+    assert solver.pressure_iterations < plain.pressure_iterations, (solver.pressure_iterations,
+                                                                   plain.pressure_iterations)
+
 def test_phase_times_on_the_gpu_come_from_events_without_waiting():
     """A phase's GPU time is read between CUDA events after the phase, not by
     waiting for the device at its end; the phases of a run are positive and

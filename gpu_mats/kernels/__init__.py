@@ -15,7 +15,7 @@ import importlib
 import numpy
 
 FAMILIES = ("sell", "csr", "stencil", "local_solves", "blas", "multigrid", "block_ilu", "flow", "pcg", "les", "spectral",
-            "shifted", "box")
+            "shifted", "box", "guess")
 
 
 @functools.cache

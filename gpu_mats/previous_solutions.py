@@ -1,0 +1,66 @@
+"""Fischer's initial guess for a run of solves with one symmetric positive
+definite matrix A (Fischer, "Projection techniques for iterative solution of
+Ax = b with successive right-hand sides", Comput. Methods Appl. Mech. Engrg.
+163, 1998), as PETSc's KSPGUESSFISCHER model 2 computes it: a basis X of
+earlier solutions' increments, orthonormal in A's inner product; the guess
+for b is X X^T b, the A-norm's best approximation of A^-1 b in the basis's
+span. After each solve the part of its solution the guess missed joins the
+basis, orthogonalized against it in A's inner product (one product with A,
+and one more to normalize it); a full basis starts anew from the solution.
+
+Every step is a kernel (gpu_mats.kernels.guess) on arrays allocated here,
+with the count of vectors in use in device memory: a CUDA graph holds a
+solve's guess and update and replays them whatever the count (the flow's
+step). The time steps of a flow solve such a run: its pressure matrix stays,
+its right-hand sides change little, and the guess takes most of the solution
+(BENCHMARKS.md).
+"""
+
+from .kernels import family
+from .kernels.guess import COUNT, SLOTS
+
+
+class PreviousSolutions:
+    """The basis of at most ``size`` vectors of length ``n`` in ``xp``'s memory."""
+
+    def __init__(self, xp, n, size):
+        if size < 1:
+            raise ValueError(f"Fischer's basis needs at least one vector, not {size}")
+        self.xp, self.size = xp, size
+        self.kernels, self.pcg = family("guess", xp), family("pcg", xp)
+        self.X = xp.zeros((size, n))
+        self.state = xp.zeros(SLOTS)
+        self.coeffs = xp.zeros(size)
+        self.partials = xp.zeros((size, self.kernels.partial_count(n)))
+        self.guessed = xp.zeros(n)  # the last guess, which the update measures the solution against
+        self.norm_partials, self.norm_sums = xp.zeros((3, self.pcg.partial_count(n))), xp.zeros(3)
+
+    @property
+    def count(self):
+        """The vectors in use (read from the device: for tests and views)."""
+        return int(self.state[COUNT])
+
+    def guess(self, b, x):
+        """x = X X^T b, the guess for A x = b (0 while the basis is empty)."""
+        k = self.kernels
+        k.basis_partials(self.partials, self.X, self.state, b)
+        k.sum_rows(self.coeffs, self.partials)
+        k.combine(x, self.X, self.coeffs, self.state, None, 1.0)
+        self.xp.copyto(self.guessed, x)
+
+    def update(self, x, multiply, w, aw):
+        """Add the solution ``x`` of the last guess's system: its part the guess
+        missed, A-orthonormalized against the basis (``multiply(v, out)``: out =
+        A v; ``w``, ``aw``: scratch vectors it takes)."""
+        k, pcg = self.kernels, self.pcg
+        k.begin_update(self.state, self.size)
+        k.new_direction(w, x, self.guessed, self.state)
+        multiply(w, aw)
+        k.basis_partials(self.partials, self.X, self.state, aw)
+        k.sum_rows(self.coeffs, self.partials)
+        k.combine(w, self.X, self.coeffs, self.state, w, -1.0)
+        multiply(w, aw)
+        pcg.partial_dots(self.norm_partials, w, aw)
+        pcg.sum_partials(self.norm_sums, self.norm_partials)
+        k.append(self.X, w, self.norm_sums, self.state)
+        k.count_up(self.state, self.norm_sums)

@@ -1,0 +1,123 @@
+"""Fischer's initial guess (gpu_mats.previous_solutions): its basis against
+the definition, and graphcg's queued solves (a flow step's) against PETSc's
+cg with the same KSPGuess, -ksp_guess_type fischer -ksp_guess_fischer_model
+2,SIZE. The CUDA kernels against their NumPy twins: tests/test_gpu.py."""
+
+import numpy
+import pytest
+import scipy.sparse
+from petsc4py import PETSc
+
+import plugin  # noqa: F401  (registers graphcg)
+from gpu_mats.previous_solutions import PreviousSolutions
+from petsc_ext.matrices import aij_from_csr
+from petsc_ext.options import option_defaults
+from stencils import laplacian
+
+
+def _tridiagonal(n):
+    return scipy.sparse.diags([-1.0, 2.5, -1.0], [-1, 0, 1], shape=(n, n)).tocsr()
+
+
+def _filled(A, size, rights):
+    """A basis of ``size`` after solving A x = b for each of ``rights`` exactly, and its scratch."""
+    n = A.shape[0]
+    basis, w, aw = PreviousSolutions(numpy, n, size), numpy.zeros(n), numpy.zeros(n)
+    for b in rights:
+        basis.guess(b, numpy.zeros(n))
+        basis.update(numpy.linalg.solve(A.toarray(), b), lambda v, out: numpy.copyto(out, A @ v), w, aw)
+    return basis, w, aw
+
+
+def test_the_basis_is_orthonormal_in_the_energy_product_and_its_guess_exact_on_its_span(rng):
+    A = _tridiagonal(40)
+    rights = [rng.standard_normal(40) for _ in range(3)]
+    basis, _, _ = _filled(A, 4, rights)
+    assert basis.count == 3
+    numpy.testing.assert_allclose(basis.X[:3] @ A @ basis.X[:3].T, numpy.eye(3), atol=1e-13)
+    assert not basis.X[3].any()  # not in use
+    b, x = 0.3 * rights[0] - 2.0 * rights[2], numpy.zeros(40)
+    basis.guess(b, x)  # b in the span of the solved right-hand sides: the guess is the solution
+    numpy.testing.assert_allclose(x, numpy.linalg.solve(A.toarray(), b), rtol=0, atol=1e-12)
+    other = rng.standard_normal(40)
+    basis.guess(other, x)  # elsewhere: the energy norm's best approximation in the span, X X^T b
+    numpy.testing.assert_allclose(x, basis.X[:3].T @ (basis.X[:3] @ other), rtol=1e-13)
+
+
+def test_an_empty_basis_guesses_zero_and_a_full_one_starts_anew_from_the_solution(rng):
+    A = _tridiagonal(30)
+    empty, x = PreviousSolutions(numpy, 30, 2), numpy.ones(30)
+    empty.guess(rng.standard_normal(30), x)
+    assert not x.any()
+    rights = [rng.standard_normal(30) for _ in range(3)]
+    basis, _, _ = _filled(A, 2, rights)
+    last = numpy.linalg.solve(A.toarray(), rights[-1])
+    assert basis.count == 1  # the third update found the basis full: PETSc's model 2 starts anew
+    numpy.testing.assert_allclose(basis.X[0], last / numpy.sqrt(last @ A @ last), rtol=1e-13)
+    with pytest.raises(ValueError, match="at least one vector"):
+        PreviousSolutions(numpy, 30, 0)
+
+
+def _run(kind, csr, n, rights, guess):
+    """Iterations and solutions of a run of solves of the one matrix, cg (KSPSolve) or graphcg's queued solves."""
+    A = aij_from_csr(*csr, (n, n), comm=PETSc.COMM_SELF)
+    ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+    ksp.setOptionsPrefix("fg_")
+    ksp.setOperators(A)
+    ksp.setTolerances(rtol=1e-10)
+    options = {"ksp_type": kind, "pc_type": "jacobi", "ksp_norm_type": "unpreconditioned"}
+    if guess:
+        options.update(ksp_guess_type="fischer", ksp_guess_fischer_model="2,3")
+    with option_defaults("fg_", options):
+        ksp.setFromOptions()
+    ksp.setUp()
+    b, x = A.createVecs()
+    iterations, solutions = [], []
+    for right in rights:
+        if kind == "cg":
+            b.setArray(right)
+            ksp.solve(b, x)
+            iterations.append(ksp.getIterationNumber())
+            solutions.append(x.getArray(readonly=True).copy())
+        else:
+            context, out = ksp.getPythonContext(), numpy.zeros(n)
+            context.queue(ksp, right, out, 0)
+            (its, reason), = context.settle(ksp, 1)
+            assert reason > 0
+            iterations.append(its)
+            solutions.append(out)
+    ksp.destroy()
+    A.destroy()
+    return iterations, solutions
+
+
+def test_graphcgs_queued_solves_take_petscs_fischer_guess():
+    """A run of right-hand sides that drift, as a time step's pressure's do:
+    queued graphcg solves with Fischer's guess take the iterations of PETSc's
+    cg with the same KSPGuess (past its basis's restart), to the same
+    solutions, and fewer than without it."""
+    csr, n = laplacian(8), 8**3
+    points = numpy.arange(n) / n
+    rights = [numpy.sin(3.0 * points + 0.05 * k) + 0.1 * numpy.cos(7.0 * points * (1 + 0.02 * k)) for k in range(8)]
+    petsc, petsc_solutions = _run("cg", csr, n, rights, guess=True)
+    queued, queued_solutions = _run("graphcg", csr, n, rights, guess=True)
+    plain, _ = _run("graphcg", csr, n, rights, guess=False)
+    assert queued == petsc, (queued, petsc)
+    assert all(a <= b for a, b in zip(queued, plain)) and sum(queued) < sum(plain), (queued, plain)
+    for ours, theirs in zip(queued_solutions, petsc_solutions):
+        numpy.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-9 * abs(theirs).max())
+
+
+def test_a_step_graph_refuses_a_guess_it_does_not_hold():
+    csr, n = laplacian(4), 4**3
+    A = aij_from_csr(*csr, (n, n), comm=PETSc.COMM_SELF)
+    for options, why in (({"ksp_guess_type": "fischer"}, "KSPGuess fischer of model 1"),
+                         ({"ksp_guess_type": "pod"}, "KSPGuess pod"),
+                         ({"ksp_fischer_guess": "3,4"}, "KSPGuess fischer of model 3")):
+        ksp = PETSc.KSP().create(comm=PETSc.COMM_SELF)
+        ksp.setOptionsPrefix("fr_")
+        ksp.setOperators(A)
+        with option_defaults("fr_", {"ksp_type": "graphcg", "pc_type": "jacobi", **options}):
+            ksp.setFromOptions()
+        assert why in ksp.getPythonContext().queue_refusal(ksp)
+        ksp.destroy()
