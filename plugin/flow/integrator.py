@@ -125,12 +125,14 @@ class PhaseTimer:
     launched ahead would wait for itself); on the host its wall time. Each
     phase's uses are counted: a step's graph replayed (Step) and one run
     eagerly or captured (Capture, a one-off of each new graph) apart. A
-    replay repeats the same work, so CUDA events time one in EVERY["Step"]
-    (``timed`` counts them): the events' host calls are a good part of a
-    replayed step's host time."""
+    replay repeats the same work but for its iterations, so CUDA events time
+    one in EVERY["Step"] (``timed`` counts them): the events' host calls are a
+    good part of a replayed step's host time. A prime, so that the samples
+    take the four arrangements of the buffers in turn, and the steps of
+    Fischer's basis between its restarts (every 16 or 8 solves) alike."""
 
     PHASES = ("Explicit", "Momentum", "Pressure", "Correct", "CFL", "Step", "Capture")
-    EVERY = {"Step": 8}  # on the GPU, one use timed in this many (the others: 1)
+    EVERY = {"Step": 7}  # on the GPU, one use timed in this many (the others: 1)
 
     def __init__(self, xp):
         self.xp = xp

@@ -42,15 +42,15 @@ from .forcing import KINDS as FORCING_KINDS
 from .forcing import Forcing
 from .les import MODELS as LES_MODELS
 from .les import EddyViscosity
-from .linear_solvers import ISOTROPIC_SPARSIFY, ISOTROPIC_SPREAD, LinearSolvers
+from .linear_solvers import FISCHER_SIZE, ISOTROPIC_SPARSIFY, ISOTROPIC_SPREAD, LinearSolvers
 from .matrices import FlowMatrices
 from .operators import FlowOperators
 from .pressure_multigrid import PressureMultigrid
 from .scheme import GRADIENTS, MEMORY_BETAS, OPTION_PARTS, SCHEMES, Scheme, part_default
 
 DIFFUSION = ("explicit", "implicit")
-PRESSURE_GUESS = ("extrapolated", "previous")
 PRESSURE_LAPLACIAN = ("compact", "wide")
+PRESSURE_GUESSES = ("auto", "fischer", "extrapolated", "previous")
 PRESSURE_LEVELS = ("auto", "algebraic", "geometric")
 ASSEMBLY = ("auto", "host", "device")
 # Largest growth of dt per step; dt (and with implicit diffusion the momentum
@@ -73,8 +73,6 @@ OPTIONS = (
     Option("flow_diffusion", "diffusion", "explicit", "diffusion explicit, or Crank-Nicolson with momentum "
            "systems (Omega + dt/2 D, symmetric positive definite) solved by a KSP with prefix momentum_ (GMRES; "
            "graphcg + ainv fsai on the project's matrices)", choices=DIFFUSION),
-    Option("flow_pressure_guess", "pressure_guess", "extrapolated", "the pressure solve starts from the last "
-           "pressure extrapolated linearly in time, or from the last pressure", choices=PRESSURE_GUESS),
     Option("flow_pressure_levels", "pressure_levels", "auto", "with -pressure_pc_type gpuamg: geometric, the "
            "box's grids (rediscretized levels, linear interpolation, as -pressure_pc_type mg has them) cycled as "
            "stencils by gpuamg (one rank); algebraic, gpuamg's aggregation; auto: geometric on a DMDA box on "
@@ -84,6 +82,13 @@ OPTIONS = (
            f"alike (largest over smallest A_f / delta_f of a cell at most {ISOTROPIC_SPREAD:g}), else Galerkin "
            "products, unless -pressure_pc_gpuamg_sparsify says otherwise",
            choices=PRESSURE_LEVELS),
+    Option("flow_pressure_guess", "pressure_guess", "auto", "the pressure solve's initial guess: fischer, "
+           f"Fischer's projection on the last {FISCHER_SIZE} solutions (PETSc's KSPGuess fischer, model 2: "
+           f"-pressure_ksp_guess_type fischer -pressure_ksp_guess_fischer_model 2,{FISCHER_SIZE}, which win where "
+           "given; in the step's CUDA graph too); extrapolated, the last pressure extrapolated linearly in time; "
+           "previous, the last pressure; auto: fischer where the pressure's PC iterates, extrapolated under boxfft "
+           "and layerfft, exact solves",
+           choices=PRESSURE_GUESSES),
     Option("flow_pressure_laplacian", "pressure_laplacian", "compact", "compact: L of Oyarzún 2015 (eq. 1.7) "
            "with the face velocities of eq. 2.9, which dissipates O(dt h^2) of the kinetic energy; wide: "
            "M Omega^-1 M^T, an exact projection that conserves it to O(dt^2), but blind to checkerboard "
@@ -303,7 +308,7 @@ class FlowSolver:
                 self.matrices.poisson.setTransposeNullSpace(nullspace)  # KSPSolve projects the rhs onto the range
         self.multigrid = pressure_multigrid
         self.solvers = LinearSolvers(self.matrices, self.operators, pressure_multigrid, comm, self.pressure_levels,
-                                     self.pressure_laplacian, box)
+                                     self.pressure_laplacian, box, self.pressure_guess)
         if self.solvers.box_on_one_rank and self.matrices.poisson.getType() == gpusell.SEQ_TYPE:
             # the pressure's MatMult from the grid where its values are a stencil (-mat_gpusell_stencil)
             gpusell.context(self.matrices.poisson).set_grid(*box)
@@ -316,7 +321,7 @@ class FlowSolver:
             forcing = None if self.forcing == "none" else Forcing(self.forcing, self.forcing_value, self.matrices,
                                                                   self.mpi)
             self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp,
-                                          extrapolate_pressure=self.pressure_guess == "extrapolated",
+                                          extrapolate_pressure=self.pressure_guess != "previous",
                                           cuda_graphs=self.cuda_graphs, eddy=eddy, forcing=forcing)
             self.stepper.track_change = bool(self.steady_tol)  # only a steady state's test reads it every step
         self.xp = self.stepper.xp
