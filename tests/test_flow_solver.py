@@ -363,12 +363,9 @@ def test_a_step_with_its_solves_queued_is_the_launched_step():
     them), run at once on the host from one state: the launched step's
     fields and iterations (its blocks of one stop where the loops do; the
     closed cavity's pressure made mean-free on the device, as KSPSolve
-    projects b). The flow's extrapolated guess in both: a KSPGuess keeps a
-    basis of its own in each path (tests/test_previous_solutions.py holds
-    them to each other)."""
+    projects b)."""
     options = {"flow_diffusion": "implicit", "flow_max_steps": 5, "pressure_ksp_type": "graphcg",
-               "pressure_pc_type": "jacobi", "pressure_ksp_graphcg_block": 1, "momentum_ksp_graphcg_block": 1,
-               "flow_pressure_guess": "extrapolated"}
+               "pressure_pc_type": "jacobi", "pressure_ksp_graphcg_block": 1, "momentum_ksp_graphcg_block": 1}
     _, solver = make_solver((12, 10), (False, False), 0.01, options, walls=LID)
     stepper = solver.stepper
     lid = GroupForce(solver, "ymax")  # watched: the step's graph evaluates it

@@ -768,11 +768,11 @@ def _host_copy(xp, a):
 
 
 def test_the_flows_step_graph_holds_fischers_guess():
-    """Fischer's guess (the flow's default under gpuamg) in the captured
-    step: the step stays one graph, its fields are the NumPy run's (PETSc's
-    own KSPGuess in KSPSolve), and its pressure takes fewer iterations than
-    from the extrapolated pressure."""
-    fischer = {"flow_dt": 0.01, "flow_max_steps": 40}
+    """-flow_pressure_guess fischer (PETSc's KSPGuess fischer, model 2) in
+    the captured step: the step stays one graph, its fields are the NumPy
+    run's (PETSc's own KSPGuess in KSPSolve), and its pressure takes fewer
+    iterations than from the extrapolated pressure."""
+    fischer = {"flow_pressure_guess": "fischer", "flow_dt": 0.01, "flow_max_steps": 40}
     solver, _, on_gpu = _cavity_steps("cupy", "implicit", **fischer)
     stepper = solver.stepper
     assert stepper.step_graphs is not None and stepper.step_graphs.refused is None and stepper.step_graphs.replays > 0
@@ -780,7 +780,7 @@ def test_the_flows_step_graph_holds_fischers_guess():
     assert basis is not None and basis.count > 0
     _, _, on_host = _cavity_steps("numpy", "implicit", **fischer)
     _assert_same_flow(on_gpu, on_host, 1e-8)
-    plain, _, _ = _cavity_steps("cupy", "implicit", flow_pressure_guess="extrapolated", **fischer)
+    plain, _, _ = _cavity_steps("cupy", "implicit", flow_dt=0.01, flow_max_steps=40)
     assert solver.pressure_iterations < plain.pressure_iterations, (solver.pressure_iterations,
                                                                    plain.pressure_iterations)
 
@@ -839,9 +839,8 @@ def test_a_captured_explicit_part_gives_the_bits_of_a_launched_one(rng):
     from gpu_mats.kernels import family
     from gpu_mats.kernels.cuda_graphs import KeyedGraphs
 
-    # the flow's extrapolated guess: a KSPGuess's basis, which KSPSolve keeps, moves on with every launched solve
     solver, state, _ = _cavity_steps("cupy", "implicit", pressure_ksp_graphcg_block=1,
-                                     momentum_ksp_graphcg_block=1, flow_pressure_guess="extrapolated")
+                                     momentum_ksp_graphcg_block=1)
     stepper = solver.stepper
     assert stepper.explicit_graphs is not None
     stepper.explicit_graphs = stepper.step_graphs = None  # the step's parts as launched, its explicit part alone
@@ -956,14 +955,12 @@ def _captured_step_matches_its_launch(solver, state):
 
     stepper = solver.stepper
     assert stepper.step_graphs is not None and stepper.step_graphs.refused is None, stepper.step_refusal
-    restore = _restorer(state, stepper)  # with Fischer's basis, which each solve moves on
     stepper.step_graphs = _EagerGraphs()
     launched = stepper.advance(state, state.dt_old)
     reference = {name: getattr(launched, name).copy() for name in ("u", "u_s", "p")}
     iterations = (stepper.momentum_iterations, stepper.pressure_iterations)
     stepper.step_graphs = KeyedGraphs()
     for _ in range(4):
-        restore()
         new = stepper.advance(state, state.dt_old)
         assert (stepper.momentum_iterations, stepper.pressure_iterations) == iterations
         for name, value in reference.items():
@@ -971,22 +968,15 @@ def _captured_step_matches_its_launch(solver, state):
     assert stepper.step_graphs.replays == 3 and stepper.step_graphs.refused is None
 
 
-def _restorer(state, stepper=None):
+def _restorer(state):
     """A function that puts ``state``'s time levels back to their values now, in the same arrays (the buffers
-    its steps' graphs were captured on), and with ``stepper`` the pressure's Fischer basis of its queued
-    solves (graphcg's, which each solve moves on), where it has one."""
+    its steps' graphs were captured on)."""
     saved = {name: getattr(state, name).copy()
              for name in ("u", "u_old", "u_s", "u_s_old", "p", "p_old", "implicit", "implicit_old")}
-    work = None if stepper is None else stepper.pressure_ksp.getPythonContext()._work
-    basis = None if work is None or work.previous is None else work.previous
-    arrays = () if basis is None else (basis.X, basis.state, basis.guessed)
-    kept = [a.copy() for a in arrays]
 
     def restore():
         for name, value in saved.items():
             getattr(state, name)[...] = value
-        for array, value in zip(arrays, kept):
-            array[...] = value
     return restore
 
 
@@ -1003,9 +993,7 @@ def test_a_new_dt_captures_the_arrangements_run_before_at_once():
 
     from gpu_mats.kernels.cuda_graphs import KeyedGraphs
 
-    # the flow's extrapolated guess: the steps launched first solve through KSPSolve, whose KSPGuess keeps a
-    # basis of its own that moves on with them
-    solver, state, _ = _cavity_steps("cupy", "implicit", flow_dt=0.01, flow_pressure_guess="extrapolated")
+    solver, state, _ = _cavity_steps("cupy", "implicit", flow_dt=0.01)
     stepper, restore = solver.stepper, _restorer(state)
     runs = []
     for relaunch in (True, False):
@@ -1038,7 +1026,7 @@ def test_steps_launched_ahead_give_the_bits_of_steps_waited_for():
 
     # a fixed dt (one graph key); the 4 arrangements of the buffers captured in the first 8 steps
     solver, state, _ = _cavity_steps("cupy", "implicit", flow_max_steps=50, flow_dt=0.01)
-    stepper, lid, restore = solver.stepper, GroupForce(solver, "ymax"), _restorer(state, solver.stepper)
+    stepper, lid, restore = solver.stepper, GroupForce(solver, "ymax"), _restorer(state)
     advance, runs = stepper.advance, []
     for ahead in (True, False):
         restore()

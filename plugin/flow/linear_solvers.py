@@ -26,7 +26,6 @@ from .faces import conductance_spread
 ISOTROPIC_SPREAD = 10.0  # conductance_spread at most this: cells alike in every direction
 ISOTROPIC_SPARSIFY = 0.2  # -pc_gpuamg_sparsify there
 FISCHER_SIZE = 16  # the earlier pressure solutions Fischer's guess projects on (BENCHMARKS.md: 8 and 16 measured)
-EXACT_PCS = ("boxfft", "layerfft")  # pressure preconditioners that solve exactly: no guess needed
 
 
 def _true_residual_norm(ksp, prefix, types):
@@ -43,7 +42,7 @@ class LinearSolvers:
     box's (shape, periodic), None on a mesh."""
 
     def __init__(self, matrices, operators, multigrid, comm, pressure_levels, pressure_laplacian, box=None,
-                 pressure_guess="auto"):
+                 pressure_guess="extrapolated"):
         self.matrices, self.operators, self.multigrid, self.comm = matrices, operators, multigrid, comm
         self.pressure_levels, self.pressure_laplacian, self.box = pressure_levels, pressure_laplacian, box
         self.pressure_guess = pressure_guess
@@ -83,13 +82,11 @@ class LinearSolvers:
             defaults["pc_gpuamg_sparsify"] = ISOTROPIC_SPARSIFY
         return defaults
 
-    def _guess_defaults(self, pc_type):
-        """PETSc's KSPGuess options of -flow_pressure_guess: Fischer's projection on the last solutions
-        (KSPSolve applies it, graphcg in a step's graph), which takes a third to a half of the iterations of
-        the extrapolated pressure (BENCHMARKS.md); none where the PC solves exactly (auto) or the last
-        pressure, extrapolated or not, is asked for."""
-        if self.pressure_guess in ("extrapolated", "previous") or (self.pressure_guess == "auto"
-                                                                   and pc_type in EXACT_PCS):
+    def _guess_defaults(self):
+        """PETSc's KSPGuess options of -flow_pressure_guess fischer: Fischer's projection on the last
+        solutions (KSPSolve applies it, graphcg in a step's graph), which takes a third to a half of the
+        iterations of the extrapolated pressure (BENCHMARKS.md)."""
+        if self.pressure_guess != "fischer":
             return {}
         return {"ksp_guess_type": "fischer", "ksp_guess_fischer_model": f"2,{FISCHER_SIZE}"}
 
@@ -114,8 +111,7 @@ class LinearSolvers:
         ksp.getPC().setType(pc_type)
         ksp.setTolerances(rtol=1e-8)
         ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
-        chosen = PETSc.Options(prefix).getString("pc_type", pc_type)
-        with option_defaults(prefix, {**self._gpuamg_defaults(prefix), **self._guess_defaults(chosen)}):
+        with option_defaults(prefix, {**self._gpuamg_defaults(prefix), **self._guess_defaults()}):
             ksp.setFromOptions()
         # rtol on ||b - A q|| / ||b||, the discrete divergence left: PETSc's default for a nonzero guess,
         # ||B b|| with B the preconditioner, costs one more cycle per solve

@@ -50,7 +50,7 @@ from .scheme import GRADIENTS, MEMORY_BETAS, OPTION_PARTS, SCHEMES, Scheme, part
 
 DIFFUSION = ("explicit", "implicit")
 PRESSURE_LAPLACIAN = ("compact", "wide")
-PRESSURE_GUESSES = ("auto", "fischer", "extrapolated", "previous")
+PRESSURE_GUESSES = ("extrapolated", "previous", "fischer")
 PRESSURE_LEVELS = ("auto", "algebraic", "geometric")
 ASSEMBLY = ("auto", "host", "device")
 # Largest growth of dt per step; dt (and with implicit diffusion the momentum
@@ -82,12 +82,13 @@ OPTIONS = (
            f"alike (largest over smallest A_f / delta_f of a cell at most {ISOTROPIC_SPREAD:g}), else Galerkin "
            "products, unless -pressure_pc_gpuamg_sparsify says otherwise",
            choices=PRESSURE_LEVELS),
-    Option("flow_pressure_guess", "pressure_guess", "auto", "the pressure solve's initial guess: fischer, "
+    Option("flow_pressure_guess", "pressure_guess", "extrapolated", "the pressure solve's initial guess: "
+           "extrapolated, the last pressure extrapolated linearly in time; previous, the last pressure; fischer, "
            f"Fischer's projection on the last {FISCHER_SIZE} solutions (PETSc's KSPGuess fischer, model 2: "
            f"-pressure_ksp_guess_type fischer -pressure_ksp_guess_fischer_model 2,{FISCHER_SIZE}, which win where "
-           "given; in the step's CUDA graph too); extrapolated, the last pressure extrapolated linearly in time; "
-           "previous, the last pressure; auto: fischer where the pressure's PC iterates, extrapolated under boxfft "
-           "and layerfft, exact solves",
+           "given; in the step's CUDA graph too), a third to a half of the iterations, but its basis is not in "
+           "checkpoints (a restart continues to the solver's tolerance, not bit for bit) and a step launched "
+           "ahead and dropped leaves its solution in it",
            choices=PRESSURE_GUESSES),
     Option("flow_pressure_laplacian", "pressure_laplacian", "compact", "compact: L of Oyarzún 2015 (eq. 1.7) "
            "with the face velocities of eq. 2.9, which dissipates O(dt h^2) of the kinetic energy; wide: "
