@@ -33,6 +33,12 @@ it from the device's own test. Like cacg, it leaves the null space to the right-
 projects b where the matrix has a transpose null space): CG's iterates
 stay in the range.
 
+A KSPGuess of Fischer's model 2 (-ksp_guess_type fischer
+-ksp_guess_fischer_model 2,SIZE) is applied by KSPSolve to a KSP's own
+solves; a queued solve applies it itself, on the device
+(gpu_mats.previous_solutions), so that a step's graph holds it. Other
+guesses keep a step out of one graph (queue_refusal).
+
 -ksp_graphcg_single_reduction takes Chronopoulos and Gear's iteration in
 place of CG's (PETSc's cg -ksp_cg_single_reduction): one sum of two dot
 products an iteration. It is not the flow's default (BENCHMARKS.md,
