@@ -21,12 +21,17 @@ from .kernels.guess import COUNT, SLOTS
 
 
 class PreviousSolutions:
-    """The basis of at most ``size`` vectors of length ``n`` in ``xp``'s memory."""
+    """The basis of at most ``size`` vectors of length ``n`` in ``xp``'s memory;
+    ``mean_free`` where A's null space is the constants: each increment is
+    made mean-free before it joins, since A's energy norm does not see a
+    constant, which its normalization would otherwise blow up (and A x of a
+    huge constant is rounding far above a small right-hand side)."""
 
-    def __init__(self, xp, n, size):
+    def __init__(self, xp, n, size, mean_free=False):
         if size < 1:
             raise ValueError(f"Fischer's basis needs at least one vector, not {size}")
         self.xp, self.size = xp, size
+        self.ones = xp.ones(n) if mean_free else None
         self.kernels, self.pcg = family("guess", xp), family("pcg", xp)
         self.X = xp.zeros((size, n))
         self.state = xp.zeros(SLOTS)
@@ -55,6 +60,10 @@ class PreviousSolutions:
         k, pcg = self.kernels, self.pcg
         k.begin_update(self.state, self.size)
         k.new_direction(w, x, self.guessed, self.state)
+        if self.ones is not None:
+            pcg.partial_dots(self.norm_partials, w, self.ones)
+            pcg.sum_partials(self.norm_sums, self.norm_partials)
+            pcg.remove_mean(w, self.norm_sums)
         multiply(w, aw)
         k.basis_partials(self.partials, self.X, self.state, aw)
         k.sum_rows(self.coeffs, self.partials)

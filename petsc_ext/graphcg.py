@@ -283,7 +283,7 @@ class GraphCG(PythonKSP):
                                "reads values back to the host between its launches)")
         column = _NORM_COLUMNS[ksp.getNormType()]
         nonzero = ksp.getInitialGuessNonzero()
-        previous = self._previous_solutions(work)
+        previous = self._previous_solutions(work, A)
         if previous is not None:  # as KSPSolve's KSPGuess: the guess replaces x
             previous.guess(b, cg.x)
             nonzero = True
@@ -297,13 +297,14 @@ class GraphCG(PythonKSP):
             previous.update(cg.x, multiply, cg.p, cg.w)
         xp.copyto(work.records[slot], cg.store)
 
-    def _previous_solutions(self, work):
+    def _previous_solutions(self, work, A):
         """The workspace's Fischer basis where the KSP's KSPGuess is Fischer's model 2 (else None): KSPSolve
-        applies the KSPGuess itself, a queued solve here."""
+        applies the KSPGuess itself, a queued solve here; its increments mean-free where A's null space is the
+        constants (PETSc's KSPGuess leaves them be)."""
         if self.guess is None:
             return None
         if work.previous is None:
-            work.previous = PreviousSolutions(self.xp, work.n, self.guess[2])
+            work.previous = PreviousSolutions(self.xp, work.n, self.guess[2], mean_free=bool(A.getTransposeNullSpace()))
         return work.previous
 
     def records(self, count):

@@ -731,10 +731,11 @@ def test_flow_steps_on_the_gpu_match_numpy_and_stay_on_the_device(diffusion):
     _assert_same_flow(on_gpu, on_host, 1e-9)
 
 
-def test_fischers_basis_on_the_gpu_is_its_numpy_twins(rng):
+@pytest.mark.parametrize("mean_free", [False, True])
+def test_fischers_basis_on_the_gpu_is_its_numpy_twins(rng, mean_free):
     """The guess kernels' CUDA drivers against their NumPy twins: a run of
     guesses and updates past the basis's restart, the same basis, state and
-    guesses."""
+    guesses (its increments mean-free or not)."""
     import cupy
     import scipy.sparse
     import scipy.sparse.linalg
@@ -746,7 +747,7 @@ def test_fischers_basis_on_the_gpu_is_its_numpy_twins(rng):
     A = scipy.sparse.diags([-1.0, 2.5, -1.0], [-1, 0, 1], shape=(n, n)).tocsr()
     runs = {}
     for xp, matrix in ((numpy, A), (cupy, csr_matrix(A))):
-        basis, x, w, aw = PreviousSolutions(xp, n, 3), xp.zeros(n), xp.zeros(n), xp.zeros(n)
+        basis, x, w, aw = PreviousSolutions(xp, n, 3, mean_free), xp.zeros(n), xp.zeros(n), xp.zeros(n)
         guesses = []
         for k in range(5):
             b = xp.asarray(numpy.sin(numpy.arange(n) * (0.01 + 0.002 * k)))

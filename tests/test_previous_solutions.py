@@ -58,6 +58,37 @@ def test_an_empty_basis_guesses_zero_and_a_full_one_starts_anew_from_the_solutio
         PreviousSolutions(numpy, 30, 0)
 
 
+def test_on_a_singular_operator_the_increments_are_made_mean_free(rng):
+    """The Neumann Laplacian (null space: the constants) and solutions that
+    carry a large constant each: with ``mean_free`` the basis holds none of
+    it (its vectors sum to zero) and guesses the mean-free solution on its
+    span; without, a constant joins, blown up by the energy norm's
+    normalization, which does not see it."""
+    n = 40
+    A = scipy.sparse.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n)).tolil()
+    A[0, 0] = A[-1, -1] = 1.0
+    A = A.tocsr()
+    rights = [rng.standard_normal(n) for _ in range(3)]
+    rights = [b - b.mean() for b in rights]
+    solutions = [numpy.linalg.lstsq(A.toarray(), b, rcond=None)[0] + 1e3 * (k + 1) for k, b in enumerate(rights)]
+    multiply = lambda v, out: numpy.copyto(out, A @ v)  # noqa: E731
+    kept = {}
+    for mean_free in (True, False):
+        basis, w, aw = PreviousSolutions(numpy, n, 4, mean_free=mean_free), numpy.zeros(n), numpy.zeros(n)
+        for b, x in zip(rights, solutions):
+            basis.guess(b, numpy.zeros(n))
+            basis.update(x, multiply, w, aw)
+        kept[mean_free] = basis
+    X = kept[True].X[:kept[True].count]
+    assert kept[True].count == 3 and abs(X.sum(axis=1)).max() < 1e-9 * abs(X).max()
+    numpy.testing.assert_allclose(X @ A @ X.T, numpy.eye(3), atol=1e-10)
+    b, x = rights[1] - 0.5 * rights[2], numpy.zeros(n)
+    kept[True].guess(b, x)
+    exact = numpy.linalg.lstsq(A.toarray(), b, rcond=None)[0]
+    numpy.testing.assert_allclose(x - x.mean(), exact - exact.mean(), rtol=0, atol=1e-9 * abs(exact).max())
+    assert abs(kept[False].X[0].sum()) > 1e3 * abs(kept[True].X[0]).max()  # the constant joined, blown up
+
+
 def _run(kind, csr, n, rights, guess):
     """Iterations and solutions of a run of solves of the one matrix, cg (KSPSolve) or graphcg's queued solves."""
     A = aij_from_csr(*csr, (n, n), comm=PETSc.COMM_SELF)
