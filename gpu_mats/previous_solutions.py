@@ -36,7 +36,7 @@ class PreviousSolutions:
         self.X = xp.zeros((size, n))
         self.state = xp.zeros(SLOTS)
         self.coeffs = xp.zeros(size)
-        self.partials = xp.zeros((size, self.kernels.partial_count(n)))
+        self.partials = xp.zeros((size, self.pcg.partial_count(n)))
         self.guessed = xp.zeros(n)  # the last guess, which the update measures the solution against
         self.norm_partials, self.norm_sums = xp.zeros((3, self.pcg.partial_count(n))), xp.zeros(3)
 

@@ -14,13 +14,9 @@ COUNT, RESTART = range(2)  # slots of the state array: the vectors in use, and w
 SLOTS = 2
 
 
-def partial_count(n):
-    """The partial sums ``basis_partials`` leaves per row for vectors of length n."""
-
-
 def basis_partials(partials, X, state, v):
-    """partials (rows, partial_count(n)): row i the partial sums of X[i] . v
-    for i below COUNT, zeros beyond, in a fixed order."""
+    """partials (rows, the pcg family's partial_count(n)): row i the partial
+    sums of X[i] . v for i below COUNT, zeros beyond, in a fixed order."""
 
 
 def sum_rows(sums, partials):

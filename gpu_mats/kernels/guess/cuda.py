@@ -6,7 +6,7 @@ import pathlib
 import cupy
 import numpy
 
-BLOCK, SUM_BLOCK = 256, 1024  # as guess.cu
+BLOCK, SUM_BLOCK = 256, 1024  # as guess.cu (and pcg.cu, whose partial_count sizes the partials)
 _NULL = numpy.uint64(0)
 
 
@@ -21,11 +21,6 @@ def _kernel(name):
 
 def _grid(n):
     return (max(1, min(-(-n // BLOCK), 4096)),)
-
-
-def partial_count(n):
-    """One partial sum per block of the grid: enough blocks to fill the GPU, at most one sum block's worth."""
-    return max(1, min(-(-n // BLOCK), SUM_BLOCK))
 
 
 def basis_partials(partials, X, state, v):

@@ -5,11 +5,6 @@ import numpy
 from . import COUNT, RESTART
 
 
-def partial_count(n):
-    """One partial sum per row: NumPy's own dot."""
-    return 1
-
-
 def basis_partials(partials, X, state, v):
     count = int(state[COUNT])
     partials[...] = 0.0
