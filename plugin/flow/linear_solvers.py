@@ -84,8 +84,8 @@ class LinearSolvers:
 
     def _guess_defaults(self):
         """PETSc's KSPGuess options of -flow_pressure_guess fischer: Fischer's projection on the last
-        solutions (KSPSolve applies it, graphcg in a step's graph), which takes a third to a half of the
-        iterations of the extrapolated pressure (BENCHMARKS.md)."""
+        solutions (KSPSolve applies it, graphcg in a step's graph), which takes fewer iterations than the
+        extrapolated pressure (BENCHMARKS.md)."""
         if self.pressure_guess != "fischer":
             return {}
         return {"ksp_guess_type": "fischer", "ksp_guess_fischer_model": f"2,{FISCHER_SIZE}"}

@@ -86,7 +86,7 @@ OPTIONS = (
            "extrapolated, the last pressure extrapolated linearly in time; previous, the last pressure; fischer, "
            f"Fischer's projection on the last {FISCHER_SIZE} solutions (PETSc's KSPGuess fischer, model 2: "
            f"-pressure_ksp_guess_type fischer -pressure_ksp_guess_fischer_model 2,{FISCHER_SIZE}, which win where "
-           "given; in the step's CUDA graph too), a third to a half of the iterations, but its basis is not in "
+           "given; in the step's CUDA graph too), fewer iterations, but its basis is not in "
            "checkpoints (a restart continues to the solver's tolerance, not bit for bit) and a step launched "
            "ahead and dropped leaves its solution in it",
            choices=PRESSURE_GUESSES),
