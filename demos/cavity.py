@@ -119,7 +119,7 @@ def with_output(defaults, directory, comm):
 
 def solvers_line(solver):
     return (f"matrices {solver.matrices.poisson.getType()}, pressure {solver.pressure_ksp.getType()} + "
-            f"{solver.pressure_ksp.getPC().getType()}, diffusion {solver.diffusion}")
+            f"{solver.pressure_ksp.getPC().getType()} from {solver.pressure_start}, diffusion {solver.diffusion}")
 
 
 def run(solver):

@@ -25,12 +25,14 @@ class PreviousSolutions:
     ``mean_free`` where A's null space is the constants: each increment is
     made mean-free before it joins, since A's energy norm does not see a
     constant, which its normalization would otherwise blow up (and A x of a
-    huge constant is rounding far above a small right-hand side)."""
+    huge constant is rounding far above a small right-hand side). On several
+    ranks each holds its rows of the vectors, ``reduce`` adds the ranks' sums
+    (as DeviceCG's) and ``total`` is the vectors' global length."""
 
-    def __init__(self, xp, n, size, mean_free=False):
+    def __init__(self, xp, n, size, mean_free=False, reduce=None, total=None):
         if size < 1:
             raise ValueError(f"Fischer's basis needs at least one vector, not {size}")
-        self.xp, self.size = xp, size
+        self.xp, self.size, self.reduce, self.total = xp, size, reduce, total
         self.ones = xp.ones(n) if mean_free else None
         self.kernels, self.pcg = family("guess", xp), family("pcg", xp)
         self.X = xp.zeros((size, n))
@@ -42,14 +44,13 @@ class PreviousSolutions:
 
     @property
     def count(self):
-        """The vectors in use (read from the device: for tests and views)."""
+        """The vectors in use (read from the device: for tests, views and checkpoints)."""
         return int(self.state[COUNT])
 
     def guess(self, b, x):
         """x = X X^T b, the guess for A x = b (0 while the basis is empty)."""
         k = self.kernels
-        k.basis_partials(self.partials, self.X, self.state, b)
-        k.sum_rows(self.coeffs, self.partials)
+        self._coefficients(b)
         k.combine(x, self.X, self.coeffs, self.state, None, 1.0)
         self.xp.copyto(self.guessed, x)
 
@@ -61,15 +62,55 @@ class PreviousSolutions:
         k.begin_update(self.state, self.size)
         k.new_direction(w, x, self.guessed, self.state)
         if self.ones is not None:
-            pcg.partial_dots(self.norm_partials, w, self.ones)
-            pcg.sum_partials(self.norm_sums, self.norm_partials)
-            pcg.remove_mean(w, self.norm_sums)
+            self._norm_sums(w, self.ones)
+            pcg.remove_mean(w, self.norm_sums, self.total)
         multiply(w, aw)
-        k.basis_partials(self.partials, self.X, self.state, aw)
-        k.sum_rows(self.coeffs, self.partials)
+        self._coefficients(aw)
         k.combine(w, self.X, self.coeffs, self.state, w, -1.0)
         multiply(w, aw)
-        pcg.partial_dots(self.norm_partials, w, aw)
-        pcg.sum_partials(self.norm_sums, self.norm_partials)
+        self._norm_sums(w, aw)
         k.append(self.X, w, self.norm_sums, self.state)
         k.count_up(self.state, self.norm_sums)
+
+    def _coefficients(self, v):
+        """coeffs = X v (over the vectors in use; zeros beyond)."""
+        self.kernels.basis_partials(self.partials, self.X, self.state, v)
+        self.kernels.sum_rows(self.coeffs, self.partials)
+        if self.reduce is not None:
+            self.reduce(self.coeffs)
+
+    def _norm_sums(self, x, y):
+        """norm_sums[0] = x . y."""
+        self.pcg.partial_dots(self.norm_partials, x, y)
+        self.pcg.sum_partials(self.norm_sums, self.norm_partials)
+        if self.reduce is not None:
+            self.reduce(self.norm_sums)
+
+    def saved(self):
+        """Room for what one update changes (keep, restore)."""
+        return self.xp.zeros(self.X.shape[1]), self.xp.zeros(SLOTS)
+
+    def keep(self, saved):
+        """Copy into ``saved`` (from saved()) what the next update changes: a kernel, so that a graph holds it."""
+        self.kernels.keep(*saved, self.X, self.state)
+
+    def restore(self, saved):
+        """Undo the update after keep(``saved``): the basis as it was (one read of the device)."""
+        row, state = saved
+        count = int(state[COUNT])
+        self.xp.copyto(self.X[count if count < self.size else 0], row)
+        self.xp.copyto(self.state, state)
+
+    def vectors(self):
+        """The vectors in use, (count, n): a checkpoint's."""
+        return self.X[:self.count]
+
+    def load(self, vectors):
+        """The basis of the (k, n) ``vectors`` (a checkpoint's, at most ``size``), as if just appended."""
+        k = len(vectors)
+        if k > self.size:
+            raise ValueError(f"{k} vectors for a basis of at most {self.size}")
+        self.X[:k] = self.xp.asarray(vectors)
+        self.X[k:] = 0.0
+        self.state[...] = 0.0
+        self.state[COUNT] = k

@@ -31,7 +31,7 @@ class Calls:
         self.step, self.call, self.most = step, call, 0
 
     def wrap(self, save):
-        def counted(path, comm, xp, state, operators, extra):
+        def counted(path, comm, xp, state, operators, extra, arrays=None):
             doomed, count = state.step == self.step, 0
 
             def profile(frame, event, arg):
@@ -43,7 +43,7 @@ class Calls:
 
             sys.setprofile(profile)
             try:
-                save(path, comm, xp, state, operators, extra)
+                save(path, comm, xp, state, operators, extra, arrays)
             finally:
                 sys.setprofile(None)
             self.most = max(self.most, count)

@@ -16,7 +16,7 @@ from petsc4py import PETSc
 import plugin  # noqa: F401
 from gpu_mats.backend import to_host
 from meshes import MESHES, unit_mesh
-from petsc_ext.options import option_defaults
+from petsc_ext.options import OptionError, option_defaults
 from plugin.flow import checkpoint
 from plugin.flow.boundary import Inflow, Outflow, Slip, Wall
 from plugin.flow.box import SIDE_NAMES, dmda_partition
@@ -371,7 +371,11 @@ def test_a_step_with_its_solves_queued_is_the_launched_step():
     lid = GroupForce(solver, "ymax")  # watched: the step's graph evaluates it
     state = solver.run(solver.initial_state())
     assert stepper._step_refusal() is None
+    basis = stepper.fischer.basis  # the pressure's Fischer basis: the queued step starts from the same
+    saved = basis.saved()
+    basis.keep(saved)
     launched = stepper.advance(state, state.dt_old)
+    basis.restore(saved)
     expected = {name: getattr(launched, name).copy() for name in ("u", "u_s", "p")}
     iterations = (stepper.momentum_iterations, stepper.pressure_iterations)
     stepper.step_graphs = _EagerGraphs()
@@ -444,11 +448,16 @@ def test_steps_launched_ahead_are_the_steps_waited_for_and_spare_the_state_befor
     kept = {name: getattr(state, name).copy()
             for name in ("u", "u_old", "u_s", "p", "p_old", "implicit", "implicit_old")}
     taken = stepper.steps_ahead
+    basis = stepper.fischer.basis  # Fischer's, for the pressure (the default here)
+    before = (basis.X.copy(), basis.state.copy())  # with the solution of the step from state, launched ahead
     new = stepper.advance(state, 0.002, more=True)  # taken from ahead; the next launched ahead before new is judged
     assert stepper.steps_ahead == taken + 1 and stepper._ahead is not None
     for name, value in kept.items():  # the last good state, were new refused
         assert numpy.array_equal(getattr(state, name), value), name
-    other = stepper.advance(new, 0.001, more=False)  # another dt: the step launched ahead dropped
+    assert not numpy.array_equal(basis.X, before[0])  # the solution of the step launched ahead joined
+    stepper.drop_ahead()  # as before another dt: the step from new forgotten, its solution too
+    assert numpy.array_equal(basis.X, before[0]) and numpy.array_equal(basis.state, before[1])
+    other = stepper.advance(new, 0.001, more=False)
     assert stepper.steps_ahead == taken + 1 and stepper._ahead is None and other.dt_old == 0.001
 
 
@@ -603,21 +612,38 @@ def test_pressure_multigrid_refuses_more_levels_than_the_grid_has():
     assert solver.pressure_ksp.getPC().getMGCoarseSolve().getOperators()[0].getSize() == (96, 96)
 
 
-def test_extrapolated_pressure_guess_saves_iterations():
+def test_pressure_guesses_save_iterations():
     """The pressure changes smoothly in time: p^n extrapolated to t^{n+1} is a
-    better start than p^n, and the flow is the same to the solver's tolerance
-    (cacg + ainv: an iterative solve; gpuamg solves this small grid on its one
-    dense level in one iteration from any start)."""
+    better start than p^n, Fischer's projection on the last solutions (the
+    default here) better still, and the flow is the same to the solver's
+    tolerance (cacg + ainv: an iterative solve; gpuamg solves this small grid
+    on its one dense level in one iteration from any start)."""
     runs = {}
-    for guess in ("extrapolated", "previous"):
+    for guess in ("auto", "extrapolated", "previous"):
         options = {"flow_max_steps": 30, "pressure_ksp_rtol": 1e-9, "flow_pressure_guess": guess,
                    "pressure_ksp_type": "cacg", "pressure_pc_type": "ainv"}
         _, solver = make_solver((24, 16), (False, False), 0.01, options, walls=LID)
         state = solver.run(solver.initial_state())
-        runs[guess] = (solver.pressure_iterations, to_host(solver.xp, state.u))
-    (extrapolated, u_e), (previous, u_p) = runs["extrapolated"], runs["previous"]
-    assert extrapolated < 0.9 * previous
+        runs[guess] = (solver.pressure_iterations, to_host(solver.xp, state.u), solver.stepper.fischer)
+    (fischer, u_f, basis), (extrapolated, u_e, none), (previous, u_p, _) = runs.values()
+    assert basis.count > 0 and none is None
+    assert fischer < 0.8 * extrapolated < 0.8 * 0.9 * previous, (fischer, extrapolated, previous)
     numpy.testing.assert_allclose(u_e, u_p, rtol=0, atol=1e-7)
+    numpy.testing.assert_allclose(u_f, u_e, rtol=0, atol=1e-7)
+
+
+def test_fischers_guess_stands_down_where_the_pc_solves_exactly_or_the_ksp_has_a_guess_of_its_own():
+    common = {"flow_max_steps": 1, "pressure_ksp_type": "cg"}
+    for extra, expected in (({"pressure_pc_type": "boxfft"}, "the last pressure extrapolated"),
+                            ({"pressure_ksp_guess_type": "fischer"}, "the last pressure extrapolated"),
+                            ({"flow_pressure_guess": "previous"}, "the last pressure"),
+                            ({"flow_pressure_guess": "fischer", "pressure_pc_type": "boxfft"},
+                             "Fischer's projection on at most 16 earlier solutions")):
+        _, solver = make_solver((8, 8), (True, True), 0.01, {**common, **extra})
+        assert solver.pressure_start == expected, extra
+    with pytest.raises(OptionError, match="two initial guesses"):
+        make_solver((8, 8), (True, True), 0.01, {**common, "flow_pressure_guess": "fischer",
+                                                 "pressure_ksp_guess_type": "fischer"})
 
 
 CHANNEL = {"xmin": Inflow(lambda x, t: numpy.column_stack([x[:, 1] * (1 - x[:, 1]), 0 * x[:, 1]])),

@@ -735,7 +735,8 @@ def test_flow_steps_on_the_gpu_match_numpy_and_stay_on_the_device(diffusion):
 def test_fischers_basis_on_the_gpu_is_its_numpy_twins(rng, mean_free):
     """The guess kernels' CUDA drivers against their NumPy twins: a run of
     guesses and updates past the basis's restart, the same basis, state and
-    guesses (its increments mean-free or not)."""
+    guesses (its increments mean-free or not), and the same copies of what
+    each update changes (keep)."""
     import cupy
     import scipy.sparse
     import scipy.sparse.linalg
@@ -748,11 +749,13 @@ def test_fischers_basis_on_the_gpu_is_its_numpy_twins(rng, mean_free):
     runs = {}
     for xp, matrix in ((numpy, A), (cupy, csr_matrix(A))):
         basis, x, w, aw = PreviousSolutions(xp, n, 3, mean_free), xp.zeros(n), xp.zeros(n), xp.zeros(n)
-        guesses = []
+        guesses, saved = [], basis.saved()
         for k in range(5):
             b = xp.asarray(numpy.sin(numpy.arange(n) * (0.01 + 0.002 * k)))
             basis.guess(b, x)
             guesses.append(_host_copy(xp, x))
+            basis.keep(saved)
+            guesses.extend(_host_copy(xp, a) for a in saved)
             solution = xp.asarray(scipy.sparse.linalg.spsolve(A.tocsc(), _host_copy(xp, b)))
             basis.update(solution, lambda v, out, matrix=matrix: xp.copyto(out, matrix @ v), w, aw)
         runs[xp.__name__] = (guesses, _host_copy(xp, basis.X), _host_copy(xp, basis.state))
@@ -763,25 +766,39 @@ def test_fischers_basis_on_the_gpu_is_its_numpy_twins(rng, mean_free):
         numpy.testing.assert_allclose(got, expected, rtol=0, atol=1e-11 * max(abs(expected).max(), 1.0))
 
 
+def test_remove_mean_over_a_global_length_is_its_twin(rng):
+    """pcg's remove_mean with the length of all ranks' rows (a basis over several ranks) and without."""
+    import cupy
+
+    from gpu_mats.kernels import family
+
+    v, sums = rng.standard_normal(1000), numpy.array([12.5])
+    for total in (None, 2500):
+        expected, out = v.copy(), cupy.asarray(v)
+        family("pcg", numpy).remove_mean(expected, sums, total)
+        family("pcg", cupy).remove_mean(out, cupy.asarray(sums), total)
+        numpy.testing.assert_allclose(out.get(), expected, rtol=0, atol=1e-15)
+        assert expected[0] == v[0] - 12.5 / (total or 1000)
+
+
 def _host_copy(xp, a):
     """A host copy of the array ``a`` of ``xp``."""
     return a.get() if xp is not numpy else a.copy()
 
 
 def test_the_flows_step_graph_holds_fischers_guess():
-    """-flow_pressure_guess fischer (PETSc's KSPGuess fischer, model 2) in
-    the captured step: the step stays one graph, its fields are the NumPy
-    run's (PETSc's own KSPGuess in KSPSolve), and its pressure takes fewer
+    """Fischer's guess (the flow's default under gpuamg; PETSc's KSPGuess
+    fischer, model 2, kept by the flow) in the captured step: the step stays
+    one graph, its fields are the NumPy run's, and its pressure takes fewer
     iterations than from the extrapolated pressure."""
-    fischer = {"flow_pressure_guess": "fischer", "flow_dt": 0.01, "flow_max_steps": 40}
+    fischer = {"flow_dt": 0.01, "flow_max_steps": 40}
     solver, _, on_gpu = _cavity_steps("cupy", "implicit", **fischer)
     stepper = solver.stepper
     assert stepper.step_graphs is not None and stepper.step_graphs.refused is None and stepper.step_graphs.replays > 0
-    basis = stepper.pressure_ksp.getPythonContext()._work.previous
-    assert basis is not None and basis.count > 0
+    assert stepper.fischer is not None and stepper.fischer.count > 0
     _, _, on_host = _cavity_steps("numpy", "implicit", **fischer)
     _assert_same_flow(on_gpu, on_host, 1e-8)
-    plain, _, _ = _cavity_steps("cupy", "implicit", flow_dt=0.01, flow_max_steps=40)
+    plain, _, _ = _cavity_steps("cupy", "implicit", flow_pressure_guess="extrapolated", **fischer)
     assert solver.pressure_iterations < plain.pressure_iterations, (solver.pressure_iterations,
                                                                    plain.pressure_iterations)
 
@@ -844,11 +861,13 @@ def test_a_captured_explicit_part_gives_the_bits_of_a_launched_one(rng):
                                      momentum_ksp_graphcg_block=1)
     stepper = solver.stepper
     assert stepper.explicit_graphs is not None
+    restore = _restorer(state, stepper)  # Fischer's basis: each step starts from the same
     stepper.explicit_graphs = stepper.step_graphs = None  # the step's parts as launched, its explicit part alone
     launched = stepper.advance(state, state.dt_old)
     reference = {name: getattr(launched, name).copy() for name in ("u", "u_s", "p")}
     stepper.explicit_graphs = KeyedGraphs()
     for _ in range(4):
+        restore()
         new = stepper.advance(state, state.dt_old)
         for name, value in reference.items():
             assert cupy.array_equal(getattr(new, name), value), name
@@ -956,12 +975,14 @@ def _captured_step_matches_its_launch(solver, state):
 
     stepper = solver.stepper
     assert stepper.step_graphs is not None and stepper.step_graphs.refused is None, stepper.step_refusal
+    restore = _restorer(state, stepper)  # Fischer's basis: each step starts from the same
     stepper.step_graphs = _EagerGraphs()
     launched = stepper.advance(state, state.dt_old)
     reference = {name: getattr(launched, name).copy() for name in ("u", "u_s", "p")}
     iterations = (stepper.momentum_iterations, stepper.pressure_iterations)
     stepper.step_graphs = KeyedGraphs()
     for _ in range(4):
+        restore()
         new = stepper.advance(state, state.dt_old)
         assert (stepper.momentum_iterations, stepper.pressure_iterations) == iterations
         for name, value in reference.items():
@@ -969,15 +990,22 @@ def _captured_step_matches_its_launch(solver, state):
     assert stepper.step_graphs.replays == 3 and stepper.step_graphs.refused is None
 
 
-def _restorer(state):
+def _restorer(state, stepper):
     """A function that puts ``state``'s time levels back to their values now, in the same arrays (the buffers
-    its steps' graphs were captured on)."""
+    its steps' graphs were captured on), and the stepper's Fischer basis for the pressure (which each step
+    moves on) where it has one."""
     saved = {name: getattr(state, name).copy()
-             for name in ("u", "u_old", "u_s", "u_s_old", "p", "p_old", "implicit", "implicit_old")}
+             for name in ("u", "u_old", "u_s", "u_s_old", "p", "p_old", "implicit", "implicit_old")
+             if getattr(state, name) is not None}
+    basis = None if stepper.fischer is None else stepper.fischer.basis
+    arrays = () if basis is None else (basis.X, basis.state)
+    kept = [a.copy() for a in arrays]
 
     def restore():
         for name, value in saved.items():
             getattr(state, name)[...] = value
+        for array, value in zip(arrays, kept):
+            array[...] = value
     return restore
 
 
@@ -995,7 +1023,7 @@ def test_a_new_dt_captures_the_arrangements_run_before_at_once():
     from gpu_mats.kernels.cuda_graphs import KeyedGraphs
 
     solver, state, _ = _cavity_steps("cupy", "implicit", flow_dt=0.01)
-    stepper, restore = solver.stepper, _restorer(state)
+    stepper, restore = solver.stepper, _restorer(state, solver.stepper)
     runs = []
     for relaunch in (True, False):
         restore()
@@ -1027,7 +1055,7 @@ def test_steps_launched_ahead_give_the_bits_of_steps_waited_for():
 
     # a fixed dt (one graph key); the 4 arrangements of the buffers captured in the first 8 steps
     solver, state, _ = _cavity_steps("cupy", "implicit", flow_max_steps=50, flow_dt=0.01)
-    stepper, lid, restore = solver.stepper, GroupForce(solver, "ymax"), _restorer(state)
+    stepper, lid, restore = solver.stepper, GroupForce(solver, "ymax"), _restorer(state, solver.stepper)
     advance, runs = stepper.advance, []
     for ahead in (True, False):
         restore()

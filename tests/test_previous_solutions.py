@@ -6,9 +6,11 @@ cg with the same KSPGuess, -ksp_guess_type fischer -ksp_guess_fischer_model
 import numpy
 import pytest
 import scipy.sparse
+from mpi4py import MPI
 from petsc4py import PETSc
 
 import plugin  # noqa: F401  (registers graphcg)
+from gpu_mats.exchange import MpiSum
 from gpu_mats.previous_solutions import PreviousSolutions
 from petsc_ext.matrices import aij_from_csr
 from petsc_ext.options import option_defaults
@@ -87,6 +89,73 @@ def test_on_a_singular_operator_the_increments_are_made_mean_free(rng):
     exact = numpy.linalg.lstsq(A.toarray(), b, rcond=None)[0]
     numpy.testing.assert_allclose(x - x.mean(), exact - exact.mean(), rtol=0, atol=1e-9 * abs(exact).max())
     assert abs(kept[False].X[0].sum()) > 1e3 * abs(kept[True].X[0]).max()  # the constant joined, blown up
+
+
+def test_keep_and_restore_undo_an_update_also_where_the_basis_starts_anew(rng):
+    """keep() before an update and restore() after it give back the basis and
+    its state bit for bit: an update that appends, and one that finds the
+    basis full and starts anew (row 0 rewritten, the count reset)."""
+    A = _tridiagonal(30)
+    multiply = lambda v, out: numpy.copyto(out, A @ v)  # noqa: E731
+    basis, w, aw = _filled(A, 3, [rng.standard_normal(30) for _ in range(2)])
+    saved = basis.saved()
+    for expected_count in (3, 1):  # appends the third vector; then full: starts anew
+        before = (basis.X.copy(), basis.state.copy())
+        b = rng.standard_normal(30)
+        basis.guess(b, numpy.zeros(30))
+        basis.keep(saved)
+        basis.update(numpy.linalg.solve(A.toarray(), b), multiply, w, aw)
+        assert basis.count == expected_count
+        after = (basis.X.copy(), basis.state.copy())
+        basis.restore(saved)
+        assert numpy.array_equal(basis.X, before[0]) and numpy.array_equal(basis.state, before[1])
+        basis.X[...], basis.state[...] = after  # go on from the update
+
+
+def test_a_basis_loaded_from_its_vectors_guesses_the_same(rng):
+    A = _tridiagonal(30)
+    basis, _, _ = _filled(A, 4, [rng.standard_normal(30) for _ in range(3)])
+    again = PreviousSolutions(numpy, 30, 4)
+    again.load(basis.vectors().copy())
+    b, x, y = rng.standard_normal(30), numpy.zeros(30), numpy.zeros(30)
+    basis.guess(b, x)
+    again.guess(b, y)
+    assert again.count == 3 and numpy.array_equal(x, y)
+    with pytest.raises(ValueError, match="5 vectors for a basis of at most 4"):
+        again.load(numpy.zeros((5, 30)))
+
+
+@pytest.mark.mpi
+def test_a_basis_over_the_ranks_is_the_one_rank_basis():
+    """Each rank holds a block of the rows (the last rank none where there are
+    three), the sums go over the ranks (MpiSum) and the mean is the global
+    one: the Neumann Laplacian's guesses and basis are those of one rank."""
+    comm = MPI.COMM_WORLD
+    n = 37
+    A = scipy.sparse.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(n, n)).tolil()
+    A[0, 0] = A[-1, -1] = 1.0
+    A = A.tocsr()
+    bounds = numpy.linspace(0, n, comm.Get_size() + 1).astype(int) if comm.Get_size() < 3 else [0, 20, n, n]
+    mine = slice(bounds[comm.Get_rank()], bounds[comm.Get_rank() + 1])
+    local = mine.stop - mine.start
+
+    def multiply_local(v, out):
+        out[...] = (A @ numpy.concatenate(comm.allgather(v)))[mine]
+
+    rng = numpy.random.default_rng(5)  # the same right-hand sides on every rank
+    rights = [b - b.mean() for b in (rng.standard_normal(n) for _ in range(5))]
+    whole = PreviousSolutions(numpy, n, 3, mean_free=True)
+    parts = PreviousSolutions(numpy, local, 3, mean_free=True, reduce=MpiSum(comm, numpy), total=n)
+    for b in rights:
+        x, y = numpy.zeros(n), numpy.zeros(local)
+        whole.guess(b, x)
+        parts.guess(b[mine], y)
+        numpy.testing.assert_allclose(y, x[mine], rtol=0, atol=1e-12 * max(abs(x).max(), 1.0))
+        solution = numpy.linalg.lstsq(A.toarray(), b, rcond=None)[0] + 7.0  # a constant the basis must not take
+        whole.update(solution, lambda v, out: numpy.copyto(out, A @ v), numpy.zeros(n), numpy.zeros(n))
+        parts.update(solution[mine], multiply_local, numpy.zeros(local), numpy.zeros(local))
+    assert parts.count == whole.count == 2  # five updates of three: a restart
+    numpy.testing.assert_allclose(parts.X, whole.X[:, mine], rtol=0, atol=1e-12 * abs(whole.X).max())
 
 
 def _run(kind, csr, n, rights, guess):

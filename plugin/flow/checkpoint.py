@@ -13,6 +13,9 @@ and implicit_old) are kept too, so that a restart's solves start from the
 guesses the uninterrupted run's would (a file without them: from zero); and
 the face velocities of the level before (FlowState.u_s_old), which the next
 step's convecting velocities extrapolate (a file without them: u_s's).
+Beyond the state, a run may keep cell arrays of its own, (k, cells) each,
+under names of its choosing (the pressure's Fischer basis: a restart's
+solves then start from the guesses the uninterrupted run's would).
 
 A file is written under a temporary name and renamed into place, so a run
 killed at any moment leaves the last complete checkpoint readable. The grid
@@ -42,6 +45,7 @@ OPTIONAL_CELL_FIELDS = ("implicit", "implicit_old")  # FlowState's, where a mome
 FACE_FIELDS = ("u_s",)
 OPTIONAL_FACE_FIELDS = ("u_s_old",)  # FlowState's (files before it: u_s taken for it)
 SCALARS = ("t", "step", "dt_old")
+STATE_FIELDS = CELL_FIELDS + OPTIONAL_CELL_FIELDS + FACE_FIELDS + OPTIONAL_FACE_FIELDS
 
 
 def fingerprint(geometry, comm):
@@ -128,12 +132,16 @@ def _find_pairs(stored, wanted):
     return numpy.where(same, rows, rows_reversed), numpy.where(same, 1.0, -1.0)
 
 
-def save(path, comm, xp, state, operators, extra):
+def save(path, comm, xp, state, operators, extra, arrays=None):
     """Write ``state`` of ``operators`` (a FlowOperators: its geometry and flux
-    faces) and the scalars in ``extra`` to ``path``; collective."""
+    faces), the scalars in ``extra`` and the run's own cell ``arrays`` (by
+    name; (k, cells), k the same on every rank) to ``path``; collective."""
     optional = OPTIONAL_CELL_FIELDS + OPTIONAL_FACE_FIELDS
     names = CELL_FIELDS + FACE_FIELDS + tuple(n for n in optional if getattr(state, n) is not None)
-    gathered = _Numbering(operators, comm).gather(xp, {name: getattr(state, name) for name in names})
+    fields = {name: getattr(state, name) for name in names}
+    if set(arrays or ()) & set(fields):
+        raise ValueError(f"a run's own arrays cannot take the state's names ({', '.join(set(arrays) & set(fields))})")
+    gathered = _Numbering(operators, comm).gather(xp, {**fields, **(arrays or {})})
     grid = fingerprint(operators.geometry, comm)
     problem = ""
     if comm.Get_rank() == 0:
@@ -162,10 +170,12 @@ def _write(path, gathered, grid, scalars):
     os.replace(temporary, path)
 
 
-def load(path, comm, operators, state, xp):
+def load(path, comm, operators, state, xp, arrays=None):
     """Fill ``state``'s arrays from ``path`` (written on the grid of
-    ``operators``, on any number of ranks, from either backend); returns the
-    file's extra scalars. Collective."""
+    ``operators``, on any number of ranks, from either backend), and call
+    ``arrays[name](rank's rows)`` for each of the run's own arrays the file
+    holds (a file without one: not called); returns the file's extra
+    scalars. Collective."""
     numbering = _Numbering(operators, comm)
     grid = fingerprint(operators.geometry, comm)
     pieces = scalars = None
@@ -188,7 +198,9 @@ def load(path, comm, operators, state, xp):
         raise CheckpointError(problem)
     pieces = comm.scatter(pieces, root=0)
     for name, piece in pieces.items():
-        if getattr(state, name) is not None:  # an optional field this run does not keep
+        if name in (arrays or {}):
+            arrays[name](piece)
+        elif name in STATE_FIELDS and getattr(state, name) is not None:  # else a field this run does not keep
             getattr(state, name)[...] = xp.asarray(piece)
     if state.u_s_old is not None and "u_s_old" not in pieces:  # a file from before it
         state.u_s_old[...] = state.u_s
@@ -203,9 +215,9 @@ def _read(path):
     with h5py.File(path, "r") as stored:
         scalars = {name: value.item() if numpy.ndim(value) == 0 else value for name, value in stored.attrs.items()}
         arrays = {name: stored[name][...] for name in
-                  [f"cells/{f}" for f in CELL_FIELDS + OPTIONAL_CELL_FIELDS] + ["faces/cells"] +
+                  [f"cells/{f}" for f in stored.get("cells", {})] + ["faces/cells"] +
                   [f"faces/{f}" for f in FACE_FIELDS + OPTIONAL_FACE_FIELDS] if name in stored}
-    cells = {name: arrays[f"cells/{name}"] for name in CELL_FIELDS + OPTIONAL_CELL_FIELDS if f"cells/{name}" in arrays}
+    cells = {name[len("cells/"):]: values for name, values in arrays.items() if name.startswith("cells/")}
     faces = {name: arrays[f"faces/{name}"] for name in FACE_FIELDS + OPTIONAL_FACE_FIELDS if f"faces/{name}" in arrays}
     return cells, arrays.get("faces/cells"), faces, scalars
 

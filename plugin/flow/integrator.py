@@ -344,9 +344,11 @@ class FractionalStep:
     last good state when a step goes wrong)."""
 
     def __init__(self, matrices, pressure_ksp, momentum_ksp=None, extrapolate_pressure=True, cuda_graphs=False,
-                 eddy=None, forcing=None):
-        """``extrapolate_pressure``: the pressure solve starts from p^n
-        extrapolated linearly in time (from the third step), else from p^n;
+                 eddy=None, forcing=None, fischer=None):
+        """``extrapolate_pressure``: the pressure guess is p^n
+        extrapolated linearly in time (from the third step), else p^n; the
+        pressure solve starts from it, or with ``fischer`` (a
+        plugin.flow.pressure_guess.FischerGuess) from Fischer's projection;
         a deferred non-orthogonal correction takes matrices.ops.scheme's
         pressure_correctors more solves after it; with a momentum KSP
         (Crank-Nicolson) and its scheme's implicit_rhie_chow, the guess's face
@@ -357,7 +359,7 @@ class FractionalStep:
         flow's (plugin.flow.forcing.Forcing): its body force in the explicit
         part, its flow rate held after the correction."""
         m = self.matrices = matrices
-        self.eddy, self.forcing = eddy, forcing
+        self.eddy, self.forcing, self.fischer = eddy, forcing, fischer
         self.extrapolate_pressure = extrapolate_pressure
         ops, xp = m.ops, m.xp
         self.xp, self.updates, self.flow_kernels = xp, family("blas", xp), family("flow", xp)
@@ -518,11 +520,19 @@ class FractionalStep:
         """Wait for a step launched ahead and forget it: before a change of what
         its graph reads (the momentum matrix's dt)."""
         ahead, self._ahead = self._ahead, None
-        self._wait_for(ahead)
+        self._forget(ahead)
 
-    def _wait_for(self, ahead):
+    def _forget(self, ahead):
+        """Wait for the step launched ahead (state, key) (None: none) and undo it."""
         if ahead is not None:
             self._wait(self.readbacks[address(self._targets(ahead[0])[1])])
+            self._undo(ahead[0])
+
+    def _undo(self, state):
+        """Undo what the graph of the step from ``state``, taken but dropped, left
+        beyond its new state's buffers: its solution in Fischer's basis."""
+        if self.fischer is not None:
+            self.fischer.undo(address(self._targets(state)[2]))
 
     def _wait(self, readback):
         """Block until ``readback``'s step is done, its time counted as waited (not the host's own)."""
@@ -540,8 +550,8 @@ class FractionalStep:
         key = self._graph_key(state, dt)  # dt's among its parts
         if ahead is not None and ahead[0] is state and ahead[1] == key:
             self.steps_ahead += 1
-        else:
-            self._wait_for(ahead)
+        else:  # a step launched ahead from another state, or with another dt: forgotten
+            self._forget(ahead)
             self._launch_graph(state, dt, key)
         new = self._after(state, dt)
         if more:
@@ -563,9 +573,15 @@ class FractionalStep:
             results[name] = context.settle(ksp, count, readback.copy_of(context.records(count)))
         if any(reason == PETSc.KSP.ConvergedReason.ITERATING for runs in results.values() for _, reason in runs):
             self.drop_ahead()
+            self._undo(state)
             return None
-        for name, ksp, _ in solves:
-            _check(ksp, name)
+        try:
+            for name, ksp, _ in solves:
+                _check(ksp, name)
+        except StepFailure:
+            self.drop_ahead()
+            self._undo(state)
+            raise
         self.momentum_iterations = sum(its for its, _ in results.get("momentum", ()))
         self.pressure_iterations = sum(its for its, _ in results["pressure"])
         self._graph_made, self._made_readback = new.u_s, readback
@@ -684,7 +700,7 @@ class FractionalStep:
                     self._guess_at_faces(dt)
         with phase("Pressure"):
             q = self._solve_pressure(u_p, lambda guess: xp.copyto(guess, self.q_guess), state.t + dt, dt,
-                                     state.p, self._face_terms(state, dt), queued)
+                                     state.p, self._face_terms(state, dt), queued, step=address(p))
         try:
             with phase("Correct"):
                 self._correct(q, u_p, u_s, dt)  # u^p becomes u^{n+1}
@@ -857,7 +873,7 @@ class FractionalStep:
             self._memory_dt = dt
         self.departure *= self.memory_share
 
-    def _solve_pressure(self, u_p, start, t, dt, pressure, face_terms=None, queued=False):
+    def _solve_pressure(self, u_p, start, t, dt, pressure, face_terms=None, queued=False, step=None):
         """q from A q = Ms (w + c) + f(t) - dt b_p, w = Gamma u^p (+ K grad u^p) (+
         ``face_terms``: the face memory, g) and c the deferred correction (both
         kept for the correction of u_s), starting
@@ -867,8 +883,12 @@ class FractionalStep:
         guess: extrapolation amplified the lagged correction's error on
         tetrahedra until the flow blew up. dt = 0: a projection, the
         outflow pressures play no part. ``queued``: the solves queued into a
-        step's graph (graphcg.queue; record k the k-th corrector's)."""
+        step's graph (graphcg.queue; record k the k-th corrector's).
+        ``step``: a time step's key (its pressure buffer's address), whose
+        first solve starts from Fischer's guess instead, where there is one,
+        and joins its basis (kept under the key where queued, for _undo)."""
         m, n = self.matrices, self.cell_scratch.size
+        fischer = self.fischer if step is not None else None
         self._interpolated(u_p, t, self.w)
         if face_terms is not None:
             self.w += face_terms
@@ -891,16 +911,29 @@ class FractionalStep:
             if outflow is not None and dt:
                 self.updates.three_term(b, 1.0, b, -dt, outflow["cells"], 0.0, b)
             restore_array(self.b, "w")
+            guessed = fischer is not None and corrector == 0
+            if guessed:
+                try:
+                    fischer.guess(b, get_array(self.q, "w", n))
+                finally:
+                    restore_array(self.q, "w")
             if queued:  # the arrays stay where PETSc keeps them: b's is the one just written
                 try:
-                    self.pressure_ksp.getPythonContext().queue(self.pressure_ksp, b, get_array(self.q, "w", n),
-                                                               corrector)
+                    q = get_array(self.q, "w", n)
+                    self.pressure_ksp.getPythonContext().queue(self.pressure_ksp, b, q, corrector)
+                    if guessed:
+                        fischer.update(q, step)
                 finally:
                     restore_array(self.q, "w")
                 continue
             self.pressure_ksp.solve(self.b, self.q)
             _check(self.pressure_ksp, "pressure")
             self.pressure_iterations += self.pressure_ksp.getIterationNumber()
+            if guessed:
+                try:
+                    fischer.update(get_array(self.q, "r", n))
+                finally:
+                    restore_array(self.q, "r")
         return get_array(self.q, "r", n)
 
     def _interpolated(self, u, t, out):

@@ -25,7 +25,6 @@ from .faces import conductance_spread
 
 ISOTROPIC_SPREAD = 10.0  # conductance_spread at most this: cells alike in every direction
 ISOTROPIC_SPARSIFY = 0.2  # -pc_gpuamg_sparsify there
-FISCHER_SIZE = 16  # the earlier pressure solutions Fischer's guess projects on (BENCHMARKS.md: 8 and 16 measured)
 
 
 def _true_residual_norm(ksp, prefix, types):
@@ -41,11 +40,9 @@ class LinearSolvers:
     ``pressure_laplacian`` as the -flow_ options give them; ``box``: a DMDA
     box's (shape, periodic), None on a mesh."""
 
-    def __init__(self, matrices, operators, multigrid, comm, pressure_levels, pressure_laplacian, box=None,
-                 pressure_guess="extrapolated"):
+    def __init__(self, matrices, operators, multigrid, comm, pressure_levels, pressure_laplacian, box=None):
         self.matrices, self.operators, self.multigrid, self.comm = matrices, operators, multigrid, comm
         self.pressure_levels, self.pressure_laplacian, self.box = pressure_levels, pressure_laplacian, box
-        self.pressure_guess = pressure_guess
 
     @property
     def box_on_one_rank(self):
@@ -82,14 +79,6 @@ class LinearSolvers:
             defaults["pc_gpuamg_sparsify"] = ISOTROPIC_SPARSIFY
         return defaults
 
-    def _guess_defaults(self):
-        """PETSc's KSPGuess options of -flow_pressure_guess fischer: Fischer's projection on the last
-        solutions (KSPSolve applies it, graphcg in a step's graph), which takes fewer iterations than the
-        extrapolated pressure (BENCHMARKS.md)."""
-        if self.pressure_guess != "fischer":
-            return {}
-        return {"ksp_guess_type": "fischer", "ksp_guess_fischer_model": f"2,{FISCHER_SIZE}"}
-
     @functools.cached_property
     def isotropic(self):
         """Whether every cell's interior faces conduct alike (the coarse levels' sparsification: above)."""
@@ -111,7 +100,7 @@ class LinearSolvers:
         ksp.getPC().setType(pc_type)
         ksp.setTolerances(rtol=1e-8)
         ksp.setInitialGuessNonzero(True)  # warm start from the last pressure
-        with option_defaults(prefix, {**self._gpuamg_defaults(prefix), **self._guess_defaults()}):
+        with option_defaults(prefix, self._gpuamg_defaults(prefix)):
             ksp.setFromOptions()
         # rtol on ||b - A q|| / ||b||, the discrete divergence left: PETSc's default for a nonzero guess,
         # ||B b|| with B the preconditioner, costs one more cycle per solve

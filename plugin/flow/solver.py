@@ -42,15 +42,16 @@ from .forcing import KINDS as FORCING_KINDS
 from .forcing import Forcing
 from .les import MODELS as LES_MODELS
 from .les import EddyViscosity
-from .linear_solvers import FISCHER_SIZE, ISOTROPIC_SPARSIFY, ISOTROPIC_SPREAD, LinearSolvers
+from .linear_solvers import ISOTROPIC_SPARSIFY, ISOTROPIC_SPREAD, LinearSolvers
 from .matrices import FlowMatrices
 from .operators import FlowOperators
+from .pressure_guess import EXACT_PCS, FISCHER_SIZE, FischerGuess
 from .pressure_multigrid import PressureMultigrid
 from .scheme import GRADIENTS, MEMORY_BETAS, OPTION_PARTS, SCHEMES, Scheme, part_default
 
 DIFFUSION = ("explicit", "implicit")
 PRESSURE_LAPLACIAN = ("compact", "wide")
-PRESSURE_GUESSES = ("extrapolated", "previous", "fischer")
+PRESSURE_GUESSES = ("auto", "fischer", "extrapolated", "previous")
 PRESSURE_LEVELS = ("auto", "algebraic", "geometric")
 ASSEMBLY = ("auto", "host", "device")
 # Largest growth of dt per step; dt (and with implicit diffusion the momentum
@@ -61,6 +62,7 @@ _SHRINK = 1.1  # and drops to 1/1.1 of the limit when the limit falls below it
 # A time step below this fraction of the run's first is a blow-up: the
 # velocity growing without bound while the CFL limit keeps its number down.
 _COLLAPSE = 1e-6
+PRESSURE_BASIS = "pressure_basis"  # a checkpoint's Fischer basis (FischerGuess)
 
 OPTIONS = (
     Option("flow_cfl", "cfl", 0.5, "target convective CFL number of the adaptive dt", above=0.0),
@@ -82,14 +84,13 @@ OPTIONS = (
            f"alike (largest over smallest A_f / delta_f of a cell at most {ISOTROPIC_SPREAD:g}), else Galerkin "
            "products, unless -pressure_pc_gpuamg_sparsify says otherwise",
            choices=PRESSURE_LEVELS),
-    Option("flow_pressure_guess", "pressure_guess", "extrapolated", "the pressure solve's initial guess: "
-           "extrapolated, the last pressure extrapolated linearly in time; previous, the last pressure; fischer, "
-           f"Fischer's projection on the last {FISCHER_SIZE} solutions (PETSc's KSPGuess fischer, model 2: "
-           f"-pressure_ksp_guess_type fischer -pressure_ksp_guess_fischer_model 2,{FISCHER_SIZE}, which win where "
-           "given; in the step's CUDA graph too), fewer iterations, but its basis is not in "
-           "checkpoints (a restart continues to the solver's tolerance, not bit for bit) and a step launched "
-           "ahead and dropped leaves its solution in it",
-           choices=PRESSURE_GUESSES),
+    Option("flow_pressure_guess", "pressure_guess", "auto", "the pressure solve's initial guess: fischer, "
+           f"Fischer's projection on the last {FISCHER_SIZE} solutions (PETSc's KSPGuess fischer, model 2, kept "
+           "by the flow: in its checkpoints and its steps' CUDA graphs); extrapolated, the last pressure "
+           "extrapolated linearly in time; previous, the last pressure; auto: fischer, but extrapolated where "
+           f"the pressure's PC solves exactly ({', '.join(EXACT_PCS)}) or the pressure KSP has a KSPGuess of its "
+           "own (-pressure_ksp_guess_type). The momentum predictor's pressure is the extrapolated one (the last "
+           "with previous)", choices=PRESSURE_GUESSES),
     Option("flow_pressure_laplacian", "pressure_laplacian", "compact", "compact: L of Oyarzún 2015 (eq. 1.7) "
            "with the face velocities of eq. 2.9, which dissipates O(dt h^2) of the kinetic energy; wide: "
            "M Omega^-1 M^T, an exact projection that conserves it to O(dt^2), but blind to checkerboard "
@@ -309,7 +310,7 @@ class FlowSolver:
                 self.matrices.poisson.setTransposeNullSpace(nullspace)  # KSPSolve projects the rhs onto the range
         self.multigrid = pressure_multigrid
         self.solvers = LinearSolvers(self.matrices, self.operators, pressure_multigrid, comm, self.pressure_levels,
-                                     self.pressure_laplacian, box, self.pressure_guess)
+                                     self.pressure_laplacian, box)
         if self.solvers.box_on_one_rank and self.matrices.poisson.getType() == gpusell.SEQ_TYPE:
             # the pressure's MatMult from the grid where its values are a stencil (-mat_gpusell_stencil)
             gpusell.context(self.matrices.poisson).set_grid(*box)
@@ -323,7 +324,8 @@ class FlowSolver:
                                                                   self.mpi)
             self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp,
                                           extrapolate_pressure=self.pressure_guess != "previous",
-                                          cuda_graphs=self.cuda_graphs, eddy=eddy, forcing=forcing)
+                                          cuda_graphs=self.cuda_graphs, eddy=eddy, forcing=forcing,
+                                          fischer=self._fischer_guess())
             self.stepper.track_change = bool(self.steady_tol)  # only a steady state's test reads it every step
         self.xp = self.stepper.xp
         self.diffusion_rate = self.mpi.allreduce(self.operators.diffusion_rate(), op=MPI.MAX)
@@ -334,6 +336,25 @@ class FlowSolver:
         self._capture_noticed = False
         self._held_dt = None  # the dt held while the limit allows it (with implicit diffusion: the momentum matrix's)
         self.steps_run, self.pressure_iterations, self.momentum_iterations, self.run_seconds = 0, 0, 0, 0.0
+
+    def _fischer_guess(self):
+        """The flow's Fischer basis for the pressure solves (-flow_pressure_guess), or None."""
+        ksp = self.pressure_ksp
+        options = PETSc.Options(ksp.getOptionsPrefix())
+        own = options.hasName("ksp_guess_type") or options.hasName("ksp_fischer_guess")
+        if self.pressure_guess == "fischer" and own:
+            raise OptionError(f"-flow_pressure_guess fischer and -{ksp.getOptionsPrefix()}ksp_guess_type: two "
+                              "initial guesses for one solve; give one")
+        wanted = self.pressure_guess == "fischer" or (self.pressure_guess == "auto" and not own
+                                                      and ksp.getPC().getType() not in EXACT_PCS)
+        return FischerGuess(self.matrices, FISCHER_SIZE) if wanted else None
+
+    @property
+    def pressure_start(self):
+        """What the pressure solves start from, in words."""
+        if self.stepper.fischer is not None:
+            return f"Fischer's projection on at most {FISCHER_SIZE} earlier solutions"
+        return "the last pressure" + (" extrapolated" if self.pressure_guess != "previous" else "")
 
     @staticmethod
     def _default(option, chosen):
@@ -423,7 +444,9 @@ class FlowSolver:
             except StepFailure as exc:  # as a step's failure is reported: one line, no traceback
                 raise FlowBlowUp(f"flow: the projection of the starting velocity failed: {exc}") from exc
         if self.restart_file:
-            extra = checkpoint.load(self.restart_file, self.mpi, self.operators, state, self.xp)
+            fischer = self.stepper.fischer
+            extra = checkpoint.load(self.restart_file, self.mpi, self.operators, state, self.xp,
+                                    {} if fischer is None else {PRESSURE_BASIS: fischer.load})
             self._held_dt = extra.get("held_dt", extra.get("momentum_dt")) or None  # (the files before it: momentum_dt)
             if self._held_dt and self.momentum_ksp is not None:  # implicit diffusion: its matrix as it was
                 self.matrices.set_momentum_dt(self._held_dt)
@@ -443,7 +466,9 @@ class FlowSolver:
 
     def save(self, state, path=None):
         path = path or self.checkpoint_file
-        checkpoint.save(path, self.mpi, self.xp, state, self.operators, {"held_dt": self._held_dt or 0.0})
+        fischer = self.stepper.fischer
+        checkpoint.save(path, self.mpi, self.xp, state, self.operators, {"held_dt": self._held_dt or 0.0},
+                        {} if fischer is None else {PRESSURE_BASIS: fischer.vectors()})
         for companion, suffix in self.companions:
             companion.save(path + suffix)
         return path

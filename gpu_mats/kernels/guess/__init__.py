@@ -41,3 +41,9 @@ def append(X, w, norm_squared, state):
 
 def count_up(state, norm_squared):
     """COUNT += 1 where norm_squared[0] is positive (append wrote a vector)."""
+
+
+def keep(saved_row, saved_state, X, state):
+    """saved_state = state and saved_row = the row of X the next update may
+    write (COUNT's, or 0 where the basis is full and starts anew): all an
+    update changes, so that copying them back undoes it."""

@@ -51,3 +51,8 @@ def append(X, w, norm_squared, state):
 
 def count_up(state, norm_squared):
     _kernel("count_up")((1,), (1,), (state, norm_squared))
+
+
+def keep(saved_row, saved_state, X, state):
+    _kernel("keep")(_grid(saved_row.size), (BLOCK,), (numpy.int64(saved_row.size), numpy.int32(X.shape[0]), X, state,
+                                                      saved_row, saved_state))

@@ -7,6 +7,7 @@
 #define SUM_BLOCK 1024
 #define COUNT 0
 #define RESTART 1
+#define SLOTS 2
 
 // The block's sum of a into cache[0], by a tree over shared memory in a fixed order
 __device__ double block_sum(double* cache, double a)
@@ -95,4 +96,15 @@ extern "C" __global__ void append(long long n, double* X, const double* w, const
 extern "C" __global__ void count_up(double* state, const double* norm_squared)
 {
     if (norm_squared[0] > 0.0) state[COUNT] += 1.0;
+}
+
+// saved_state = state and saved_row = the row the next update may write: COUNT's, or 0 where the basis is full
+extern "C" __global__ void keep(long long n, int rows, const double* X, const double* state, double* saved_row,
+                                double* saved_state)
+{
+    const int count = (int)state[COUNT];
+    const double* row = X + (long long)(count < rows ? count : 0) * n;
+    const long long first = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (first < SLOTS) saved_state[first] = state[first];
+    for (long long j = first; j < n; j += (long long)gridDim.x * blockDim.x) saved_row[j] = row[j];
 }

@@ -46,3 +46,9 @@ def append(X, w, norm_squared, state):
 def count_up(state, norm_squared):
     if norm_squared[0] > 0.0:
         state[COUNT] += 1.0
+
+
+def keep(saved_row, saved_state, X, state):
+    numpy.copyto(saved_state, state)
+    count = int(state[COUNT])
+    numpy.copyto(saved_row, X[count if count < X.shape[0] else 0])

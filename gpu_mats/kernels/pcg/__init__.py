@@ -70,10 +70,11 @@ def direction_step(s, sums, dots=None):
     = r . z first, as alpha_step's; z float64 or float32."""
 
 
-def remove_mean(v, sums):
-    """v -= sums[0] / len(v): with sums[0] the sum of v, the projection of v
-    onto the vectors of zero mean (the range of a Laplacian whose null
-    space is the constants)."""
+def remove_mean(v, sums, total=None):
+    """v -= sums[0] / total (default len(v)): with sums[0] the sum of v, the
+    projection of v onto the vectors of zero mean (the range of a Laplacian
+    whose null space is the constants); on several ranks sums[0] and
+    ``total`` are the sum and length over all of them."""
 
 
 def loop_test(s, history, column, rtol, atol, dtol, limit, mode, handle):

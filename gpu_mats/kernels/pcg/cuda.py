@@ -90,10 +90,11 @@ def direction_step(s, sums, dots=None):
                                                         (numpy.int64(r.size), r, z, partials, arrivals, sums, s))
 
 
-def remove_mean(v, sums):
+def remove_mean(v, sums, total=None):
     n = v.size
     if n:
-        _kernel("remove_mean")((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), sums, v))
+        _kernel("remove_mean")((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), numpy.float64(n if total is None else total),
+                                                             sums, v))
 
 
 LOOP_TEMPLATES = ("dots_test_step<true>", "dots_test_step<false>")  # beta's, record's

@@ -130,8 +130,8 @@ def update_direction(s, p, z):
         p += z
 
 
-def remove_mean(v, sums):
-    v -= sums[0] / v.size
+def remove_mean(v, sums, total=None):
+    v -= sums[0] / (v.size if total is None else total)
 
 
 def loop_test(s, history, column, rtol, atol, dtol, limit, mode, handle):

@@ -346,9 +346,9 @@ __global__ void update_direction(long long n, const double* s, double* p, const 
     p[i] = beta == 0.0 ? zi : fma(beta, p[i], zi);
 }
 
-extern "C" __global__ void remove_mean(long long n, const double* sums, double* v)
+extern "C" __global__ void remove_mean(long long n, double total, const double* sums, double* v)
 {
     const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
     if (i >= n) return;
-    v[i] -= sums[0] / static_cast<double>(n);
+    v[i] -= sums[0] / total;
 }
