@@ -3,7 +3,8 @@ nodes only, with device-to-host copies into pinned memory (a flow step's
 readback), with the same values gathered into pinned memory by one kernel,
 with WHILE loops the device ends (graphcg's), and with the memsets and
 device-to-device copies of a graphcg solve's start and end, as such nodes
-or as kernels. For each: the host's time
+or as kernels, and with the event record nodes that time a flow step's
+phases inside its graph. For each: the host's time
 in the launch call (median over launches, the device idle before each) and
 the device's time a replay (CUDA events, launches queued behind a spin);
 the work launched kernel by kernel, and its capture (the instantiation in it).
@@ -21,7 +22,7 @@ import numpy
 
 import harness
 from gpu_mats.kernels import family
-from gpu_mats.kernels.cuda_graphs import capture, while_loop
+from gpu_mats.kernels.cuda_graphs import capture, record_event, while_loop
 
 _CODE = r"""
 extern "C" __device__ __attribute__((cudart_builtin)) void cudaGraphSetConditional(unsigned long long handle,
@@ -52,6 +53,12 @@ class Parts:
         self.scalars = [cupy.zeros(200) for _ in range(2)]  # its scalars and history, and their record
         self.copy = cupy.ElementwiseKernel("float64 x", "float64 y", "y = x", "graph_launch_copy")
         self.zero = cupy.ElementwiseKernel("", "float64 y", "y = 0.0", "graph_launch_zero")
+        self.events = [cupy.cuda.Event() for _ in range(12)]  # a step's phases' marks: six pairs
+
+    def marks(self):
+        """The flow step's phases timed inside its graph: twelve event record nodes."""
+        for event in self.events:
+            record_event(event)
 
     def kernels(self, count):
         for _ in range(count):
@@ -106,9 +113,11 @@ def variants(parts, kernels, loops, iterations):
         "kernels": lambda: parts.kernels(kernels),
         "kernels + copies": lambda: (parts.kernels(kernels), parts.copies()),
         "kernels + one gather": lambda: (parts.kernels(kernels), parts.gather()),
+        "kernels + 12 event records": lambda: (parts.kernels(kernels), parts.marks()),
         f"kernels + {loops} loops": with_loops(lambda: None),
         f"kernels + {loops} loops + copies": with_loops(parts.copies),
         f"kernels + {loops} loops + one gather": with_loops(parts.gather),
+        f"kernels + {loops} loops + one gather + 12 event records": with_loops(lambda: (parts.gather(), parts.marks())),
         "kernels + memsets and copies": lambda: (parts.kernels(kernels), parts.solve_ends(False)),
         "kernels + the same by kernels": lambda: (parts.kernels(kernels), parts.solve_ends(True)),
     }

@@ -353,6 +353,9 @@ class _EagerGraphs:
     def captured(self, key, arrangement):
         return False
 
+    def warm_like(self, arrangement, twin):
+        pass
+
     def run(self, key, arrangement, fn):
         fn()
 

@@ -182,6 +182,13 @@ class KeyedGraphs:
         """Whether run(key, arrangement, ...) would replay a captured graph."""
         return self.refused is None and same_key(key, self._key) and arrangement in self._graphs
 
+    def warm_like(self, arrangement, twin):
+        """Count ``arrangement`` as run where ``twin`` was (the same work but for
+        what a capture holds besides, such as event records): its first run
+        is then its capture."""
+        if twin in self._warm:
+            self._warm.add(arrangement)
+
     def run(self, key, arrangement, fn):
         """fn's work for ``arrangement`` under ``key``; returns how it ran:
         "replayed", "captured" (then replayed) or "launched"."""

@@ -419,8 +419,9 @@ class FractionalStep:
         self._ahead = None  # (state, _graph_key) of a step launched ahead (advance's ``more``), not waited for yet
         self._contexts = None  # the KSPs' graphcg contexts, where a step's graph queues the solves
         self.steps_ahead = 0  # steps taken as launched ahead
-        self._graph_marks = {}  # GraphPhases of each step's graph captured under the current key, by _graph_key
-        self._marked_waits = 0  # the waits for such graphs: one in PhaseTimer.EVERY["Step"] is read
+        self._graph_marks = {}  # GraphPhases of each marked step graph captured under the current key
+        self._launches = 0  # the step graphs launched: one in PhaseTimer.EVERY["Step"] is a marked one
+        self._sampled = {}  # the GraphPhases of the marked graph replayed for the step writing a face buffer
 
     def time_levels(self, depth):
         """New buffers of the time levels, taken in turn: a step writes the
@@ -556,17 +557,15 @@ class FractionalStep:
         new = self._after(state, dt)
         if more:
             next_key = self._graph_key(new, dt)
-            if self.step_graphs.captured(*next_key):
+            if self.step_graphs.captured(next_key[0], self._arrangement(next_key)):
                 self._launch_graph(new, dt, next_key)
                 self._ahead = (new, next_key)
         readback = self.readbacks[address(new.u_s)]
         self._wait(readback)
         self.phases.waits += 1
-        marks = self._graph_marks.get(key)
+        marks = self._sampled.pop(address(new.u_s), None)
         if marks is not None:
-            self._marked_waits += 1
-            if self._marked_waits % PhaseTimer.EVERY["Step"] == 0:
-                self.phases.add_graph(marks)
+            self.phases.add_graph(marks)
         solves = self._solves()
         results = {}
         for (name, ksp, count), context in zip(solves, self._contexts):
@@ -641,14 +640,19 @@ class FractionalStep:
         change and watched values computed in it, and everything the host
         reads copied at its end (StepReadback); not waited for. ``key``: its
         _graph_key."""
-        replay = self.step_graphs.captured(*key)
+        arrangement = self._arrangement(key)
+        self._launches += 1
+        replay = self.step_graphs.captured(key[0], arrangement)
         start = time.perf_counter()
         marks = None
+        if arrangement[-1]:  # the marked graph: its own events time its phases
+            marks = self._graph_marks.get((key[0], arrangement)) if replay else GraphPhases(
+                self.xp, PhaseTimer.PHASES[:6])  # Explicit .. CFL, and the whole Step
+            if not replay:  # captured at once where the unmarked twin has run
+                self.step_graphs.warm_like(arrangement, (*arrangement[:-1], False))
         if not replay:  # a new dt's momentum preconditioner set up before a capture, which cannot allocate
             for _, ksp, _ in self._solves():
                 ksp.setUp()
-            if self.xp is not numpy:  # (the host's stand-ins of the graphs in tests run the step at once)
-                marks = GraphPhases(self.xp, PhaseTimer.PHASES[:6])  # Explicit .. CFL, and the whole Step
 
         def step():  # run where the graph is captured or launched, not where it replays
             if marks is None:
@@ -658,17 +662,29 @@ class FractionalStep:
             with marks("Step"):  # the same replay's whole step: the phases' share of it
                 self._advance(state, dt, queued=True, marks=marks)
         with self.phases("Step" if replay else "Capture"):
-            how = self.step_graphs.run(*key, step)
+            how = self.step_graphs.run(key[0], arrangement, step)
         if not replay:
             seconds = time.perf_counter() - start
             self.phases.first_runs += seconds
             if how == "captured":
                 self.phases.captures += 1
                 self.phases.capture_seconds += seconds
-                if any(k[0] is not key[0] for k in self._graph_marks):  # the graphs of an earlier key are gone
-                    self._graph_marks.clear()
-                self._graph_marks[key] = marks
-        self.readbacks[address(self._targets(state)[1])].mark()
+                if marks is not None:
+                    if any(k[0] is not key[0] for k in self._graph_marks):  # the graphs of an earlier key are gone
+                        self._graph_marks.clear()
+                    self._graph_marks[(key[0], arrangement)] = marks
+        faces = address(self._targets(state)[1])
+        self._sampled[faces] = marks if replay else None  # only replays are sampled
+        self.readbacks[faces].mark()
+
+    def _arrangement(self, key):
+        """The arrangement of the next step graph launched, from its _graph_key:
+        the buffers', and whether it is the marked one, which records CUDA
+        events of its own around each phase (one launch in
+        PhaseTimer.EVERY["Step"]): such event nodes cost a replay's launch
+        and device time (BENCHMARKS.md), so the others are captured without."""
+        marked = self.xp is not numpy and (self._launches + 1) % PhaseTimer.EVERY["Step"] == 0
+        return (*key[1], marked)
 
     def _advance(self, state, dt, queued=False, marks=None):
         """The step; ``queued``: its solves queued (graphcg.queue) for a CUDA
