@@ -37,8 +37,7 @@ RUNS = {  # name -> (DMDA sizes or a simplex mesh's dimension, the options of th
     "3D box, gpuamg on the box's levels": ((8, 8, 16), {"pressure_pc_type": "gpuamg"}),
     "3D box, gpuamg's aggregation": ((8, 8, 16), {"pressure_pc_type": "gpuamg", "flow_pressure_levels": "algebraic"}),
     "triangles, implicit diffusion": (2, {"flow_diffusion": "implicit"}),
-    "tetrahedra": (3, {}),
-    "tetrahedra, Fischer's guess for the pressure": (3, {"flow_pressure_guess": "fischer"}),
+    "tetrahedra (Fischer's guess for the pressure)": (3, {}),
 }
 SOLVES = {  # the types the flow driver does not choose by itself
     "cacg + ainv": {"ksp_type": "cacg", "pc_type": "ainv"},
