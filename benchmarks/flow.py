@@ -109,7 +109,8 @@ def measure(n, re, warmup, steps, breakdown=False, mesh=None):
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
     name = mesh or f"{n}^3"
     PETSc.Sys.Print(f"{name}: set up in {setup:.1f} s ({solver.setup_report()}; {solver.matrices.poisson.getType()}, "
-                    f"pressure {solver.pressure_ksp.getType()} + {solver.pressure_ksp.getPC().getType()}), peak host "
+                    f"pressure {solver.pressure_ksp.getType()} + {solver.pressure_ksp.getPC().getType()} from "
+                    f"{solver.pressure_start}), peak host "
                     f"memory {peak:.2f} GiB")
     state = solver.run(solver.initial_state())
     solver.print_timing()
@@ -122,6 +123,7 @@ def measure(n, re, warmup, steps, breakdown=False, mesh=None):
     types = {"box stencils" if m.stencils is not None else m.mats["Ms"].getType(), m.poisson.getType()}
     row = {"n": n, "case": name, "cells": timing["cells"], "ranks": COMM.getSize(), "mat_type": " / ".join(sorted(types)),
            "pressure": f"{solver.pressure_ksp.getType()} + {solver.pressure_ksp.getPC().getType()}",
+           "pressure_start": solver.pressure_start,
            "setup_s": setup, "setup_stages_s": dict(solver.setup_seconds), "peak_host_GiB": peak,
            "warmup_steps": warmup, "steps": timing["steps"], "t": state.t,
            "ms_per_step": 1e3 * timing["seconds_per_step"],
