@@ -5,7 +5,8 @@ with WHILE loops the device ends (graphcg's), and with the memsets and
 device-to-device copies of a graphcg solve's start and end, as such nodes
 or as kernels, and with the event record nodes that time a flow step's
 phases inside its graph. For each: the host's time
-in the launch call (median over launches, the device idle before each) and
+in the launch call (median over launches, the device idle before each, and
+with another graph of the same work launched just before it, still running) and
 the device's time a replay (CUDA events, launches queued behind a spin);
 the work launched kernel by kernel, and its capture (the instantiation in it).
 
@@ -123,12 +124,16 @@ def variants(parts, kernels, loops, iterations):
     }
 
 
-def launch_us(graph, repeats):
-    """Median host time (us) of graph.launch with the device idle before each."""
+def launch_us(graph, repeats, before=None):
+    """Median host time (us) of graph.launch with the device idle before each,
+    or with ``before`` (another graph) launched just before it, still running
+    (as a flow step's graph is launched behind the step before it)."""
     stream = cupy.cuda.Stream(non_blocking=True)
     times = []
     for _ in range(repeats):
         stream.synchronize()
+        if before is not None:
+            before.launch(stream)
         start = time.perf_counter()
         graph.launch(stream)
         times.append((time.perf_counter() - start) * 1e6)
@@ -157,12 +162,15 @@ def main():
             stream = cupy.cuda.Stream(non_blocking=True)
             with stream:
                 device = harness.event_us(lambda: graph.launch(stream), repeats=7, batch=20)
+            twin = capture(fn)  # the same work in another graph, launched just before: the device busy
             rows.append({"graph": name, "kernels": kernels, "launch_us": launch_us(graph, args.repeats),
+                         "busy_launch_us": launch_us(graph, args.repeats, twin),
                          "device_us": device, "eager_ms": 1e3 * eager, "capture_ms": 1e3 * captured})
             print(rows[-1], flush=True)
             harness.write_json(args.json, {"meta": harness.metadata(), "args": vars(args), "rows": rows}, quiet=True)
     harness.print_table(rows, [("graph", "graph", "{}"), ("kernels", "kernels a replay", "{}"),
-                               ("launch_us", "host us a launch", "{:.1f}"), ("device_us", "device us a replay",
+                               ("launch_us", "host us a launch", "{:.1f}"),
+                               ("busy_launch_us", "behind another", "{:.1f}"), ("device_us", "device us a replay",
                                                                               "{:.1f}"),
                                ("eager_ms", "ms launched", "{:.2f}"), ("capture_ms", "ms to capture", "{:.2f}")])
 
