@@ -529,6 +529,12 @@ class FractionalStep:
             self._wait(self.readbacks[address(self._targets(ahead[0])[1])])
             self._undo(ahead[0])
 
+    def _drop_taken(self, state):
+        """Forget the step just taken from ``state`` by its graph (to be taken
+        again as launched, or failed) and the step launched ahead after it."""
+        self.drop_ahead()
+        self._undo(state)
+
     def _undo(self, state):
         """Undo what the graph of the step from ``state``, taken but dropped, left
         beyond its new state's buffers: its solution in Fischer's basis."""
@@ -571,15 +577,13 @@ class FractionalStep:
         for (name, ksp, count), context in zip(solves, self._contexts):
             results[name] = context.settle(ksp, count, readback.copy_of(context.records(count)))
         if any(reason == PETSc.KSP.ConvergedReason.ITERATING for runs in results.values() for _, reason in runs):
-            self.drop_ahead()
-            self._undo(state)
+            self._drop_taken(state)
             return None
         try:
             for name, ksp, _ in solves:
                 _check(ksp, name)
         except StepFailure:
-            self.drop_ahead()
-            self._undo(state)
+            self._drop_taken(state)
             raise
         self.momentum_iterations = sum(its for its, _ in results.get("momentum", ()))
         self.pressure_iterations = sum(its for its, _ in results["pressure"])
