@@ -215,10 +215,11 @@ def run_demo(demo):
 
 def demo_window(demo, warmup, steps, enter, leave):
     """Run the demo ``demo`` (its script and options, as a command line) in
-    this process, calling ``enter()`` before its step warmup + 1 and
-    ``leave()`` before its step warmup + steps + 1, so that what they
-    measure covers ``steps`` steps; the demo must run at least warmup +
-    steps + 1 steps (a SystemExit naming how many it ran)."""
+    this process, calling ``enter(stepper)`` before its step warmup + 1 and
+    ``leave(stepper)`` before its step warmup + steps + 1 (the demo's
+    FractionalStep), so that what they measure covers ``steps`` steps; the
+    demo must run at least warmup + steps + 1 steps (a SystemExit naming
+    how many it ran)."""
     from plugin.flow.integrator import FractionalStep
 
     advance, count = FractionalStep.advance, [0]
@@ -226,9 +227,9 @@ def demo_window(demo, warmup, steps, enter, leave):
     def counted(stepper, state, dt, more=False):
         count[0] += 1
         if count[0] == warmup + 1:
-            enter()
+            enter(stepper)
         elif count[0] == warmup + steps + 1:
-            leave()
+            leave(stepper)
         return advance(stepper, state, dt, more)
 
     FractionalStep.advance = counted

@@ -12,6 +12,12 @@ Everything after -- is the demo and its options; it must run at least
 call it sees: the demo's own timing line, without the profiler, is the
 figure to report; this is where to look.
 
+--graphs reports the step's CUDA graphs captured by step --warmup + 1:
+each one's nodes by type (its loops' bodies within, from CUDA's DOT dump,
+written beside --out) and the host's time of its launch alone (the device
+idle before each), then stops the demo (the launches rewrite the time
+levels' buffers).
+
 --split times the functions named instead (module:qualified name; the
 default list follows a replayed step's host path) by the wall clock, each
 call's time including the calls it makes, with no profiler: a few tenths
@@ -49,18 +55,22 @@ def main():
     parser.add_argument("--top", type=int, default=45, help="functions listed by their own time")
     parser.add_argument("--split", nargs="*", metavar="MODULE:NAME",
                         help=f"time these functions instead of profiling (none named: {len(SPLIT)} on a step's path)")
+    parser.add_argument("--graphs", action="store_true", help="the step graphs' nodes and launch times")
     parser.add_argument("--out", help="the report (default: printed)")
     args, demo = harness.demo_arguments(parser, in_process=True)
+    if args.graphs:
+        harness.write_report(step_graphs(demo, args.warmup, args.out), args.out)
+        return
     if args.split is not None:
         harness.write_report(split(demo, args.warmup, args.steps, args.split or SPLIT), args.out)
         return
     profile, window = cProfile.Profile(), {}
 
-    def enter():
+    def enter(_stepper):
         window["start"] = time.perf_counter()
         profile.enable()
 
-    def leave():
+    def leave(_stepper):
         profile.disable()
         window["seconds"] = time.perf_counter() - window["start"]
 
@@ -108,10 +118,10 @@ def split(demo, warmup, steps, names):
             owner = getattr(owner, attribute)
         setattr(owner, last, timed(name, getattr(owner, last)))
 
-    def enter():
+    def enter(_stepper):
         window["on"], window["start"] = True, time.perf_counter()
 
-    def leave():
+    def leave(_stepper):
         window["on"], window["seconds"] = False, time.perf_counter() - window["start"]
 
     harness.demo_window(demo, warmup, steps, enter, leave)
@@ -123,6 +133,78 @@ def split(demo, warmup, steps, names):
     lines += [f"{seconds[name] / steps * 1e6:10.2f} {calls[name] / steps:6.2f}  {name}" for name in names
               if name not in absent]
     lines += [f"not timed: {name} ({why})" for name, why in absent.items()]
+    return "\n".join(lines) + "\n"
+
+
+class _Stop(BaseException):
+    """Ends the demo once its graphs are reported (not an Exception, which a demo may catch)."""
+
+
+NODE_TYPES = ("KERNEL", "MEMCPY", "MEMSET", "EVENT_RECORD", "EVENT_WAIT", "CONDITIONAL", "HOST", "EMPTY",
+              "MEM_ALLOC", "MEM_FREE", "GRAPH")
+
+
+def step_graphs(demo, warmup, out, repeats=300):
+    """The report of --graphs."""
+    import re
+    import statistics
+
+    import cupy
+    import numpy
+    from cuda.bindings import driver
+
+    lines = []
+
+    def report(stepper):
+        graphs = stepper.step_graphs.graphs() if stepper.step_graphs is not None else {}
+        stream = cupy.cuda.Stream(non_blocking=True)
+        lines.append(f"{' '.join(demo)}: {len(graphs)} step graphs at step {warmup + 1}")
+        lines.append("launch us (CuPy's call, the runtime's call; median of "
+                     f"{repeats}, the device idle before each), nodes by type (DOT: with the loops' bodies)")
+        for k, (arrangement, graph) in enumerate(graphs.items()):
+            timings = {}
+            for name, launch in (("cupy", lambda: graph.launch(stream)),
+                                 ("runtime", lambda: cupy.cuda.runtime.graphLaunch(graph.graphExec, stream.ptr))):
+                times = []
+                for _ in range(repeats):
+                    stream.synchronize()
+                    start = time.perf_counter()
+                    launch()
+                    times.append((time.perf_counter() - start) * 1e6)
+                stream.synchronize()
+                timings[name] = statistics.median(times)
+            dot = f"{out or 'step-graph'}.{k}.dot"
+            error, = driver.cuGraphDebugDotPrint(driver.CUgraph(graph.graph), dot.encode(), 0)
+            counts = collections.Counter()
+            if error == driver.CUresult.CUDA_SUCCESS:
+                with open(dot) as stream_:
+                    text = stream_.read()
+                for label in re.findall(r'label="([^"]*)"', text):
+                    counts.update(t for t in NODE_TYPES if re.search(rf"\b{t}\b", label))
+                counts["edges"] = text.count("->")
+            lines.append(f"graph {k} (marked {arrangement[-1]}): launch {timings['cupy']:.1f} us, "
+                         f"{timings['runtime']:.1f} us; nodes {dict(counts)}")
+        # the unmarked graphs launched in turn, as the steps take them, with and without host work between
+        # (8 MB read: a step's Python leaves the driver's data out of the CPU's caches)
+        turn, scratch = [g for a, g in graphs.items() if not a[-1]], numpy.ones(1 << 20)
+        for between in (False, True):
+            times = []
+            for j in range(repeats):
+                stream.synchronize()
+                if between:
+                    scratch.sum()
+                start = time.perf_counter()
+                turn[j % len(turn)].launch(stream)
+                times.append((time.perf_counter() - start) * 1e6)
+            stream.synchronize()
+            lines.append(f"the {len(turn)} unmarked graphs in turn{', 8 MB read between' if between else ''}: "
+                         f"launch {statistics.median(times):.1f} us")
+        raise _Stop
+
+    try:
+        harness.demo_window(demo, warmup, 1, lambda stepper: None, report)
+    except _Stop:
+        pass
     return "\n".join(lines) + "\n"
 
 

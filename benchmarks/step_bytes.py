@@ -93,10 +93,10 @@ def main():
     for name in FAMILIES:
         traffic.wrap(name)
 
-    def enter():
+    def enter(_stepper):
         traffic.counting = True
 
-    def leave():
+    def leave(_stepper):
         traffic.counting = False
 
     harness.demo_window(demo, args.warmup, args.steps, enter, leave)

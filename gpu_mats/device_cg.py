@@ -43,7 +43,7 @@ class DeviceCG:
 
     def __init__(self, xp, n, capacity):
         self.xp, self.n, self.capacity = xp, n, capacity
-        self.k = family("pcg", xp)
+        self.k, self.blas = family("pcg", xp), family("blas", xp)  # copies and fills as kernels (graphs)
         self.x, self.r, self.z, self.p, self.w = (xp.zeros(n) for _ in range(5))
         self.az = None  # A z, for Chronopoulos and Gear's iteration (made at its first start)
         self.unpreconditioned = self.single_reduction = False  # the order of the steps: see start()
@@ -74,7 +74,7 @@ class DeviceCG:
             raise ValueError("Chronopoulos and Gear's iteration is taken in the unpreconditioned order only")
         if single_reduction and self.az is None:
             self.az = xp.zeros(self.n)
-        self.s.fill(0.0)
+        self.blas.fill(self.s, 0.0)
         self.unpreconditioned, self.single_reduction = unpreconditioned, single_reduction
         if nonzero_guess and reference is not None:
             if NORMS[reference] == "unpreconditioned":
@@ -82,13 +82,13 @@ class DeviceCG:
             else:
                 precondition(b, self.z)
                 self._dots(reduce, b if NORMS[reference] == "natural" else self.z, self.z)
-            xp.copyto(self.s[REFERENCE:REFERENCE + 1], self.sums[:1])
+            self.blas.copy(self.s[REFERENCE:REFERENCE + 1], self.sums[:1])
         if nonzero_guess:
             multiply(self.x, self.r)
             xp.subtract(b, self.r, out=self.r)
         else:
-            self.x.fill(0.0)
-            xp.copyto(self.r, b)
+            self.blas.fill(self.x, 0.0)
+            self.blas.copy(self.r, b)
         if mean_free:
             if reduce is not None:
                 raise ValueError("the mean's removal here is one rank's")
@@ -107,7 +107,7 @@ class DeviceCG:
         squared); nothing is read back to the host unless ``reduce`` does."""
         if count > self.capacity:
             raise ValueError(f"a block of {count} iterations exceeds this workspace's {self.capacity}")
-        self.s[ROW:ROW + 1].fill(0.0)
+        self.blas.fill(self.s[ROW:ROW + 1], 0.0)
         for _ in range(count):
             self._iteration(multiply, precondition, reduce)
 
@@ -122,7 +122,7 @@ class DeviceCG:
         if limit > self.capacity:
             raise ValueError(f"a loop of up to {limit} iterations exceeds this workspace's {self.capacity}")
         first = START if start else RESUME
-        self.s[ROW:ROW + 1].fill(0.0)
+        self.blas.fill(self.s[ROW:ROW + 1], 0.0)
 
         def enter(handle=0):
             self.k.loop_test(self.s, self.history, *test, limit, first, handle)

@@ -34,7 +34,7 @@ class PreviousSolutions:
             raise ValueError(f"Fischer's basis needs at least one vector, not {size}")
         self.xp, self.size, self.reduce, self.total = xp, size, reduce, total
         self.ones = xp.ones(n) if mean_free else None
-        self.kernels, self.pcg = family("guess", xp), family("pcg", xp)
+        self.kernels, self.pcg, self.blas = family("guess", xp), family("pcg", xp), family("blas", xp)
         self.X = xp.zeros((size, n))
         self.state = xp.zeros(SLOTS)
         self.coeffs = xp.zeros(size)
@@ -52,7 +52,7 @@ class PreviousSolutions:
         k = self.kernels
         self._coefficients(b)
         k.combine(x, self.X, self.coeffs, self.state, None, 1.0)
-        self.xp.copyto(self.guessed, x)
+        self.blas.copy(self.guessed, x)  # a kernel: a step's graph launches it for less than a memcpy
 
     def update(self, x, multiply, w, aw):
         """Add the solution ``x`` of the last guess's system: its part the guess

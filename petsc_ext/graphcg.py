@@ -288,14 +288,14 @@ class GraphCG(PythonKSP):
             previous.guess(b, cg.x)
             nonzero = True
         elif nonzero:
-            xp.copyto(cg.x, x)
+            cg.blas.copy(cg.x, x)
         cg.start(b, nonzero, multiply, precondition, reference=column, mean_free=bool(A.getTransposeNullSpace()),
                  unpreconditioned=column == _UNPRECONDITIONED, single_reduction=self.single_reduction)
         cg.loop(min(max_it, _LOOP_ROWS), (column, rtol, atol, dtol), multiply, precondition, start=True)
-        xp.copyto(x, cg.x)
+        cg.blas.copy(x, cg.x)
         if previous is not None:  # CG's direction and its product are free once it has stopped
             previous.update(cg.x, multiply, cg.p, cg.w)
-        xp.copyto(work.records[slot], cg.store)
+        cg.blas.copy(work.records[slot], cg.store)
 
     def _previous_solutions(self, work, A):
         """The workspace's Fischer basis where the KSP's KSPGuess is Fischer's model 2 (else None): KSPSolve
@@ -369,7 +369,7 @@ class GraphCG(PythonKSP):
         ``unpreconditioned``: each residual tested before it is preconditioned,
         ``single_reduction``: Chronopoulos and Gear's iterations (DeviceCG)."""
         if guess is not None:
-            cg.xp.copyto(cg.x, guess)
+            cg.blas.copy(cg.x, guess)
         cg.start(b, guess is not None, multiply, precondition, reduce, reference=None if test is None else test[0],
                  unpreconditioned=unpreconditioned, single_reduction=single_reduction)
         if test is None:

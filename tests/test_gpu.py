@@ -481,6 +481,16 @@ def test_cuda_block_products_match_numpy():
         cuda.three_term(w, 2.0, cupy.asarray(W[0]), -1.0, cupy.asarray(W[1]), 0.0, cupy.asarray(W[2]),
                         cupy.asarray(W[3]), scaled)
         numpy.testing.assert_allclose(scaled.get(), expected_scaled, rtol=1e-15)
+        for dtype in (numpy.float64, numpy.float32, numpy.int32):  # the copy: bit for bit, any 4-byte words
+            x = (W[4] * 1e3).astype(dtype)
+            expected, copied = numpy.full(n, 7, dtype=dtype), cupy.full(n, 7, dtype=dtype)
+            host.copy(expected, x)
+            cuda.copy(copied, cupy.asarray(x))
+            assert numpy.array_equal(copied.get(), expected) and numpy.array_equal(expected, x)
+        filled, expected = cupy.full((3, n), cupy.nan), numpy.full((3, n), numpy.nan)
+        cuda.fill(filled[1], -2.5)
+        host.fill(expected[1], -2.5)
+        assert numpy.array_equal(filled.get(), expected, equal_nan=True)
 
 
 def test_cuda_multigrid_kernels_match_numpy():

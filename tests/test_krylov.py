@@ -73,3 +73,22 @@ def test_tall_skinny_products_and_three_term_updates(n):
     host.three_term(w, 1.0, W[0], 0.0, W[1], -2.0, W[2], W[3], scaled)  # with a Jacobi scaling fused in
     numpy.testing.assert_allclose(w, W[0] - 2 * W[2])
     numpy.testing.assert_allclose(scaled, W[3] * (W[0] - 2 * W[2]))
+
+
+def test_copy_and_fill_kernels_refuse_what_they_cannot_take():
+    """The copy and the fill that a CUDA graph launches as kernels take contiguous arrays alike, and the fill
+    float64 only: what a memcpy would convert or broadcast is refused, not copied otherwise."""
+    x = numpy.arange(6.0)
+    w = numpy.zeros(6)
+    host.copy(w, x)
+    assert numpy.array_equal(w, x)
+    for target, source in ((numpy.zeros(6, dtype=numpy.float32), x), (numpy.zeros(5), x[:5:1][::-1]),
+                           (numpy.zeros(4), x), (numpy.zeros(3, dtype=numpy.int8), numpy.ones(3, dtype=numpy.int8))):
+        with pytest.raises(ValueError, match="copy takes contiguous arrays"):
+            host.copy(target, source)
+    host.fill(w[2:4], -1.0)
+    assert w.tolist() == [0.0, 1.0, -1.0, -1.0, 4.0, 5.0]
+    with pytest.raises(TypeError, match="fill takes a contiguous float64 array"):
+        host.fill(numpy.zeros(4, dtype=numpy.float32), 1.0)
+    with pytest.raises(TypeError, match="fill takes a contiguous float64 array"):
+        host.fill(numpy.zeros((4, 4))[:, 1], 1.0)

@@ -182,6 +182,10 @@ class KeyedGraphs:
         """Whether run(key, arrangement, ...) would replay a captured graph."""
         return self.refused is None and same_key(key, self._key) and arrangement in self._graphs
 
+    def graphs(self):
+        """{arrangement: graph} captured under the current key."""
+        return dict(self._graphs)
+
     def warm_like(self, arrangement, twin):
         """Count ``arrangement`` as run where ``twin`` was (the same work but for
         what a capture holds besides, such as event records): its first run

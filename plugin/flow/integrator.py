@@ -719,7 +719,7 @@ class FractionalStep:
                 if self.guess_faces is not None:
                     self._guess_at_faces(dt)
         with phase("Pressure"):
-            q = self._solve_pressure(u_p, lambda guess: xp.copyto(guess, self.q_guess), state.t + dt, dt,
+            q = self._solve_pressure(u_p, lambda guess: self.updates.copy(guess, self.q_guess), state.t + dt, dt,
                                      state.p, self._face_terms(state, dt), queued, step=address(p))
         try:
             with phase("Correct"):

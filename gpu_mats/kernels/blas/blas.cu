@@ -49,3 +49,18 @@ extern "C" __global__ void final_max(int count, const double* partials, double* 
     }
     if (t == 0) out[0] = cache[0];
 }
+
+// w = x word by word (4 bytes): a copy as a kernel node of a CUDA graph, where a memcpy node costs the
+// graph's launch more host time
+extern "C" __global__ void copy_words(long long n, const unsigned int* x, unsigned int* w)
+{
+    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (i < n) w[i] = x[i];
+}
+
+// w = value (in place of a memset node)
+extern "C" __global__ void fill(long long n, double value, double* w)
+{
+    const long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (i < n) w[i] = value;
+}

@@ -1,11 +1,14 @@
-"""Vector and block products on the GPU: the fused three-term vector update
-(``blas.cu``) and the tall-skinny Gram and block products by cuBLAS."""
+"""Vector and block products on the GPU: the fused three-term vector update,
+the copy and the fill (``blas.cu``) and the tall-skinny Gram and block
+products by cuBLAS."""
 
 import functools
 import pathlib
 
 import cupy
 import numpy
+
+from .layout import check_fill, copy_words
 
 _NULL = numpy.uint64(0)
 
@@ -82,3 +85,19 @@ def max_abs(out, x, y=None, partials=None):
     _module().get_function("partial_max_abs")((slots,), (_MAX_BLOCK,),
                                               (numpy.int64(x.size), x, _NULL if y is None else y, partials))
     _module().get_function("final_max")((1,), (_MAX_SLOTS,), (numpy.int32(slots), partials, out))
+
+
+def copy(w, x):
+    """w = x by one kernel (blas.cu's copy_words), not a memcpy."""
+    words = copy_words(w, x)
+    if words:
+        block = 256
+        _module().get_function("copy_words")((-(-words // block),), (block,), (numpy.int64(words), x, w))
+
+
+def fill(w, value):
+    """w = value by one kernel (blas.cu), not a memset."""
+    check_fill(w)
+    if w.size:
+        block = 256
+        _module().get_function("fill")((-(-w.size // block),), (block,), (numpy.int64(w.size), numpy.float64(value), w))

@@ -3,6 +3,8 @@ the cuBLAS products."""
 
 import numpy
 
+from .layout import check_fill, copy_words
+
 TS_CHUNK = 1024  # columns per partial product of ts_gram
 
 
@@ -45,3 +47,15 @@ def max_abs(out, x, y=None, partials=None):
     """Twin of blas.cu's max |x - y|: 0 for no entries, NaN where one is NaN."""
     v = numpy.abs(x if y is None else x - y)
     out[0] = v.max() if v.size else 0.0
+
+
+def copy(w, x):
+    """Twin of blas.cu's copy_words: w = x."""
+    copy_words(w, x)
+    w.reshape(-1)[...] = x.reshape(-1)
+
+
+def fill(w, value):
+    """Twin of blas.cu's fill."""
+    check_fill(w)
+    w.fill(value)

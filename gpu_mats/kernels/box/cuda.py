@@ -6,6 +6,8 @@ import pathlib
 import cupy
 import numpy
 
+from .. import family
+
 BLOCK = (32, 4)  # a block's cells along x and y (the fastest of 128x1, 64x2, 32x4, 32x8: BENCHMARKS.md)
 KERNELS = ("interpolate", "face_gradient", "face_sum", "cell_gradient", "convection", "diffusion", "transport")
 PLANES = 4  # the cells along z of a thread of largest_face_sum (the fastest of PLANES_CHOICES: BENCHMARKS.md)
@@ -58,7 +60,7 @@ def face_sum(grid, w, out, scale, z=None, speeds=False):
 def largest_rate(grid, w, out, scale):
     if PLANES not in PLANES_CHOICES:
         raise ValueError(f"the box family's PLANES is {PLANES}; compiled: {PLANES_CHOICES}")
-    out.fill(0.0)
+    family("blas", cupy).fill(out, 0.0)  # a kernel, not a memset node in a step's graph
     _launch("largest_face_sum", grid, w, out, *_constants(scale), planes=PLANES)
 
 

@@ -6,6 +6,8 @@ import pathlib
 import cupy
 import numpy
 
+from .. import family
+
 
 @functools.cache
 def _module():
@@ -26,9 +28,9 @@ def explicit_update(out, u, s, r, w):
 
 
 def upwind_outflow(out, u_s, faces):
-    """out = u_s, max(u_s, 0) on faces (flow.cu; the copy by CuPy, in place)."""
+    """out = u_s, max(u_s, 0) on faces (flow.cu; the copy by the blas family's kernel, in place)."""
     if out is not u_s:
-        cupy.copyto(out, u_s)
+        family("blas", cupy).copy(out, u_s)
     count = faces.size
     if count:
         block = 256
