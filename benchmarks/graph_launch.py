@@ -14,7 +14,7 @@ the work launched kernel by kernel, and its capture (the instantiation in it).
 """
 
 import argparse
-import statistics
+import functools
 import time
 
 import cupy
@@ -124,23 +124,6 @@ def variants(parts, kernels, loops, iterations):
     }
 
 
-def launch_us(graph, repeats, before=None):
-    """Median host time (us) of graph.launch with the device idle before each,
-    or with ``before`` (another graph) launched just before it, still running
-    (as a flow step's graph is launched behind the step before it)."""
-    stream = cupy.cuda.Stream(non_blocking=True)
-    times = []
-    for _ in range(repeats):
-        stream.synchronize()
-        if before is not None:
-            before.launch(stream)
-        start = time.perf_counter()
-        graph.launch(stream)
-        times.append((time.perf_counter() - start) * 1e6)
-    stream.synchronize()
-    return statistics.median(times)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", type=int, nargs="+", default=[50, 200], help="kernel launches a replay")
@@ -163,8 +146,11 @@ def main():
             with stream:
                 device = harness.event_us(lambda: graph.launch(stream), repeats=7, batch=20)
             twin = capture(fn)  # the same work in another graph, launched just before: the device busy
-            rows.append({"graph": name, "kernels": kernels, "launch_us": launch_us(graph, args.repeats),
-                         "busy_launch_us": launch_us(graph, args.repeats, twin),
+            # the launch alone, and behind another graph still running (as a flow step's behind the last)
+            launch = functools.partial(graph.launch, stream)
+            rows.append({"graph": name, "kernels": kernels, "launch_us": harness.launch_us(launch, stream, args.repeats),
+                         "busy_launch_us": harness.launch_us(launch, stream, args.repeats,
+                                                             functools.partial(twin.launch, stream)),
                          "device_us": device, "eager_ms": 1e3 * eager, "capture_ms": 1e3 * captured})
             print(rows[-1], flush=True)
             harness.write_json(args.json, {"meta": harness.metadata(), "args": vars(args), "rows": rows}, quiet=True)

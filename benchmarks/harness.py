@@ -68,6 +68,22 @@ def wall_us(fn, repeats=15, batch=20, warmup=3):
     return statistics.median(times)
 
 
+def launch_us(launch, stream, repeats, before=None):
+    """Median host time (us) of ``launch()`` (a graph's launch on ``stream``)
+    with ``stream`` idle before each, or with ``before()`` called just before
+    it (another graph launched, still running; host work)."""
+    times = []
+    for _ in range(repeats):
+        stream.synchronize()
+        if before is not None:
+            before()
+        start = time.perf_counter()
+        launch()
+        times.append((time.perf_counter() - start) * 1e6)
+    stream.synchronize()
+    return statistics.median(times)
+
+
 _SPIN = cupy and cupy.RawKernel(r"""
 extern "C" __global__ void spin(long long cycles)
 {

@@ -32,6 +32,7 @@ import functools
 import importlib
 import io
 import pstats
+import re
 import time
 
 import harness
@@ -140,18 +141,31 @@ class _Stop(BaseException):
     """Ends the demo once its graphs are reported (not an Exception, which a demo may catch)."""
 
 
-NODE_TYPES = ("KERNEL", "MEMCPY", "MEMSET", "EVENT_RECORD", "EVENT_WAIT", "CONDITIONAL", "HOST", "EMPTY",
-              "MEM_ALLOC", "MEM_FREE", "GRAPH")
+NODE_TYPES = ("MEMCPY", "MEMSET", "EVENT_RECORD", "EVENT_WAIT", "CONDITIONAL", "HOST", "EMPTY", "MEM_ALLOC",
+              "MEM_FREE", "GRAPH")  # a node's label names its type, or else (a kernel) its function
+
+
+def node_types(graph, path):
+    """{type: nodes} of a CuPy graph, its loops' bodies within, and its edges, from CUDA's DOT dump into ``path``."""
+    from cuda.bindings import driver
+
+    error, = driver.cuGraphDebugDotPrint(driver.CUgraph(graph.graph), path.encode(), 0)
+    if error != driver.CUresult.CUDA_SUCCESS:
+        return {"dump failed": error.name}
+    with open(path) as dump:
+        text = dump.read()
+    counts = collections.Counter(kind if kind in NODE_TYPES else "KERNEL"
+                                 for kind in re.findall(r'label="(?:\d+|\{)\n([^\n"]*)', text))
+    counts["edges"] = text.count("->")
+    return dict(counts)
 
 
 def step_graphs(demo, warmup, out, repeats=300):
     """The report of --graphs."""
-    import re
-    import statistics
+    import itertools
 
     import cupy
     import numpy
-    from cuda.bindings import driver
 
     lines = []
 
@@ -162,43 +176,20 @@ def step_graphs(demo, warmup, out, repeats=300):
         lines.append("launch us (CuPy's call, the runtime's call; median of "
                      f"{repeats}, the device idle before each), nodes by type (DOT: with the loops' bodies)")
         for k, (arrangement, graph) in enumerate(graphs.items()):
-            timings = {}
-            for name, launch in (("cupy", lambda: graph.launch(stream)),
-                                 ("runtime", lambda: cupy.cuda.runtime.graphLaunch(graph.graphExec, stream.ptr))):
-                times = []
-                for _ in range(repeats):
-                    stream.synchronize()
-                    start = time.perf_counter()
-                    launch()
-                    times.append((time.perf_counter() - start) * 1e6)
-                stream.synchronize()
-                timings[name] = statistics.median(times)
-            dot = f"{out or 'step-graph'}.{k}.dot"
-            error, = driver.cuGraphDebugDotPrint(driver.CUgraph(graph.graph), dot.encode(), 0)
-            counts = collections.Counter()
-            if error == driver.CUresult.CUDA_SUCCESS:
-                with open(dot) as stream_:
-                    text = stream_.read()
-                for label in re.findall(r'label="([^"]*)"', text):
-                    counts.update(t for t in NODE_TYPES if re.search(rf"\b{t}\b", label))
-                counts["edges"] = text.count("->")
-            lines.append(f"graph {k} (marked {arrangement[-1]}): launch {timings['cupy']:.1f} us, "
-                         f"{timings['runtime']:.1f} us; nodes {dict(counts)}")
+            by_cupy = harness.launch_us(lambda: graph.launch(stream), stream, repeats)
+            by_runtime = harness.launch_us(lambda: cupy.cuda.runtime.graphLaunch(graph.graphExec, stream.ptr), stream,
+                                           repeats)
+            nodes = node_types(graph, f"{out or 'step-graph'}.{k}.dot")
+            lines.append(f"graph {k} (marked {arrangement[-1]}): launch {by_cupy:.1f} us, {by_runtime:.1f} us; "
+                         f"nodes {nodes}")
         # the unmarked graphs launched in turn, as the steps take them, with and without host work between
         # (8 MB read: a step's Python leaves the driver's data out of the CPU's caches)
         turn, scratch = [g for a, g in graphs.items() if not a[-1]], numpy.ones(1 << 20)
-        for between in (False, True):
-            times = []
-            for j in range(repeats):
-                stream.synchronize()
-                if between:
-                    scratch.sum()
-                start = time.perf_counter()
-                turn[j % len(turn)].launch(stream)
-                times.append((time.perf_counter() - start) * 1e6)
-            stream.synchronize()
+        for between in (None, scratch.sum):
+            graph_in_turn = itertools.cycle(turn)
+            us = harness.launch_us(lambda: next(graph_in_turn).launch(stream), stream, repeats, between)
             lines.append(f"the {len(turn)} unmarked graphs in turn{', 8 MB read between' if between else ''}: "
-                         f"launch {statistics.median(times):.1f} us")
+                         f"launch {us:.1f} us")
         raise _Stop
 
     try:
