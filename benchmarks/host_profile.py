@@ -41,7 +41,7 @@ import harness
 # a replayed step's host path: the solver's loop, the step, its launch and wait, its solves' verdicts, its readers
 SPLIT = ["plugin.flow.solver:FlowSolver._time_step", "plugin.flow.integrator:FractionalStep.advance",
          "plugin.flow.integrator:FractionalStep._wait", "plugin.flow.integrator:FractionalStep._graph_key",
-         "plugin.flow.integrator:FractionalStep._after", "plugin.flow.integrator:FractionalStep._launch_graph",
+         "plugin.flow.integrator:FractionalStep._after", "plugin.flow.integrator:FractionalStep._launch",
          "gpu_mats.kernels.cuda_graphs:replay", "plugin.flow.integrator:PhaseTimer._read",
          "plugin.flow.integrator:StepReadback.mark", "petsc_ext.graphcg:GraphCG.settle",
          "plugin.flow.integrator:_check", "plugin.flow.integrator:FractionalStep.convective_rate",
@@ -180,8 +180,8 @@ def step_graphs(demo, warmup, out, repeats=300):
             by_runtime = harness.launch_us(lambda: cupy.cuda.runtime.graphLaunch(graph.graphExec, stream.ptr), stream,
                                            repeats)
             nodes = node_types(graph, f"{out or 'step-graph'}.{k}.dot")
-            lines.append(f"graph {k} (marked {arrangement[-1]}): launch {by_cupy:.1f} us, {by_runtime:.1f} us; "
-                         f"nodes {nodes}")
+            lines.append(f"graph {k} ({arrangement[-2]} steps, marked {arrangement[-1]}): launch {by_cupy:.1f} us, "
+                         f"{by_runtime:.1f} us; nodes {nodes}")
         # the unmarked graphs launched in turn, as the steps take them, with and without host work between
         # (8 MB read: a step's Python leaves the driver's data out of the CPU's caches)
         turn, scratch = [g for a, g in graphs.items() if not a[-1]], numpy.ones(1 << 20)

@@ -245,3 +245,10 @@ class DeviceCG:
         """(history rows 0 .. ROW, the scalars) of a host copy of ``store``."""
         count = int(store[ROW])
         return store[SLOTS:SLOTS + 3 * (count + 1)].reshape(count + 1, 3), store[:SLOTS]
+
+    @staticmethod
+    def unpack_floats(store):
+        """unpack as Python floats, the rows one after another in one list
+        (a step's few norms, where NumPy's calls cost more than its math)."""
+        scalars = store[:SLOTS].tolist()
+        return store[SLOTS:SLOTS + 3 * int(scalars[ROW]) + 3].tolist(), scalars

@@ -326,14 +326,12 @@ class GraphCG(PythonKSP):
         column = _NORM_COLUMNS[ksp.getNormType()]
         results = []
         for record in to_host(self.xp, self.records(count)) if copied is None else copied:
-            rows, s = DeviceCG.unpack(record)
-            rows = rows.tolist()  # Python floats: a few norms a step, where NumPy's calls cost more than its math
-            for its, row in enumerate(rows):
-                rnorm = math.sqrt(max(row[column], 0.0))  # NaN stays NaN
+            rows, s = DeviceCG.unpack_floats(record)
+            for its, norm in enumerate(rows[column::3]):
+                rnorm = math.sqrt(max(norm, 0.0))  # NaN stays NaN
                 ksp.logConvergenceHistory(rnorm)
                 ksp.monitor(its, rnorm)
-            its = len(rows) - 1
-            results.append((its, _verdict(rows[-1], rnorm, s.tolist(), atol, its >= max_it)))
+            results.append((its, _verdict(rows[-3:], rnorm, s, atol, its >= max_it)))
         ksp.setIterationNumber(results[-1][0])
         ksp.setResidualNorm(rnorm)
         ksp.setConvergedReason(results[-1][1])
@@ -433,7 +431,7 @@ def _flag_reason(flag):
 def _verdict(row, rnorm, s, atol, at_max_it):
     """PETSc's reason for a loop's last norm, from the device's own test
     (its TARGET and DIVERGENCE, which KSPConvergedDefault would compute)."""
-    if not all(math.isfinite(value) for value in row):
+    if not all(map(math.isfinite, row)):
         return Reason.DIVERGED_NANORINF
     if s[FLAG]:
         return _flag_reason(s[FLAG])

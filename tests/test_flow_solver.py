@@ -353,9 +353,6 @@ class _EagerGraphs:
     def captured(self, key, arrangement):
         return False
 
-    def warm_like(self, arrangement, twin):
-        pass
-
     def run(self, key, arrangement, fn):
         fn()
 
@@ -417,51 +414,57 @@ class _ReplayedGraphs(_EagerGraphs):
         fn()
 
 
-def test_steps_launched_ahead_are_the_steps_waited_for_and_spare_the_state_before():
-    """The whole step's work with each next step launched ahead (on the host
-    at once, with the same dt): the fields and iterations of the same run
-    stepped one at a time; the step launched ahead from a new state, before
-    that state is judged, writes none of the buffers of the state before it
-    (a step taken again, or a blow-up's save of the last good state, needs
-    them); a new dt drops it and takes the step anew."""
-    options = {"flow_diffusion": "implicit", "flow_dt": 0.002, "flow_t_end": 1.0, "flow_max_steps": 30,
+@pytest.mark.parametrize("graph_steps", [1, 2, 3])
+def test_steps_launched_ahead_are_the_steps_waited_for_and_spare_the_states_before(graph_steps):
+    """The whole step's work in graphs of ``graph_steps`` steps, each next
+    graph launched ahead (on the host at once, with the same dt): the fields,
+    iterations and Fischer basis of the same run stepped one at a time, at
+    every step; the graphs launched ahead write none of the buffers of a
+    state taken or to be taken, nor of the state before (a step taken
+    again, or a blow-up's save of the last good state, needs them); a new
+    dt drops them, their solutions in Fischer's basis too, and takes the
+    step anew."""
+    options = {"flow_diffusion": "implicit", "flow_dt": 0.002, "flow_t_end": 1.0,
                "pressure_ksp_type": "graphcg", "pressure_pc_type": "jacobi"}
-    runs = []
-    for ahead in (True, False):
-        _, solver = make_solver((12, 10), (False, False), 0.01, options, walls=LID)
-        stepper = solver.stepper
-        stepper.step_graphs = _ReplayedGraphs()
-        stepper.time_levels(2)  # as a GPU's steps launched ahead take them
-        if not ahead:
-            advance = stepper.advance
-            stepper.advance = lambda state, dt, more: advance(state, dt)
-        state = solver.run(solver.initial_state())
-        runs.append(({name: getattr(state, name).copy() for name in ("u", "u_s", "p")}, solver.pressure_iterations,
-                     stepper.steps_ahead))
-    (ahead, its, taken), (waited, its_waited, none) = runs
-    assert taken >= 12 and none == 0 and its == its_waited
-    for name, value in ahead.items():
-        assert numpy.array_equal(value, waited[name]), name
-
+    _, solver = make_solver((12, 10), (False, False), 0.01, options, walls=LID)
     stepper = solver.stepper
-    stepper.advance = type(stepper).advance.__get__(stepper)
-    state = solver.initial_state()
-    for _ in range(14):  # every arrangement of the buffers run once: the next steps are launched ahead
-        state = stepper.advance(state, 0.002, more=True)
-    kept = {name: getattr(state, name).copy()
-            for name in ("u", "u_old", "u_s", "p", "p_old", "implicit", "implicit_old")}
-    taken = stepper.steps_ahead
+    names = ("u", "u_old", "u_s", "u_s_old", "p", "p_old", "implicit", "implicit_old")
     basis = stepper.fischer.basis  # Fischer's, for the pressure (the default here)
-    before = (basis.X.copy(), basis.state.copy())  # with the solution of the step from state, launched ahead
-    new = stepper.advance(state, 0.002, more=True)  # taken from ahead; the next launched ahead before new is judged
-    assert stepper.steps_ahead == taken + 1 and stepper._ahead is not None
-    for name, value in kept.items():  # the last good state, were new refused
-        assert numpy.array_equal(getattr(state, name), value), name
-    assert not numpy.array_equal(basis.X, before[0])  # the solution of the step launched ahead joined
-    stepper.drop_ahead()  # as before another dt: the step from new forgotten, its solution too
-    assert numpy.array_equal(basis.X, before[0]) and numpy.array_equal(basis.state, before[1])
-    other = stepper.advance(new, 0.001, more=False)
-    assert stepper.steps_ahead == taken + 1 and stepper._ahead is None and other.dt_old == 0.001
+
+    def snapshot(state):
+        return {name: getattr(state, name).copy() for name in names}, basis.X.copy(), basis.state.copy()
+
+    stepper.step_graphs, stepper.graph_steps = _ReplayedGraphs(), graph_steps
+    stepper.time_levels()  # as a GPU's steps launched ahead take them
+    state, waited = solver.initial_state(), []
+    for _ in range(24):  # one at a time, each waited for
+        state = stepper.advance(state, 0.002)
+        waited.append((snapshot(state), stepper.pressure_iterations, stepper.momentum_iterations))
+    assert stepper.steps_ahead == 0
+
+    basis.load(basis.X[:0])  # empty, as at the start
+    stepper.time_levels()  # the pressure at rest too
+    good = state = solver.initial_state()
+    for step, ((fields, X, count), pressure_its, momentum_its) in enumerate(waited):
+        before = snapshot(good)[0]
+        state = stepper.advance(state, 0.002, more=100)  # a long run: its graphs of graph_steps steps
+        assert (stepper.pressure_iterations, stepper.momentum_iterations) == (pressure_its, momentum_its)
+        for name, value in fields.items():  # the state taken, as waited for
+            assert numpy.array_equal(getattr(state, name), value), (step, name)
+        for name, value in before.items():  # the state before, still there after the graphs launched since
+            assert numpy.array_equal(getattr(good, name), value), (step, name)
+        good = state
+    assert stepper.steps_ahead >= 12 and stepper._queued
+    stepper.drop_ahead()  # as before another dt: the steps launched past the state forgotten, their solutions too
+    assert not stepper._queued
+    assert numpy.array_equal(basis.X, X) and numpy.array_equal(basis.state, count)
+    other = stepper.advance(state, 0.001, more=False)
+    assert not stepper._queued and other.dt_old == 0.001 and other.step == state.step + 1
+    launched, launch = [], stepper._launch  # a run's graphs hold no step past its last (max_steps)
+    stepper._launch = lambda state, dt, length, key=None: (launched.append(length), launch(state, dt, length, key))
+    solver.max_steps = 13
+    end = solver.run(other)
+    assert end.step == other.step + 13 == other.step + sum(launched) and max(launched) == graph_steps
 
 
 def test_other_krylov_types_take_the_place_of_graphcg_in_both_solves():

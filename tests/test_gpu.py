@@ -837,7 +837,9 @@ def test_phase_times_on_the_gpu_come_from_events_without_waiting():
     assert (timer.uses["Step"], timer.timed["Step"]) == (2 * every + 1, 2) and timer.seconds["Step"] > 0.0
     for graphs in (False, True):  # the whole step as one graph, the CFL number's reduction in it, and the first
         # step's from the start's rate; one dt, so that the graphs of each arrangement are captured and replayed
-        solver, _, _ = _cavity_steps("cupy", "implicit", flow_cuda_graphs=graphs, flow_dt=0.01, flow_max_steps=60)
+        # (graphs of 4 steps: 120 steps replay the marked ones at least twice)
+        solver, _, _ = _cavity_steps("cupy", "implicit", flow_cuda_graphs=graphs, flow_dt=0.01, flow_max_steps=120,
+                                     flow_graph_steps=4)
         timing = solver.timing()
         inside = dict(timing["graph_phases"])  # read on the replays of the marked graphs (one launch in ``every``)
         whole = inside.pop("Step", None)  # the same replays' whole step: its phases are parts of it
@@ -1034,7 +1036,8 @@ def test_a_new_dt_captures_the_arrangements_run_before_at_once():
 
     from gpu_mats.kernels.cuda_graphs import KeyedGraphs
 
-    solver, state, _ = _cavity_steps("cupy", "implicit", flow_dt=0.01)
+    # graphs of one step each: four places of the buffers in the pools
+    solver, state, _ = _cavity_steps("cupy", "implicit", flow_dt=0.01, flow_graph_steps=1)
     stepper, restore = solver.stepper, _restorer(state, solver.stepper)
     runs = []
     for relaunch in (True, False):
@@ -1056,17 +1059,20 @@ def test_a_new_dt_captures_the_arrangements_run_before_at_once():
         assert cupy.array_equal(at_once[name], value), name
 
 
-def test_steps_launched_ahead_give_the_bits_of_steps_waited_for():
+@pytest.mark.parametrize("graph_steps", [1, 4])
+def test_steps_launched_ahead_give_the_bits_of_steps_waited_for(graph_steps):
     """One solver, the same run twice from one state: its captured steps
-    launched ahead of the host (each queued before the host waits for the
-    step before), then each waited for before the next is launched: the
-    same fields, iterations and lid force, bit for bit."""
+    launched ahead of the host in graphs of ``graph_steps`` (each graph
+    queued before the host waits for the one before), then each step waited
+    for before the next is launched: the same fields, iterations and lid
+    force, bit for bit."""
     import cupy
 
     from plugin.flow.forces import GroupForce
 
-    # a fixed dt (one graph key); the 4 arrangements of the buffers captured in the first 8 steps
-    solver, state, _ = _cavity_steps("cupy", "implicit", flow_max_steps=50, flow_dt=0.01)
+    # a fixed dt (one graph key); the arrangements of the buffers captured in the first steps
+    solver, state, _ = _cavity_steps("cupy", "implicit", flow_max_steps=50, flow_dt=0.01,
+                                     flow_graph_steps=graph_steps)
     stepper, lid, restore = solver.stepper, GroupForce(solver, "ymax"), _restorer(state, solver.stepper)
     advance, runs = stepper.advance, []
     for ahead in (True, False):

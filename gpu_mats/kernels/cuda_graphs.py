@@ -186,13 +186,6 @@ class KeyedGraphs:
         """{arrangement: graph} captured under the current key."""
         return dict(self._graphs)
 
-    def warm_like(self, arrangement, twin):
-        """Count ``arrangement`` as run where ``twin`` was (the same work but for
-        what a capture holds besides, such as event records): its first run
-        is then its capture."""
-        if twin in self._warm:
-            self._warm.add(arrangement)
-
     def run(self, key, arrangement, fn):
         """fn's work for ``arrangement`` under ``key``; returns how it ran:
         "replayed", "captured" (then replayed) or "launched"."""

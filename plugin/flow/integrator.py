@@ -116,6 +116,9 @@ class FlowState:
     u_s_old: object = None
 
 
+_ITERATING = PETSc.KSP.ConvergedReason.ITERATING
+
+
 class PhaseTimer:
     """A PETSc log event per phase of a step (``-log_view``: the host's time
     in it), and the time of each phase summed over steps: on the GPU between
@@ -123,13 +126,14 @@ class PhaseTimer:
     them, so that timing a phase never makes the host wait for the device (a
     synchronize per phase would cost each step five waits, and a step
     launched ahead would wait for itself); on the host its wall time. Each
-    phase's uses are counted: a step's graph replayed (Step) and one run
-    eagerly or captured (Capture, a one-off of each new graph) apart. A
+    phase's uses are counted in steps: a step graph replayed (Step) and one
+    run eagerly or captured (Capture, a one-off of each new graph) apart. A
     replay repeats the same work but for its iterations, so CUDA events time
-    one in EVERY["Step"] (``timed`` counts them): the events' host calls are a
-    good part of a replayed step's host time. A prime, so that the samples
-    take the four arrangements of the buffers in turn, and the steps of
-    Fischer's basis between its restarts (every 16 or 8 solves) alike."""
+    one launch in EVERY["Step"] (``timed`` counts the steps they held): the
+    events' host calls are a good part of a replayed step's host time. A
+    prime, so that the samples take the arrangements of the buffers in turn,
+    and the steps of Fischer's basis between its restarts (every 16 or 8
+    solves) alike."""
 
     PHASES = ("Explicit", "Momentum", "Pressure", "Correct", "CFL", "Step", "Capture")
     EVERY = {"Step": 7}  # on the GPU, one use timed in this many (the others: 1)
@@ -167,9 +171,13 @@ class PhaseTimer:
             self.seconds[name] += self.xp.cuda.get_elapsed_time(start, end) / 1e3
             self._spare.append((start, end))
 
-    def __call__(self, name):
-        """The context of one use of phase ``name`` (one object a phase: phases do not nest in themselves)."""
-        return self._phases[name]
+    def __call__(self, name, steps=1):
+        """The context of one use of phase ``name`` (one object a phase: phases
+        do not nest in themselves) for ``steps`` steps (a graph of several:
+        counted as that many uses, and where timed as that many timed)."""
+        phase = self._phases[name]
+        phase.steps = steps
+        return phase
 
     def add_graph(self, marks):
         """Add the phases of one replay of a step's graph (its GraphPhases, the host past the replay)."""
@@ -223,15 +231,17 @@ class _Phase:
 
     def __init__(self, timer, name, event, every):
         self.timer, self.name, self.event, self.every = timer, name, event, every
+        self.steps, self._count = 1, 0  # the steps of the next use; the uses so far (one in ``every`` timed)
         self._marks = self._start = None
 
     def __enter__(self):
         timer, name = self.timer, self.name
         self.event.begin()
-        uses = timer.uses[name] = timer.uses[name] + 1
+        timer.uses[name] += self.steps
+        self._count += 1
         if timer.xp is numpy:
             self._start = time.perf_counter()
-        elif uses % self.every == 0:
+        elif self._count % self.every == 0:
             timer._read(name)
             self._marks = timer._spare.pop() if timer._spare else (timer.xp.cuda.Event(), timer.xp.cuda.Event())
             self._marks[0].record()
@@ -241,12 +251,12 @@ class _Phase:
         timer, name = self.timer, self.name
         if self._start is not None:
             timer.seconds[name] += time.perf_counter() - self._start
-            timer.timed[name] += 1
+            timer.timed[name] += self.steps
             self._start = None
         elif self._marks is not None:
             self._marks[1].record()
             timer._pending[name].append(self._marks)
-            timer.timed[name] += 1
+            timer.timed[name] += self.steps
             self._marks = None
         self.event.end()
 
@@ -334,6 +344,31 @@ class StepReadback:
             self._done.synchronize()
 
 
+class _Launch:
+    """One launch of a step graph: the readback of its last step, which the
+    host waits for once for all its steps."""
+
+    __slots__ = ("readback", "waited")
+
+    def __init__(self, readback):
+        self.readback, self.waited = readback, False
+
+
+@dataclass(eq=False)
+class _Queued:
+    """A step launched in a step graph and not taken yet: the state it starts
+    from and its dt, the state it makes, the readback its values are copied
+    into, the GraphPhases its replay recorded (None: not sampled), and its
+    launch."""
+
+    state: FlowState
+    dt: float
+    new: FlowState
+    readback: StepReadback
+    marks: object
+    launch: _Launch
+
+
 class StepFailure(RuntimeError):
     """A linear solve of a step failed; the step's state is not valid."""
 
@@ -344,7 +379,7 @@ class FractionalStep:
     last good state when a step goes wrong)."""
 
     def __init__(self, matrices, pressure_ksp, momentum_ksp=None, extrapolate_pressure=True, cuda_graphs=False,
-                 eddy=None, forcing=None, fischer=None):
+                 eddy=None, forcing=None, fischer=None, graph_steps=1):
         """``extrapolate_pressure``: the pressure guess is p^n
         extrapolated linearly in time (from the third step), else p^n; the
         pressure solve starts from it, or with ``fischer`` (a
@@ -353,7 +388,10 @@ class FractionalStep:
         pressure_correctors more solves after it; with a momentum KSP
         (Crank-Nicolson) and its scheme's implicit_rhie_chow, the guess's face
         term g above. ``cuda_graphs``: the explicit part replays as a CUDA
-        graph where it can be captured (explicit_graphs). ``eddy``: a subgrid
+        graph where it can be captured (explicit_graphs), and the whole step
+        where its solves can be queued (step_graphs): ``graph_steps`` steps of
+        one dt in one graph where more follow (a launch and a wait of the host
+        for that many steps). ``eddy``: a subgrid
         model (plugin.flow.les.EddyViscosity) whose eddy viscosity each step's
         explicit part adds to the diffusion's, from u^n. ``forcing``: the mean
         flow's (plugin.flow.forcing.Forcing): its body force in the explicit
@@ -373,6 +411,9 @@ class FractionalStep:
         self.cell_scratch, self.face_scratch, self.q_guess = xp.empty(n), xp.empty(faces), xp.empty(n)
         self.boundary = BoundarySources(ops, xp)
         self.correctors = ops.scheme.pressure_correctors if m.pressure_correction is not None else 0
+        # (name, KSP, solves a step queues into it): the momentum's one, the pressure's and its correctors'
+        self.solves = ((("momentum", momentum_ksp, 1),) if momentum_ksp is not None else ()) + (
+            ("pressure", pressure_ksp, 1 + self.correctors),)
         self.departure = xp.empty(faces) if ops.scheme.face_memory else None  # beta (u_s^n - Gamma u^n ...)
         self.memory_share, self._memory_dt = (xp.empty(faces) if self.departure is not None else None), None  # beta
         coupled = momentum_ksp is not None and ops.scheme.implicit_rhie_chow
@@ -406,7 +447,10 @@ class FractionalStep:
         self.step_refusal = self._step_refusal() if self.explicit_graphs is not None else None
         self.step_graphs = (keyed_graphs(relaunch=False) if self.explicit_graphs is not None and self.step_refusal is None
                             else None)
-        self.time_levels(1 if self.step_graphs is None else 2)
+        if graph_steps < 1:
+            raise ValueError(f"a step graph holds at least one step, not {graph_steps}")
+        self.graph_steps = graph_steps if self.step_graphs is not None else 1
+        self.time_levels()
         self.watchers = []  # see watch()
         # the face velocities of the state the last step's graph made, and the readback its values were copied into
         self._graph_made = self._made_readback = None
@@ -416,25 +460,31 @@ class FractionalStep:
         # and the next copy into different host memory, so that the host reads a step's values while the next
         # step, launched ahead, runs
         self.readbacks = {}
-        self._ahead = None  # (state, _graph_key) of a step launched ahead (advance's ``more``), not waited for yet
+        # the steps launched in step graphs and not taken yet (_Queued), in order: those of the graph being taken
+        # and of the one launched ahead of it (advance's ``more``)
+        self._queued = collections.deque()
         self._contexts = None  # the KSPs' graphcg contexts, where a step's graph queues the solves
         self.steps_ahead = 0  # steps taken as launched ahead
         self._graph_marks = {}  # GraphPhases of each marked step graph captured under the current key
-        self._launches = 0  # the step graphs launched: one in PhaseTimer.EVERY["Step"] is a marked one
-        self._sampled = {}  # the GraphPhases of the marked graph replayed for the step writing a face buffer
 
-    def time_levels(self, depth):
+    def time_levels(self):
         """New buffers of the time levels, taken in turn: a step writes the
-        oldest, which neither its state nor, with ``depth`` 2 (steps launched
-        ahead of the host), the state before holds; the three pools of one
-        length, so that their arrangement repeats every 2 + depth steps (a
-        CUDA graph each). States made before are not valid after."""
+        oldest, which its state does not hold; with step graphs (of k =
+        graph_steps steps, the next launched ahead of the host) nor the k + 1
+        states before (those of the graph the host takes, and the state it
+        started from), in 2 + 2k buffers at least, and a multiple of k, so
+        that graphs of k steps start from (2 + depth) / k places in the
+        pools. The three pools of one length, so that their arrangement
+        repeats every 2 + depth steps. States made before are not valid
+        after."""
+        k = self.graph_steps
+        depth = 1 if self.step_graphs is None else max(3 * k, 2 * k + 2) - 2
         xp, n = self.xp, self.shape[1]
         self._velocity = [xp.zeros(self.shape) for _ in range(2 + depth)]
         self._faces = [xp.zeros(self.matrices.ops.num_faces) for _ in range(2 + depth)]
         self._pressure = [xp.zeros(n) for _ in range(2 + depth)]
         # FlowState.implicit beside each velocity buffer, so that a step writes the one beside its u^{n+1}
-        self._implicit = {address(u): xp.zeros(self.shape) for u in self._velocity} if self.momentum_ksp else None
+        self._implicit = {id(u): xp.zeros(self.shape) for u in self._velocity} if self.momentum_ksp else None
         self._arrangements, self._last_key = {}, None  # _buffers by the pools' arrays a state holds; _graph_key
 
     def _capturable(self):
@@ -502,14 +552,18 @@ class FractionalStep:
         after = next((k + 1 for k, b in enumerate(pool) if b is current), 0)
         return next(b for b in pool[after:] + pool[:after] if all(b is not u for u in used))
 
-    def advance(self, state, dt, more=False):
+    def advance(self, state, dt, more=0):
         """The state one step of size dt later (new arrays; ``state`` stays
-        valid). ``more``: another step follows, which, where the steps are
-        captured, the device takes next with the same dt while the host works
-        on this one; advance(new state, dt) then takes that step, and a step of
-        another dt first waits for it and drops it (drop_ahead). A step
-        launched ahead writes only buffers that neither its state nor the state
-        before holds, and the host's reads of the device queue behind it."""
+        valid). ``more``: how many steps may follow (True: one), which, where
+        the steps are captured, the device takes next with the same dt while
+        the host works on this one: the steps of one graph (up to graph_steps
+        of them where the last step's dt was dt too), and those of the graph
+        launched after it before the host waits for the first, none past the
+        last of ``more``; advance(new state, dt) then takes the next of them,
+        and a step of another dt first waits for them and drops them
+        (drop_ahead). Steps launched ahead write only buffers that no state
+        the host may still take or go back to holds, and the host's reads of
+        the device queue behind them."""
         self._graph_made = None
         if self.step_graphs is not None and self.step_graphs.refused is None:
             new = self._graph_step(state, dt, more)
@@ -518,28 +572,19 @@ class FractionalStep:
         return self._advance(state, dt)
 
     def drop_ahead(self):
-        """Wait for a step launched ahead and forget it: before a change of what
-        its graph reads (the momentum matrix's dt)."""
-        ahead, self._ahead = self._ahead, None
-        self._forget(ahead)
+        """Wait for the steps launched and not taken, and forget them: before a
+        change of what their graphs read (the momentum matrix's dt)."""
+        queued = self._queued
+        if queued:
+            self._wait(queued[-1].launch.readback)
+        while queued:  # the latest first: each undo puts back what its step's update changed
+            self._undo(queued.pop())
 
-    def _forget(self, ahead):
-        """Wait for the step launched ahead (state, key) (None: none) and undo it."""
-        if ahead is not None:
-            self._wait(self.readbacks[address(self._targets(ahead[0])[1])])
-            self._undo(ahead[0])
-
-    def _drop_taken(self, state):
-        """Forget the step just taken from ``state`` by its graph (to be taken
-        again as launched, or failed) and the step launched ahead after it."""
-        self.drop_ahead()
-        self._undo(state)
-
-    def _undo(self, state):
-        """Undo what the graph of the step from ``state``, taken but dropped, left
-        beyond its new state's buffers: its solution in Fischer's basis."""
+    def _undo(self, step):
+        """Undo what the graph of a _Queued ``step``, dropped, left beyond its new
+        state's buffers: its solution in Fischer's basis."""
         if self.fischer is not None:
-            self.fischer.undo(address(self._targets(state)[2]))
+            self.fischer.undo(address(step.new.p))
 
     def _wait(self, readback):
         """Block until ``readback``'s step is done, its time counted as waited (not the host's own)."""
@@ -548,52 +593,63 @@ class FractionalStep:
         self.phases.waited += time.perf_counter() - start
 
     def _graph_step(self, state, dt, more):
-        """The step as its CUDA graph (launched now, or ahead and taken now),
-        the next launched ahead where ``more``; its state once the host has
-        waited for it and judged its solves from their records; None where a
-        solve ran out of its loop short of max_it: the step is then taken
-        again as launched."""
-        ahead, self._ahead = self._ahead, None
-        key = self._graph_key(state, dt)  # dt's among its parts
-        if ahead is not None and ahead[0] is state and ahead[1] == key:
+        """The step as one of its CUDA graph's (launched now, or before and
+        taken now), the next graph launched ahead where ``more``; its state once
+        the host has waited for its graph and judged its solves from their
+        records; None where a solve ran out of its loop short of max_it: the
+        step is then taken again as launched."""
+        queued = self._queued
+        if queued and queued[0].state is state and queued[0].dt == dt:
+            step = queued.popleft()
             self.steps_ahead += 1
-        else:  # a step launched ahead from another state, or with another dt: forgotten
-            self._forget(ahead)
-            self._launch_graph(state, dt, key)
-        new = self._after(state, dt)
-        if more:
-            next_key = self._graph_key(new, dt)
-            if self.step_graphs.captured(next_key[0], self._arrangement(next_key)):
-                self._launch_graph(new, dt, next_key)
-                self._ahead = (new, next_key)
-        readback = self.readbacks[address(new.u_s)]
-        self._wait(readback)
+        else:  # steps launched from another state, or with another dt: forgotten
+            self.drop_ahead()
+            self._launch(state, dt, self._length(state, dt, 1 + more))
+            step = queued.popleft()
+        launch = step.launch
+        if more > len(queued) and (queued[-1].launch if queued else launch) is launch:  # none launched after it
+            last = queued[-1].new if queued else step.new
+            length, key = self._length(last, dt, more - len(queued)), self._graph_key(last, dt)
+            if self.step_graphs.captured(key[0], self._arrangement(key, length, last)):
+                self._launch(last, dt, length, key)
+        if not launch.waited:
+            self._wait(launch.readback)
+            launch.waited = True
         self.phases.waits += 1
-        marks = self._sampled.pop(address(new.u_s), None)
-        if marks is not None:
-            self.phases.add_graph(marks)
-        solves = self._solves()
-        results = {}
-        for (name, ksp, count), context in zip(solves, self._contexts):
-            results[name] = context.settle(ksp, count, readback.copy_of(context.records(count)))
-        if any(reason == PETSc.KSP.ConvergedReason.ITERATING for runs in results.values() for _, reason in runs):
-            self._drop_taken(state)
-            return None
-        try:
-            for name, ksp, _ in solves:
+        if step.marks is not None:
+            self.phases.add_graph(step.marks)
+        iterations = {}
+        for (name, ksp, count), context, records in zip(self.solves, self._contexts, step.readback.host):
+            runs = context.settle(ksp, count, records)  # the readback's first arrays: the solves' records
+            if any(reason == _ITERATING for _, reason in runs):  # a loop stopped short of max_it
+                self._drop_taken(step)
+                return None
+            if runs[-1][1] < 0:
+                self._drop_taken(step)
                 _check(ksp, name)
-        except StepFailure:
-            self._drop_taken(state)
-            raise
-        self.momentum_iterations = sum(its for its, _ in results.get("momentum", ()))
-        self.pressure_iterations = sum(its for its, _ in results["pressure"])
-        self._graph_made, self._made_readback = new.u_s, readback
-        return new
+            iterations[name] = sum(its for its, _ in runs)
+        self.momentum_iterations, self.pressure_iterations = iterations.get("momentum", 0), iterations["pressure"]
+        self._graph_made, self._made_readback = step.new.u_s, step.readback
+        return step.new
 
-    def _solves(self):
-        """(name, KSP, solves a step queues into it): the momentum's one, the pressure's and its correctors'."""
-        solves = [("momentum", self.momentum_ksp, 1)] if self.momentum_ksp is not None else []
-        return solves + [("pressure", self.pressure_ksp, 1 + self.correctors)]
+    def _length(self, state, dt, steps):
+        """The steps of the graph launched from ``state``, of at most ``steps``:
+        with the dt of the step that made it (a graph whose first step had
+        another ratio r would be a key of its own, which drops the graphs of
+        the key before), those to the next place in the pools that is a
+        multiple of graph_steps, so that the graphs of graph_steps start from
+        a few places only (each place a graph to capture); else one."""
+        place = self._buffers(state)[2]
+        if state.dt_old != dt or place is None:
+            return 1
+        return min(self.graph_steps - place % self.graph_steps, steps)
+
+    def _drop_taken(self, step):
+        """Forget the _Queued ``step`` just taken (to be taken again as launched,
+        or failed) and the steps launched after it."""
+        self.drop_ahead()
+        self._undo(step)
+
 
     def _after(self, state, dt):
         """The state a step of dt from ``state`` makes, in the buffers it writes (_targets)."""
@@ -606,10 +662,11 @@ class FractionalStep:
         return self._buffers(state)[0]
 
     def _buffers(self, state):
-        """(_targets, the arrangement of the buffers) of ``state``: worked out
-        once for each arrangement of the time levels' pools, which repeats
-        every few steps, and found again by the identities of the arrays the
-        state holds (the host asks for each state's several times a step)."""
+        """(_targets, the arrangement of the buffers, the place of u in its
+        pool or None) of ``state``: worked out once for each arrangement of
+        the time levels' pools, which repeats every few steps, and found
+        again by the identities of the arrays the state holds (the host asks
+        for each state's several times a step)."""
         arrays = (state.u, state.u_old, state.u_s, state.u_s_old, state.p, state.p_old)
         ids = tuple(map(id, arrays))
         buffers = self._arrangements.get(ids)
@@ -617,7 +674,8 @@ class FractionalStep:
             targets = (self._next(self._velocity, state.u, state.u, state.u_old),
                        self._next(self._faces, state.u_s, state.u_s, state.u_s_old),
                        self._next(self._pressure, state.p, state.p, state.p_old))
-            buffers = (targets, tuple(address(a) for a in arrays))
+            place = next((k for k, b in enumerate(self._velocity) if b is state.u), None)
+            buffers = (targets, tuple(address(a) for a in arrays), place)
             pools = (self._velocity, self._velocity, self._faces, self._faces, self._pressure, self._pressure)
             if all(any(a is b for b in pool) for a, pool in zip(arrays, pools)):  # ids the pools keep alive
                 self._arrangements[ids] = buffers
@@ -631,42 +689,45 @@ class FractionalStep:
         it by identity."""
         r = dt / (state.dt_old or dt)
         if self._contexts is None:  # the graphcg contexts the step's graph queues its solves into
-            self._contexts = tuple(ksp.getPythonContext() for _, ksp, _ in self._solves())
+            self._contexts = tuple(ksp.getPythonContext() for _, ksp, _ in self.solves)
         key = (dt, r, *(context.generation for context in self._contexts))
         if key != self._last_key:
             self._last_key = key
         return self._last_key, (*self._buffers(state)[1], state.step >= 2, len(self.watchers))
 
-    def _launch_graph(self, state, dt, key):
-        """The step from ``state`` as one CUDA graph per arrangement of the
-        buffers (all dropped when the key changes): its solves queued into it
-        (graphcg's loops the device ends), the new state's convective rate,
-        change and watched values computed in it, and everything the host
-        reads copied at its end (StepReadback); not waited for. ``key``: its
-        _graph_key."""
-        arrangement = self._arrangement(key)
-        self._launches += 1
+    def _launch(self, state, dt, length, key=None):
+        """``length`` steps from ``state`` as one CUDA graph per arrangement of
+        the buffers (all dropped when the key changes), queued for the host to
+        take (_Queued): their solves queued into it (graphcg's loops the
+        device ends), each new state's convective rate, change and watched
+        values computed in it, and everything the host reads of each step
+        copied after it (StepReadback); not waited for. ``key``: the first
+        step's _graph_key (r is 1 from the second step on: the same key)."""
+        key = key or self._graph_key(state, dt)
+        arrangement = self._arrangement(key, length, state)
         replay = self.step_graphs.captured(key[0], arrangement)
         start = time.perf_counter()
         marks = None
-        if arrangement[-1]:  # the marked graph: its own events time its phases
+        if arrangement[-1]:  # the marked graph: its own events time its first step's phases
             marks = self._graph_marks.get((key[0], arrangement)) if replay else GraphPhases(
                 self.xp, PhaseTimer.PHASES[:6])  # Explicit .. CFL, and the whole Step
-            if not replay:  # captured at once where the unmarked twin has run
-                self.step_graphs.warm_like(arrangement, (*arrangement[:-1], False))
         if not replay:  # a new dt's momentum preconditioner set up before a capture, which cannot allocate
-            for _, ksp, _ in self._solves():
+            for _, ksp, _ in self.solves:
                 ksp.setUp()
+        states = [state]
+        for _ in range(length):
+            states.append(self._after(states[-1], dt))
 
-        def step():  # run where the graph is captured or launched, not where it replays
-            if marks is None:
-                self._advance(state, dt, queued=True)
-                return
-            marks.recorded.clear()
-            with marks("Step"):  # the same replay's whole step: the phases' share of it
-                self._advance(state, dt, queued=True, marks=marks)
-        with self.phases("Step" if replay else "Capture"):
-            how = self.step_graphs.run(key[0], arrangement, step)
+        def steps():  # run where the graph is captured or launched, not where it replays
+            for before in states[:-1]:
+                if marks is None or before is not state:
+                    self._advance(before, dt, queued=True)
+                    continue
+                marks.recorded.clear()
+                with marks("Step"):  # the same replay's whole step: the phases' share of it
+                    self._advance(state, dt, queued=True, marks=marks)
+        with self.phases("Step" if replay else "Capture", steps=length):
+            how = self.step_graphs.run(key[0], arrangement, steps)
         if not replay:
             seconds = time.perf_counter() - start
             self.phases.first_runs += seconds
@@ -677,18 +738,23 @@ class FractionalStep:
                     if any(k[0] is not key[0] for k in self._graph_marks):  # the graphs of an earlier key are gone
                         self._graph_marks.clear()
                     self._graph_marks[(key[0], arrangement)] = marks
-        faces = address(self._targets(state)[1])
-        self._sampled[faces] = marks if replay else None  # only replays are sampled
-        self.readbacks[faces].mark()
+        readbacks = [self.readbacks[address(new.u_s)] for new in states[1:]]
+        launch = _Launch(readbacks[-1])
+        launch.readback.mark()
+        for k, (before, new, readback) in enumerate(zip(states[:-1], states[1:], readbacks)):
+            # only replays are sampled
+            self._queued.append(_Queued(before, dt, new, readback, marks if replay and k == 0 else None, launch))
 
-    def _arrangement(self, key):
-        """The arrangement of the next step graph launched, from its _graph_key:
-        the buffers', and whether it is the marked one, which records CUDA
-        events of its own around each phase (one launch in
-        PhaseTimer.EVERY["Step"]): such event nodes cost a replay's launch
-        and device time (BENCHMARKS.md), so the others are captured without."""
-        marked = self.xp is not numpy and (self._launches + 1) % PhaseTimer.EVERY["Step"] == 0
-        return (*key[1], marked)
+    def _arrangement(self, key, length, state):
+        """The arrangement of the step graph of ``length`` steps from
+        ``state``, from its first step's _graph_key: the buffers', and whether
+        it is a marked one, which records CUDA events of its own around each
+        phase of its first step: those from the first place in the pools
+        (one launch in (2 + depth) / k, the samples spread over Fischer's
+        restarts). Event nodes cost a replay's launch and device time
+        (BENCHMARKS.md), so the others are captured without."""
+        marked = self.xp is not numpy and self._buffers(state)[2] == 0
+        return (*key[1], length, marked)
 
     def _advance(self, state, dt, queued=False, marks=None):
         """The step; ``queued``: its solves queued (graphcg.queue) for a CUDA
@@ -744,7 +810,7 @@ class FractionalStep:
         """The copies of the step's values to the host, into its graph, in the
         readback of the face buffer ``u_s`` it writes (a new StepReadback
         where the arrays are new: only on a run before a capture)."""
-        records = [ksp.getPythonContext().records(count) for _, ksp, count in self._solves()]
+        records = [ksp.getPythonContext().records(count) for _, ksp, count in self.solves]
         sources = [*records, self._largest_value, self._change_value, *(out for _, out in self.watchers),
                    *(() if self.eddy is None else (self.eddy.largest,)),
                    *(() if self.forcing is None or self.forcing.kind != "flow_rate" else (self.forcing.delta,))]
@@ -831,7 +897,7 @@ class FractionalStep:
 
     def _implicit_of(self, u):
         """The FlowState.implicit buffer beside the velocity buffer u (None without a momentum solve)."""
-        return None if self._implicit is None else self._implicit[address(u)]
+        return None if self._implicit is None else self._implicit[id(u)]
 
     def velocity_gradients(self, u, t):
         """(dim * dim, n): the cell gradient of each component of u (the held velocities at time t)."""

@@ -165,6 +165,10 @@ OPTIONS = (
            "the next step launched before the host waits for this one: gpusell on one rank, boundary values steady "
            "in time; where a KSP is not graphcg, and on several ranks (gpusell's halos by NCCL), only the explicit "
            "part; work that cannot be captured runs as launched, with one notice"),
+    Option("flow_graph_steps", "graph_steps", 1, "how many steps (k) one CUDA graph of -flow_cuda_graphs holds "
+           "where more of one dt follow: the host launches and waits once for the k (the next graph launched before "
+           "it waits), and judges each; max(3k, 2k + 2) time levels of the fields kept, and more graphs to capture "
+           "after each change of dt", low=1, high=64),
     Option("flow_assembly", "assembly", "auto", "where the operators are assembled: on the host (NumPy, "
            "scipy), on the GPU (CuPy, cupyx), or auto: where gpusell keeps its matrices (-gpu_backend), on the GPU for "
            "PETSc's cusparse types where one is usable",
@@ -325,7 +329,7 @@ class FlowSolver:
             self.stepper = FractionalStep(self.matrices, self.pressure_ksp, self.momentum_ksp,
                                           extrapolate_pressure=self.pressure_guess != "previous",
                                           cuda_graphs=self.cuda_graphs, eddy=eddy, forcing=forcing,
-                                          fischer=self._fischer_guess())
+                                          fischer=self._fischer_guess(), graph_steps=self.graph_steps)
             self.stepper.track_change = bool(self.steady_tol)  # only a steady state's test reads it every step
         self.xp = self.stepper.xp
         self.diffusion_rate = self.mpi.allreduce(self.operators.diffusion_rate(), op=MPI.MAX)
@@ -538,7 +542,7 @@ class FlowSolver:
                                          f"({first_dt:.4g}): the velocity grows while the CFL limit holds its "
                                          "number down")
             try:
-                new = self.stepper.advance(state, dt, more=going_on(state.step + 1, state.t + dt))
+                new = self.stepper.advance(state, dt, more=self._steps_after(state, dt, steps0))
             except StepFailure as exc:
                 self._blow_up(state, dt, str(exc))
             self._notice_refused_capture()
@@ -566,6 +570,13 @@ class FlowSolver:
             self.save(state)  # the run's end, to go on from with -flow_restart
         self.run_seconds += time.perf_counter() - start
         return state
+
+    def _steps_after(self, state, dt, steps0):
+        """How many steps of dt may follow the step of dt from ``state`` in the run that started at step
+        ``steps0``: to max_steps, or to t_end."""
+        by_count = self.max_steps - (state.step + 1 - steps0)
+        remaining = self.t_end * (1 - 1e-12) - (state.t + dt)
+        return max(0, min(by_count, math.ceil(remaining / dt))) if remaining > 0 else 0
 
     def _notice_refused_capture(self):
         """Once: what of the step cannot be captured and runs as launched."""
