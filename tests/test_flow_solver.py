@@ -461,7 +461,12 @@ def test_steps_launched_ahead_are_the_steps_waited_for_and_spare_the_states_befo
     other = stepper.advance(state, 0.001, more=False)
     assert not stepper._queued and other.dt_old == 0.001 and other.step == state.step + 1
     launched, launch = [], stepper._launch  # a run's graphs hold no step past its last (max_steps)
-    stepper._launch = lambda state, dt, length, key=None: (launched.append(length), launch(state, dt, length, key))
+
+    def counted(*args, **kwargs):
+        before = len(stepper._queued)
+        launch(*args, **kwargs)
+        launched.append(len(stepper._queued) - before)
+    stepper._launch = counted
     solver.max_steps = 13
     end = solver.run(other)
     assert end.step == other.step + 13 == other.step + sum(launched) and max(launched) == graph_steps

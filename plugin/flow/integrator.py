@@ -456,10 +456,6 @@ class FractionalStep:
         self._graph_made = self._made_readback = None
         self._change_value = xp.zeros(1)  # max |u^{n+1} - u^n| of a step's graph
         self.track_change = True  # whether a step's graph computes it (a run that stops at no steady state: not)
-        # StepReadbacks by the face buffer a step writes, made by the first step queued for a graph: one step
-        # and the next copy into different host memory, so that the host reads a step's values while the next
-        # step, launched ahead, runs
-        self.readbacks = {}
         # the steps launched in step graphs and not taken yet (_Queued), in order: those of the graph being taken
         # and of the one launched ahead of it (advance's ``more``)
         self._queued = collections.deque()
@@ -486,6 +482,10 @@ class FractionalStep:
         # FlowState.implicit beside each velocity buffer, so that a step writes the one beside its u^{n+1}
         self._implicit = {id(u): xp.zeros(self.shape) for u in self._velocity} if self.momentum_ksp else None
         self._arrangements, self._last_key = {}, None  # _buffers by the pools' arrays a state holds; _graph_key
+        # StepReadbacks by (the identity of) the face buffer a step writes, made by the first step queued for a
+        # graph: each step copies into host memory of its own, so that the host reads a step's values while the
+        # steps launched after it run
+        self.readbacks = {}
 
     def _capturable(self):
         """Whether the explicit part can be captured: on the GPU, every product
@@ -609,9 +609,7 @@ class FractionalStep:
         launch = step.launch
         if more > len(queued) and (queued[-1].launch if queued else launch) is launch:  # none launched after it
             last = queued[-1].new if queued else step.new
-            length, key = self._length(last, dt, more - len(queued)), self._graph_key(last, dt)
-            if self.step_graphs.captured(key[0], self._arrangement(key, length, last)):
-                self._launch(last, dt, length, key)
+            self._launch(last, dt, self._length(last, dt, more - len(queued)), replayed_only=True)
         if not launch.waited:
             self._wait(launch.readback)
             launch.waited = True
@@ -695,17 +693,21 @@ class FractionalStep:
             self._last_key = key
         return self._last_key, (*self._buffers(state)[1], state.step >= 2, len(self.watchers))
 
-    def _launch(self, state, dt, length, key=None):
+    def _launch(self, state, dt, length, replayed_only=False):
         """``length`` steps from ``state`` as one CUDA graph per arrangement of
         the buffers (all dropped when the key changes), queued for the host to
         take (_Queued): their solves queued into it (graphcg's loops the
         device ends), each new state's convective rate, change and watched
         values computed in it, and everything the host reads of each step
-        copied after it (StepReadback); not waited for. ``key``: the first
-        step's _graph_key (r is 1 from the second step on: the same key)."""
-        key = key or self._graph_key(state, dt)
+        copied after it (StepReadback); not waited for. The key is the first
+        step's _graph_key (r is 1 from the second step on: the same key).
+        ``replayed_only``: launched only where the graph is captured (steps
+        launched ahead: none run eagerly or captured)."""
+        key = self._graph_key(state, dt)
         arrangement = self._arrangement(key, length, state)
         replay = self.step_graphs.captured(key[0], arrangement)
+        if replayed_only and not replay:
+            return
         start = time.perf_counter()
         marks = None
         if arrangement[-1]:  # the marked graph: its own events time its first step's phases
@@ -738,7 +740,7 @@ class FractionalStep:
                     if any(k[0] is not key[0] for k in self._graph_marks):  # the graphs of an earlier key are gone
                         self._graph_marks.clear()
                     self._graph_marks[(key[0], arrangement)] = marks
-        readbacks = [self.readbacks[address(new.u_s)] for new in states[1:]]
+        readbacks = [self.readbacks[id(new.u_s)] for new in states[1:]]
         launch = _Launch(readbacks[-1])
         launch.readback.mark()
         for k, (before, new, readback) in enumerate(zip(states[:-1], states[1:], readbacks)):
@@ -814,9 +816,9 @@ class FractionalStep:
         sources = [*records, self._largest_value, self._change_value, *(out for _, out in self.watchers),
                    *(() if self.eddy is None else (self.eddy.largest,)),
                    *(() if self.forcing is None or self.forcing.kind != "flow_rate" else (self.forcing.delta,))]
-        readback = self.readbacks.get(address(u_s))
+        readback = self.readbacks.get(id(u_s))
         if readback is None or not readback.matches(sources):
-            readback = self.readbacks[address(u_s)] = StepReadback(self.xp, sources)
+            readback = self.readbacks[id(u_s)] = StepReadback(self.xp, sources)
         readback.queue()
 
     def _explicit(self, state, dt, r, target, implicit):
