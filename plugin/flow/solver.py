@@ -532,12 +532,12 @@ class FlowSolver:
         first_dt = None
 
         def going_on(step, t):
-            return step - steps0 < self.max_steps and t < self.t_end * (1 - 1e-12)
+            return step - steps0 < self.max_steps and t < self._t_stop
 
         while going_on(state.step, state.t):
             dt = self._time_step(state, rate)
             first_dt = first_dt or dt
-            if dt < _COLLAPSE * first_dt and state.t + dt < self.t_end * (1 - 1e-12):  # not the last, cut short
+            if dt < _COLLAPSE * first_dt and state.t + dt < self._t_stop:  # not the last, cut short
                 self._blow_up(state, dt, f"the time step fell to {dt:.4g}, below {_COLLAPSE:g} of this run's first "
                                          f"({first_dt:.4g}): the velocity grows while the CFL limit holds its "
                                          "number down")
@@ -571,11 +571,16 @@ class FlowSolver:
         self.run_seconds += time.perf_counter() - start
         return state
 
+    @property
+    def _t_stop(self):
+        """The time past which a run takes no more steps: t_end, less its rounding."""
+        return self.t_end * (1 - 1e-12)
+
     def _steps_after(self, state, dt, steps0):
         """How many steps of dt may follow the step of dt from ``state`` in the run that started at step
-        ``steps0``: to max_steps, or to t_end."""
+        ``steps0`` (run's going_on, counted): to max_steps, or to t_end."""
         by_count = self.max_steps - (state.step + 1 - steps0)
-        remaining = self.t_end * (1 - 1e-12) - (state.t + dt)
+        remaining = self._t_stop - (state.t + dt)
         return max(0, min(by_count, math.ceil(remaining / dt))) if remaining > 0 else 0
 
     def _notice_refused_capture(self):
