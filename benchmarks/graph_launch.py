@@ -3,8 +3,8 @@ nodes only, with device-to-host copies into pinned memory (a flow step's
 readback), with the same values gathered into pinned memory by one kernel,
 with WHILE loops the device ends (graphcg's), and with the memsets and
 device-to-device copies of a graphcg solve's start and end, as such nodes
-or as kernels, and with the event record nodes that time a flow step's
-phases inside its graph. For each: the host's time
+or as kernels, and with what times a flow step's phases inside its graph:
+twelve event record nodes, or twelve kernels that stamp the device's clock. For each: the host's time
 in the launch call (median over launches, the device idle before each, and
 with another graph of the same work launched just before it, still running) and
 the device's time a replay (CUDA events, launches queued behind a spin);
@@ -55,11 +55,17 @@ class Parts:
         self.copy = cupy.ElementwiseKernel("float64 x", "float64 y", "y = x", "graph_launch_copy")
         self.zero = cupy.ElementwiseKernel("", "float64 y", "y = 0.0", "graph_launch_zero")
         self.events = [cupy.cuda.Event() for _ in range(12)]  # a step's phases' marks: six pairs
+        self.clock = cupyx.zeros_pinned(12, numpy.int64)
 
     def marks(self):
         """The flow step's phases timed inside its graph: twelve event record nodes."""
         for event in self.events:
             record_event(event)
+
+    def stamps(self):
+        """The same marks as kernels that stamp the device's clock (plugin.flow.integrator.GraphPhases)."""
+        for slot in range(12):
+            family("flow", cupy).stamp(self.clock, slot)
 
     def kernels(self, count):
         for _ in range(count):
@@ -115,10 +121,12 @@ def variants(parts, kernels, loops, iterations):
         "kernels + copies": lambda: (parts.kernels(kernels), parts.copies()),
         "kernels + one gather": lambda: (parts.kernels(kernels), parts.gather()),
         "kernels + 12 event records": lambda: (parts.kernels(kernels), parts.marks()),
+        "kernels + 12 clock stamps": lambda: (parts.kernels(kernels), parts.stamps()),
         f"kernels + {loops} loops": with_loops(lambda: None),
         f"kernels + {loops} loops + copies": with_loops(parts.copies),
         f"kernels + {loops} loops + one gather": with_loops(parts.gather),
         f"kernels + {loops} loops + one gather + 12 event records": with_loops(lambda: (parts.gather(), parts.marks())),
+        f"kernels + {loops} loops + one gather + 12 clock stamps": with_loops(lambda: (parts.gather(), parts.stamps())),
         "kernels + memsets and copies": lambda: (parts.kernels(kernels), parts.solve_ends(False)),
         "kernels + the same by kernels": lambda: (parts.kernels(kernels), parts.solve_ends(True)),
     }

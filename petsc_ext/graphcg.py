@@ -324,13 +324,14 @@ class GraphCG(PythonKSP):
         solve is unfinished: its caller must solve again)."""
         _, atol, _, max_it = ksp.getTolerances()
         column = _NORM_COLUMNS[ksp.getNormType()]
+        log, monitor, sqrt = ksp.logConvergenceHistory, ksp.monitor, math.sqrt  # a step's hot loop
         results = []
         for record in to_host(self.xp, self.records(count)) if copied is None else copied:
             rows, s = DeviceCG.unpack_floats(record)
             for its, norm in enumerate(rows[column::3]):
-                rnorm = math.sqrt(max(norm, 0.0))  # NaN stays NaN
-                ksp.logConvergenceHistory(rnorm)
-                ksp.monitor(its, rnorm)
+                rnorm = sqrt(max(norm, 0.0))  # NaN stays NaN
+                log(rnorm)
+                monitor(its, rnorm)
             results.append((its, _verdict(rows[-3:], rnorm, s, atol, its >= max_it)))
         ksp.setIterationNumber(results[-1][0])
         ksp.setResidualNorm(rnorm)

@@ -1144,6 +1144,40 @@ def test_the_gather_kernel_writes_its_twins_values_into_pinned_memory_from_a_gra
     assert numpy.array_equal(out, expected) and not numpy.isnan(out).any()
 
 
+def test_the_stamp_kernel_and_its_twin_count_nanoseconds_into_pinned_memory_from_a_graph():
+    """Two clock stamps around a sleep of the host (the device waiting on
+    it, a replayed graph's stamps between), launched and replayed: both
+    twins count at least the sleep's nanoseconds, in order, the device's
+    into pinned host memory."""
+    import time
+
+    import cupy
+    import cupyx
+
+    from gpu_mats.kernels import family
+    from gpu_mats.kernels.cuda_graphs import capture
+
+    pause = 20_000_000  # ns
+    for xp in (numpy, cupy):
+        kernels, stream = family("flow", xp), cupy.cuda.get_current_stream()
+        clock = numpy.zeros(4, numpy.int64) if xp is numpy else cupyx.zeros_pinned(4, numpy.int64)
+
+        def between():
+            kernels.stamp(clock, 1)
+            kernels.stamp(clock, 2)
+        kernels.stamp(clock, 0)  # on the GPU, compiled here: a capture cannot
+        stream.synchronize()
+        time.sleep(pause / 1e9)
+        if xp is numpy:
+            between()
+        else:
+            capture(between).launch(stream)
+        kernels.stamp(clock, 3)
+        stream.synchronize()
+        stamps = clock.tolist()
+        assert stamps[1] - stamps[0] >= pause and 0 <= stamps[2] - stamps[1] <= stamps[3] - stamps[1], (xp, stamps)
+
+
 @pytest.mark.parametrize("levels", ["auto", "algebraic"])
 def test_a_float32_cycle_on_the_gpu_gives_the_hosts_flow(levels):
     """-pressure_pc_gpuamg_vector_type float32 on the box's levels or on an

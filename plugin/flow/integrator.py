@@ -187,42 +187,49 @@ class PhaseTimer:
 
 
 class GraphPhases:
-    """The phases inside a step's CUDA graph, each between two CUDA events
-    that the graph records itself (event record nodes,
-    cuda_graphs.record_event), so that a replayed step's GPU time splits by
-    phase with no launch or wait of its own: read once the host has waited
-    for a replay, before that graph replays again. Made outside the capture
-    (the events), its records made by the run that captures the graph."""
+    """The phases inside a step's CUDA graph, each between two stamps of the
+    device's clock that the graph writes itself (the flow family's stamp
+    kernel, into pinned host memory), so that a replayed step's GPU time
+    splits by phase with no launch or wait of its own: read once the host has
+    waited for a replay, before that graph replays again. Kernels rather than
+    event record nodes, each of which costs every launch of the graph more
+    than a kernel node does (BENCHMARKS.md, "What a graph's launch costs").
+    Made outside the capture (its memory), its stamps queued by the run that
+    captures the graph."""
 
     def __init__(self, xp, names):
-        from gpu_mats.kernels.cuda_graphs import record_event  # CuPy's: only where there is a GPU
+        if xp is numpy:
+            self.clock = numpy.zeros(2 * len(names), numpy.int64)
+        else:
+            import cupyx
 
-        self.xp, self.record = xp, record_event
-        self.events = {name: (xp.cuda.Event(), xp.cuda.Event()) for name in names}
-        self.recorded = []  # the phases the last run recorded, in order
-        self._phases = {name: _GraphPhase(self, name) for name in names}
+            self.clock = cupyx.zeros_pinned(2 * len(names), numpy.int64)
+        self.stamp = family("flow", xp).stamp
+        self.recorded = []  # the phases the last run stamped, in order
+        self._phases = {name: _GraphPhase(self, name, 2 * k) for k, name in enumerate(names)}
 
     def __call__(self, name):
         return self._phases[name]
 
     def elapsed(self):
-        """Seconds of each phase recorded, in its last run (the host past it)."""
-        return {name: self.xp.cuda.get_elapsed_time(*self.events[name]) / 1e3 for name in self.recorded}
+        """Seconds of each phase stamped, in its last run (the host past it)."""
+        clock = self.clock.tolist()
+        return {phase.name: 1e-9 * (clock[phase.slot + 1] - clock[phase.slot]) for phase in self.recorded}
 
 
 class _GraphPhase:
-    """One phase of a GraphPhases: its two events recorded around its work."""
+    """One phase of a GraphPhases: the device's clock stamped around its work."""
 
-    def __init__(self, marks, name):
-        self.marks, self.name = marks, name
+    def __init__(self, marks, name, slot):
+        self.marks, self.name, self.slot = marks, name, slot
 
     def __enter__(self):
-        self.marks.record(self.marks.events[self.name][0])
+        self.marks.stamp(self.marks.clock, self.slot)
         return self
 
     def __exit__(self, *exc):
-        self.marks.record(self.marks.events[self.name][1])
-        self.marks.recorded.append(self.name)
+        self.marks.stamp(self.marks.clock, self.slot + 1)
+        self.marks.recorded.append(self)
 
 
 class _Phase:
@@ -616,17 +623,21 @@ class FractionalStep:
         self.phases.waits += 1
         if step.marks is not None:
             self.phases.add_graph(step.marks)
-        iterations = {}
+        self.momentum_iterations = 0
         for (name, ksp, count), context, records in zip(self.solves, self._contexts, step.readback.host):
-            runs = context.settle(ksp, count, records)  # the readback's first arrays: the solves' records
-            if any(reason == _ITERATING for _, reason in runs):  # a loop stopped short of max_it
-                self._drop_taken(step)
-                return None
-            if runs[-1][1] < 0:
+            total = 0
+            for its, reason in context.settle(ksp, count, records):  # the readback's first arrays: the records
+                if reason == _ITERATING:  # a loop stopped short of max_it
+                    self._drop_taken(step)
+                    return None
+                total += its
+            if reason < 0:
                 self._drop_taken(step)
                 _check(ksp, name)
-            iterations[name] = sum(its for its, _ in runs)
-        self.momentum_iterations, self.pressure_iterations = iterations.get("momentum", 0), iterations["pressure"]
+            if name == "pressure":
+                self.pressure_iterations = total
+            else:
+                self.momentum_iterations = total
         self._graph_made, self._made_readback = step.new.u_s, step.readback
         return step.new
 
@@ -648,11 +659,11 @@ class FractionalStep:
         self.drop_ahead()
         self._undo(step)
 
-
-    def _after(self, state, dt):
-        """The state a step of dt from ``state`` makes, in the buffers it writes (_targets)."""
-        u_p, u_s, p = self._targets(state)
-        return FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt, self._implicit_of(u_p),
+    def _after(self, state, dt, buffers=None):
+        """The state a step of dt from ``state`` makes, in the buffers it writes
+        (_targets; ``buffers``: its _buffers, where the caller has them)."""
+        (u_p, u_s, p), _, _, implicit = buffers or self._buffers(state)
+        return FlowState(u_p, state.u, u_s, p, state.p, state.t + dt, state.step + 1, dt, implicit,
                          state.implicit, state.u_s)
 
     def _targets(self, state):
@@ -661,7 +672,8 @@ class FractionalStep:
 
     def _buffers(self, state):
         """(_targets, the arrangement of the buffers, the place of u in its
-        pool or None) of ``state``: worked out once for each arrangement of
+        pool or None, the FlowState.implicit array beside u^{n+1}) of
+        ``state``: worked out once for each arrangement of
         the time levels' pools, which repeats every few steps, and found
         again by the identities of the arrays the state holds (the host asks
         for each state's several times a step)."""
@@ -673,25 +685,25 @@ class FractionalStep:
                        self._next(self._faces, state.u_s, state.u_s, state.u_s_old),
                        self._next(self._pressure, state.p, state.p, state.p_old))
             place = next((k for k, b in enumerate(self._velocity) if b is state.u), None)
-            buffers = (targets, tuple(address(a) for a in arrays), place)
+            buffers = (targets, tuple(address(a) for a in arrays), place, self._implicit_of(targets[0]))
             pools = (self._velocity, self._velocity, self._faces, self._faces, self._pressure, self._pressure)
             if all(any(a is b for b in pool) for a, pool in zip(arrays, pools)):  # ids the pools keep alive
                 self._arrangements[ids] = buffers
         return buffers
 
-    def _graph_key(self, state, dt):
-        """(key, arrangement) of the step's graph from ``state``: dt, r and the
-        KSPs' workspaces (a solve taken again as launched may have made new
-        ones); the buffers, the extrapolation and the watchers. The key is the
-        same object while it stays the same, so that the graphs' cache finds
-        it by identity."""
+    def _graph_key(self, state, dt, buffers):
+        """(key, arrangement) of the step's graph from ``state`` (its
+        _buffers): dt, r and the KSPs' workspaces (a solve taken again as
+        launched may have made new ones); the buffers, the extrapolation and
+        the watchers. The key is the same object while it stays the same, so
+        that the graphs' cache finds it by identity."""
         r = dt / (state.dt_old or dt)
         if self._contexts is None:  # the graphcg contexts the step's graph queues its solves into
             self._contexts = tuple(ksp.getPythonContext() for _, ksp, _ in self.solves)
         key = (dt, r, *(context.generation for context in self._contexts))
         if key != self._last_key:
             self._last_key = key
-        return self._last_key, (*self._buffers(state)[1], state.step >= 2, len(self.watchers))
+        return self._last_key, (*buffers[1], state.step >= 2, len(self.watchers))
 
     def _launch(self, state, dt, length, replayed_only=False):
         """``length`` steps from ``state`` as one CUDA graph per arrangement of
@@ -701,23 +713,29 @@ class FractionalStep:
         values computed in it, and everything the host reads of each step
         copied after it (StepReadback); not waited for. The key is the first
         step's _graph_key (r is 1 from the second step on: the same key).
+        The graphs that start from the first place in the pools are marked:
+        their own kernels stamp the device's clock around each phase of their
+        first step (GraphPhases; one launch in (2 + depth) / k, the samples
+        spread over Fischer's restarts), the others are captured without.
         ``replayed_only``: launched only where the graph is captured (steps
         launched ahead: none run eagerly or captured)."""
-        key = self._graph_key(state, dt)
-        arrangement = self._arrangement(key, length, state)
+        buffers = self._buffers(state)
+        key, arrangement = self._graph_key(state, dt, buffers)
+        marked = self.xp is not numpy and buffers[2] == 0
+        arrangement = (*arrangement, length, marked)
         replay = self.step_graphs.captured(key[0], arrangement)
         if replayed_only and not replay:
             return
         start = time.perf_counter()
         marks = None
-        if arrangement[-1]:  # the marked graph: its own events time its first step's phases
+        if marked:
             marks = self._graph_marks.get((key[0], arrangement)) if replay else GraphPhases(
                 self.xp, PhaseTimer.PHASES[:6])  # Explicit .. CFL, and the whole Step
         if not replay:  # a new dt's momentum preconditioner set up before a capture, which cannot allocate
             for _, ksp, _ in self.solves:
                 ksp.setUp()
-        states = [state]
-        for _ in range(length):
+        states = [state, self._after(state, dt, buffers)]
+        for _ in range(length - 1):
             states.append(self._after(states[-1], dt))
 
         def steps():  # run where the graph is captured or launched, not where it replays
@@ -746,17 +764,6 @@ class FractionalStep:
         for k, (before, new, readback) in enumerate(zip(states[:-1], states[1:], readbacks)):
             # only replays are sampled
             self._queued.append(_Queued(before, dt, new, readback, marks if replay and k == 0 else None, launch))
-
-    def _arrangement(self, key, length, state):
-        """The arrangement of the step graph of ``length`` steps from
-        ``state``, from its first step's _graph_key: the buffers', and whether
-        it is a marked one, which records CUDA events of its own around each
-        phase of its first step: those from the first place in the pools
-        (one launch in (2 + depth) / k, the samples spread over Fischer's
-        restarts). Event nodes cost a replay's launch and device time
-        (BENCHMARKS.md), so the others are captured without."""
-        marked = self.xp is not numpy and self._buffers(state)[2] == 0
-        return (*key[1], length, marked)
 
     def _advance(self, state, dt, queued=False, marks=None):
         """The step; ``queued``: its solves queued (graphcg.queue) for a CUDA

@@ -28,3 +28,10 @@ def gather(out, plan):
     is pinned host memory, which the kernel writes through unified
     addressing: a step's few values reach the host by one kernel of its
     CUDA graph, where a copy a value cost the graph a memcpy node each."""
+
+
+def stamp(out, slot):
+    """out[slot] = the device's clock in nanoseconds (int64; out may be
+    pinned host memory, written through unified addressing): two stamps
+    time the work queued between them, inside a CUDA graph too, where an
+    event record node costs the graph's launch several times a kernel's."""

@@ -57,3 +57,9 @@ def gather(out, plan):
     if pointers.size:
         address = out.data.ptr if isinstance(out, cupy.ndarray) else out.ctypes.data
         _kernel("gather")((pointers.size,), (128,), (pointers, lengths, offsets, numpy.uint64(address)))
+
+
+def stamp(out, slot):
+    """The device's %globaltimer into out[slot], one thread (flow.cu)."""
+    address = out.data.ptr if isinstance(out, cupy.ndarray) else out.ctypes.data
+    _kernel("stamp")((1,), (1,), (numpy.uint64(address), numpy.int64(slot)))

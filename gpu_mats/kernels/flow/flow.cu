@@ -51,3 +51,10 @@ extern "C" __global__ void gather(const double* const* sources, const long long*
     for (long long i = threadIdx.x; i < lengths[k]; i += blockDim.x)
         out[offsets[k] + i] = sources[k][i];
 }
+
+extern "C" __global__ void stamp(long long* out, long long slot)
+{
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));  // nanoseconds (PTX ISA)
+    out[slot] = (long long)now;
+}

@@ -1,5 +1,7 @@
 """The flow driver's vector updates on the host: NumPy twins of ``flow.cu``."""
 
+import time
+
 import numpy
 
 
@@ -34,3 +36,8 @@ def gather(out, plan):
     """Twin of flow.cu's gather."""
     for source, start, end in plan:
         out[start:end] = source.ravel()
+
+
+def stamp(out, slot):
+    """Twin of flow.cu's stamp: the host's monotonic clock in nanoseconds."""
+    out[slot] = time.perf_counter_ns()
