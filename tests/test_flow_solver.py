@@ -460,6 +460,7 @@ def test_steps_launched_ahead_are_the_steps_waited_for_and_spare_the_states_befo
     assert numpy.array_equal(basis.X, X) and numpy.array_equal(basis.state, count)
     other = stepper.advance(state, 0.001, more=False)
     assert not stepper._queued and other.dt_old == 0.001 and other.step == state.step + 1
+    assert stepper.step_graphs.key[:2] == (0.001, 0.5)  # the new dt's first graph: a key of its own ratio
     launched, launch = [], stepper._launch  # a run's graphs hold no step past its last (max_steps)
 
     def counted(*args, **kwargs):

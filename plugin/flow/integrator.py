@@ -468,7 +468,7 @@ class FractionalStep:
         self._queued = collections.deque()
         self._contexts = None  # the KSPs' graphcg contexts, where a step's graph queues the solves
         self.steps_ahead = 0  # steps taken as launched ahead
-        self._graph_marks = {}  # GraphPhases of each marked step graph captured under the current key
+        self._graph_marks = {}  # GraphPhases of each marked arrangement of a step graph, kept while steps run
 
     def time_levels(self):
         """New buffers of the time levels, taken in turn: a step writes the
@@ -723,14 +723,15 @@ class FractionalStep:
         key, arrangement = self._graph_key(state, dt, buffers)
         marked = self.xp is not numpy and buffers[2] == 0
         arrangement = (*arrangement, length, marked)
-        replay = self.step_graphs.captured(key[0], arrangement)
+        replay = self.step_graphs.captured(key, arrangement)
         if replayed_only and not replay:
             return
         start = time.perf_counter()
         marks = None
-        if marked:
-            marks = self._graph_marks.get((key[0], arrangement)) if replay else GraphPhases(
-                self.xp, PhaseTimer.PHASES[:6])  # Explicit .. CFL, and the whole Step
+        if marked:  # one GraphPhases an arrangement, under every key: a launch still running writes its memory
+            marks = self._graph_marks.get(arrangement)
+            if marks is None:
+                marks = self._graph_marks[arrangement] = GraphPhases(self.xp, PhaseTimer.PHASES[:6])  # .. CFL, Step
         if not replay:  # a new dt's momentum preconditioner set up before a capture, which cannot allocate
             for _, ksp, _ in self.solves:
                 ksp.setUp()
@@ -747,17 +748,13 @@ class FractionalStep:
                 with marks("Step"):  # the same replay's whole step: the phases' share of it
                     self._advance(state, dt, queued=True, marks=marks)
         with self.phases("Step" if replay else "Capture", steps=length):
-            how = self.step_graphs.run(key[0], arrangement, steps)
+            how = self.step_graphs.run(key, arrangement, steps)
         if not replay:
             seconds = time.perf_counter() - start
             self.phases.first_runs += seconds
             if how == "captured":
                 self.phases.captures += 1
                 self.phases.capture_seconds += seconds
-                if marks is not None:
-                    if any(k[0] is not key[0] for k in self._graph_marks):  # the graphs of an earlier key are gone
-                        self._graph_marks.clear()
-                    self._graph_marks[(key[0], arrangement)] = marks
         readbacks = [self.readbacks[id(new.u_s)] for new in states[1:]]
         launch = _Launch(readbacks[-1])
         launch.readback.mark()
