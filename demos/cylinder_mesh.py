@@ -30,11 +30,12 @@ CELLS = ("tetrahedra", "prisms")  # of a 3D mesh
 LAYERS = 20  # of prisms along z at level 0
 
 
-def make(dim, level, path, order=2, cells="tetrahedra", scale=1.0, algorithm=None):
+def make(dim, level, path, order=2, cells="tetrahedra", scale=1.0, algorithm=None, layers=None):
     """Write the channel of ``dim`` at refinement ``level`` to ``path`` (gmsh .msh 4); return its cell
     count. In 3D ``cells`` "prisms" extrudes the 2D mesh of the cross-section at 2D's size (SIZE[2] / 2^K,
     a quarter of it on the cylinder) along z in 20 * 2^K equal layers, so the cells are as orthogonal as
-    2D's triangles; "tetrahedra" meshes the volume at SIZE[3] / 2^K. ``scale`` multiplies the cells'
+    2D's triangles (``layers`` of them if given: one, and benchmarks/extrude_prisms.py repeats it where gmsh
+    is not, a level-2 file being too large to carry); "tetrahedra" meshes the volume at SIZE[3] / 2^K. ``scale`` multiplies the cells'
     sizes and ``algorithm`` is gmsh's 2D one (Mesh.Algorithm; None: gmsh's default, Frontal-Delaunay):
     meshes as fine as a level's that place their cells otherwise (benchmarks/mesh_noise.py)."""
     if cells not in CELLS:
@@ -51,7 +52,7 @@ def make(dim, level, path, order=2, cells="tetrahedra", scale=1.0, algorithm=Non
             occ.cut([(2, channel)], [(2, body)])
             if prisms:
                 surface = occ.getEntities(2)
-                occ.extrude(surface, 0, 0, HEIGHT, numElements=[LAYERS * 2**level], recombine=True)
+                occ.extrude(surface, 0, 0, HEIGHT, numElements=[layers or LAYERS * 2**level], recombine=True)
         else:
             channel = occ.addBox(0, 0, 0, length, HEIGHT, HEIGHT)
             body = occ.addCylinder(cx, cy, 0, 0, 0, HEIGHT, DIAMETER / 2)
@@ -166,9 +167,10 @@ def main():
     parser.add_argument("--order", type=int, choices=(1, 2), default=2, help="geometry order of the cells")
     parser.add_argument("--cells", choices=CELLS, default="tetrahedra", help="3D: tetrahedra, or prisms "
                         "extruded from the cross-section's triangles")
+    parser.add_argument("--layers", type=int, help="3D prisms: their layers along z (default 20 * 2^K)")
     parser.add_argument("--out", required=True, help="the .msh file to write")
     args = parser.parse_args()
-    cells = make(args.dim, args.level, args.out, args.order, args.cells)
+    cells = make(args.dim, args.level, args.out, args.order, args.cells, layers=args.layers)
     print(f"cylinder_mesh: {args.out}: {cells} cells ({args.dim}D, level {args.level}, order {args.order}, "
           f"{args.cells if args.dim == 3 else 'triangles'})")
 

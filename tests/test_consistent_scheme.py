@@ -5,6 +5,7 @@ operators as the symmetric scheme on a box, and a flow whose face
 velocities stay divergence-free."""
 
 import dataclasses
+import types
 
 import numpy
 import pytest
@@ -15,7 +16,7 @@ from petsc_ext.options import OptionError, option_defaults
 from plugin.flow.boundary import Outflow, Wall, conditions_by_tag, walls_at_rest
 from plugin.flow.box import box_geometry
 from plugin.flow.faces import BoundaryFaces, CellPattern, HalfFaces
-from plugin.flow.least_squares import GradientError, least_squares_gradient
+from plugin.flow.least_squares import BATCH, GradientError, _check, least_squares_gradient
 from plugin.flow.mesh import mesh_geometry
 from plugin.flow.operators import FlowOperators, host_matrix
 from plugin.flow.scheme import PARTS
@@ -85,6 +86,18 @@ def test_a_cell_whose_neighbours_lie_on_a_line_is_refused_by_name():
                             boundary_centroids=g.boundary_centroids[:0], boundary_tags=g.boundary_tags[:0])
     with pytest.raises(GradientError, match=r"cell 0 \(centroid \[0.5 0.5\]\) and 2 more: .*on a line or a plane"):
         _gradient(g, numpy.zeros(0, bool))
+
+
+@pytest.mark.gpu
+def test_the_check_of_millions_of_cells_on_the_gpu_names_a_singular_cell_past_the_first_batch():
+    import cupy
+
+    n = 12 * BATCH  # a 3M-cell mesh: cuSOLVER refuses its normal matrices in one batch
+    normal = cupy.tile(cupy.eye(3), (n, 1, 1))
+    normal[n - 2, 2, 2] = 0.0
+    g = types.SimpleNamespace(cell_numbers=numpy.arange(n), centroids=numpy.zeros((n, 3)))
+    with pytest.raises(GradientError, match=rf"cell {n - 2} \(centroid \[0\. 0\. 0\.\]\) and 0 more"):
+        _check(g, normal)
 
 
 def _operators(g, scheme, outflow=None):

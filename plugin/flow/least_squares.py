@@ -23,6 +23,9 @@ from .mesh import MeshError
 # The smallest eigenvalue of a cell's normal matrix over its largest below
 # this: its neighbours do not span every direction (all on a line or a plane).
 SINGULAR = 1e-8
+# Cells whose normal matrices go to the batched eigensolver at once: cuSOLVER
+# refuses a batch of a few million (its workspace's size overflows).
+BATCH = 1 << 18
 
 
 class GradientError(MeshError):
@@ -58,7 +61,8 @@ def _check(g, normal):
     if not len(normal):
         return
     xp = array_module(normal)
-    eigenvalues = to_host(xp, xp.linalg.eigvalsh(normal))
+    eigenvalues = numpy.concatenate([to_host(xp, xp.linalg.eigvalsh(normal[start:start + BATCH]))
+                                     for start in range(0, len(normal), BATCH)])
     ratio = eigenvalues[:, 0] / numpy.maximum(eigenvalues[:, -1], numpy.finfo(float).tiny)
     bad = numpy.flatnonzero(~(ratio > SINGULAR))
     if len(bad):
