@@ -10,7 +10,10 @@ parabolic inflow at "inlet" (in 3D the product of two parabolas), no slip on
 "wall" and "cylinder", the outflow at "outlet" held at pressure 0. The mesh
 is gmsh's (demos/cylinder_mesh.py) at -cyl_level K (in 3D -cyl_cells prisms,
 the cross-section's triangles extruded, or tetrahedra), or any mesh given
-with -flow_mesh that has those four groups.
+with -flow_mesh that has those four groups. The scheme is the consistent one
+(-flow_scheme consistent: second order on these non-orthogonal cells, where
+the symmetric scheme's drag converges to another value than the reference's,
+BENCHMARKS.md; -flow_scheme symmetric takes that one).
 
     python demos/cylinder.py -cyl_case 2d1 -cyl_level 2 -flow_output_dir out
 
@@ -86,10 +89,11 @@ CASES = {
     "3d1z": Case(3, 0.45, 0.2, 30.0, True, ((0.45, 0.2, 0.205), (0.55, 0.2, 0.205)),
                  {"c_D": 6.18533, "c_L": 0.009401, "delta_p": 0.170}),
 }
-# The diffusion's non-orthogonal correction is on: gmsh's triangles are not orthogonal, and without it the
-# two-point flux's error does not vanish with h (2D-1's c_D stayed 0.7-0.8% low on levels 1 and 2; with it
-# 0.08% and 0.12% high, BENCHMARKS.md).
-COMMON = {"flow_diffusion": "implicit", "flow_nonorthogonal": True}
+# The consistent scheme: gmsh's triangles, prisms and tetrahedra are not orthogonal, and with the symmetric
+# scheme the errors of the two-point face gradients and of the cell gradient -Omega^-1 M^T do not vanish with
+# h (BENCHMARKS.md, "Flow around a cylinder"); every case here is a resolved viscous flow, which its face
+# memory holds. Its diffusion's non-orthogonal correction stays on with -flow_scheme symmetric.
+COMMON = {"flow_diffusion": "implicit", "flow_scheme": "consistent", "flow_nonorthogonal": True}
 STEADY = {**COMMON, "flow_steady_tol": 1e-5, "pressure_ksp_rtol": 1e-10}
 UNSTEADY = {**COMMON, "flow_cfl": 0.5}
 
@@ -155,8 +159,7 @@ def main():
     order = reader.int("cyl_order", 2, "geometry order of the gmsh mesh's cells (2: the cylinder curved)", low=1,
                        high=2)
     cells = reader.choice("cyl_cells", "prisms", CELLS, "3D: prisms extruded from the cross-section's triangles, "
-                          "or tetrahedra (take -flow_scheme consistent on them: with the symmetric scheme 3D-1Z's c_D "
-                          "moves away from the reference with refinement, BENCHMARKS.md)")
+                          "or tetrahedra")
     t_end = reader.real("cyl_t_end", case.t_end, "time to run to (steady cases stop earlier at a steady state)",
                         low=0.0, above=0.0)
     mesh_path = reader.string("flow_mesh", "", "run on this mesh (groups inlet, outlet, wall, cylinder) instead")

@@ -67,7 +67,7 @@ def test_a_restarted_run_writes_the_forces_of_the_whole_run(tmp_path):
 
 
 def test_the_projection_never_amplifies_a_velocity_on_the_3d_cylinders_tetrahedra(tmp_path):
-    """3D-1Z's coarsest gmsh mesh (7,902 tetrahedra, where Gamma's midpoint
+    """The symmetric scheme on 3D-1Z's coarsest gmsh mesh (7,902 tetrahedra, where Gamma's midpoint
     weights made the cell correction scale one mode by -1.196 and every flow
     blow up in ~60 steps): repeated projections of a random velocity (no
     inflow, so the map is linear) shrink its Omega-norm or keep it, down to the
@@ -79,7 +79,7 @@ def test_the_projection_never_amplifies_a_velocity_on_the_3d_cylinders_tetrahedr
     parts = distribute(path, MPI.COMM_WORLD.Split(MPI.COMM_WORLD.rank), "metis")
     rest = {"inlet": cylinder.Inflow(lambda x, t: 0 * x), "outlet": cylinder.Outflow(), "wall": cylinder.Wall(),
             "cylinder": cylinder.Wall()}
-    with cylinder.option_defaults("", {**cylinder.STEADY, "pressure_ksp_rtol": 1e-12}):
+    with cylinder.option_defaults("", {**cylinder.STEADY, "flow_scheme": "symmetric", "pressure_ksp_rtol": 1e-12}):
         solver = cylinder.FlowSolver(parts.geometry, PETSc.COMM_SELF, "aij", cylinder.NU, rest)
     state, volumes = solver.initial_state(), parts.geometry.volumes
     state.u[...] = numpy.random.default_rng(0).standard_normal(state.u.shape)
@@ -93,8 +93,8 @@ def test_the_projection_never_amplifies_a_velocity_on_the_3d_cylinders_tetrahedr
     assert max(factors) < 1 + 1e-4 and 0.99 < factors[-1] < 1 + 1e-4
     solver.destroy()
     case = cylinder.CASES["3d1z"]
-    with cylinder.option_defaults("", {**cylinder.STEADY, "flow_max_steps": 300, "flow_t_end": 30,
-                                       "flow_velocity_scale": case.peak}):
+    with cylinder.option_defaults("", {**cylinder.STEADY, "flow_scheme": "symmetric", "flow_max_steps": 300,
+                                       "flow_t_end": 30, "flow_velocity_scale": case.peak}):
         solver = cylinder.FlowSolver(parts.geometry, PETSc.COMM_SELF, "aij", cylinder.NU,
                                      {**rest, "inlet": cylinder.Inflow(cylinder.inflow(case))})
     energies = []
@@ -156,6 +156,33 @@ def test_3d_prisms_of_second_order_hold_the_channels_volume(tmp_path):
         assert abs(g.volumes.sum() / exact - 1) < tolerance
         on = g.boundary_tags == g.boundary_names["cylinder"]
         assert numpy.abs((g.boundary_areas[on, None] * g.boundary_normals[on]).sum(axis=0)[:2]).max() < 1e-12
+
+
+def test_one_layer_of_prisms_extruded_in_numpy_is_gmshs_own_mesh(tmp_path):
+    """benchmarks/extrude_prisms.py on cylinder_mesh.py's level 0 made with one
+    layer gives the finite-volume geometry and groups of gmsh's 20 layers."""
+    import meshio
+
+    from plugin.flow.mesh import mesh_geometry
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import extrude_prisms
+
+    one, whole = str(tmp_path / "one.msh"), str(tmp_path / "whole.msh")
+    assert cylinder_mesh.make(3, 0, one, 2, "prisms", layers=1) == 1912
+    cylinder_mesh.make(3, 0, whole, 2, "prisms")
+    extruded = str(tmp_path / "extruded.msh")
+    meshio.write(extruded, extrude_prisms.extrude(meshio.read(one), 20), file_format="gmsh22", binary=True)
+    ours, gmsh = mesh_geometry(meshio.read(extruded)), mesh_geometry(meshio.read(whole))
+    assert ours.num_global_cells == gmsh.num_global_cells == 38240
+    for field in ("centroids", "boundary_centroids"):
+        a, b = getattr(ours, field), getattr(gmsh, field)
+        a, b = a[numpy.lexsort(numpy.round(a, 9).T)], b[numpy.lexsort(numpy.round(b, 9).T)]
+        numpy.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    numpy.testing.assert_allclose(numpy.sort(ours.volumes), numpy.sort(gmsh.volumes), rtol=1e-9)
+    assert set(ours.boundary_names) == set(gmsh.boundary_names)
+    for name, tag in ours.boundary_names.items():
+        assert (ours.boundary_tags == tag).sum() == (gmsh.boundary_tags == gmsh.boundary_names[name]).sum() > 0
 
 
 @pytest.mark.mpi
