@@ -210,6 +210,30 @@ def test_time_dependent_inflow_keeps_the_divergence_zero_every_step():
     assert numpy.ptp(fluxes) > 0.01  # the inflow did change
 
 
+def test_an_unsteady_inflow_keeps_its_values_and_vecs_in_the_same_arrays_every_step():
+    """BoundarySources writes each time's values into the same arrays, so
+    that the Vecs PETSc's products wrap over them are made once: with a new
+    array a step, each step made a Vec that kept its array alive (2D-3's run
+    grew by its cells' values a step until the host ran out of memory)."""
+    pulse = Inflow(lambda x, t: numpy.column_stack([(1 + numpy.sin(3 * t)) * x[:, 1] * (1 - x[:, 1]),
+                                                    0 * x[:, 1]]), steady=False)
+    _, solver = make_solver((12, 6), (False, False), 0.02, {"flow_max_steps": 2}, walls={"xmin": pulse,
+                            "xmax": Outflow()}, lengths=(2.0, 1.0), mat_type="aij")
+    boundary, ops = solver.stepper.boundary, solver.operators
+    first = boundary(0.1)
+    inflow = first[1].copy()
+    again = boundary(0.4)
+    assert all(a is b for a, b in zip(first, again))
+    cells = ops.boundary_to_cells @ ops.boundary_values(0.4, ops.boundary_velocity(0.4)).T
+    numpy.testing.assert_allclose(again[1], cells[:, ops.dim], rtol=1e-14, atol=1e-16)
+    assert abs(again[1] - inflow).max() > 0.01 * abs(inflow).max()
+    state = solver.run(solver.initial_state())
+    vecs = len(solver.matrices.vecs._vecs)
+    for _ in range(3):
+        state = solver.run(state)
+    assert len(solver.matrices.vecs._vecs) == vecs
+
+
 def test_backflow_through_an_outflow_brings_no_momentum():
     """C's values from face velocities with fluid flowing back in through the
     outflow: that face's term is left out (max(F, 0)), so C + C^T stays
