@@ -33,11 +33,12 @@ LAYERS = 20  # of prisms along z at level 0
 def make(dim, level, path, order=2, cells="tetrahedra", scale=1.0, algorithm=None, layers=None):
     """Write the channel of ``dim`` at refinement ``level`` to ``path`` (gmsh .msh 4); return its cell
     count. In 3D ``cells`` "prisms" extrudes the 2D mesh of the cross-section at 2D's size (SIZE[2] / 2^K,
-    a quarter of it on the cylinder) along z in 20 * 2^K equal layers, so the cells are as orthogonal as
-    2D's triangles (``layers`` of them if given: one, and benchmarks/extrude_prisms.py repeats it where gmsh
-    is not, a level-2 file being too large to carry); "tetrahedra" meshes the volume at SIZE[3] / 2^K. ``scale`` multiplies the cells'
-    sizes and ``algorithm`` is gmsh's 2D one (Mesh.Algorithm; None: gmsh's default, Frontal-Delaunay):
-    meshes as fine as a level's that place their cells otherwise (benchmarks/mesh_noise.py)."""
+    a quarter of it on the cylinder) along z in 20 * 2^K equal layers (or ``layers``: with one,
+    benchmarks/extrude_prisms.py repeats it where gmsh is not, a fine level's file being too large to
+    carry), so the cells are as orthogonal as 2D's triangles; "tetrahedra" meshes the volume at SIZE[3] /
+    2^K. ``scale`` multiplies the cells' sizes and ``algorithm`` is gmsh's 2D one (Mesh.Algorithm; None:
+    gmsh's default, Frontal-Delaunay): meshes as fine as a level's that place their cells otherwise
+    (benchmarks/mesh_noise.py)."""
     if cells not in CELLS:
         raise ValueError(f"cells must be one of {', '.join(CELLS)}, not {cells!r}")
     prisms = dim == 3 and cells == "prisms"
