@@ -985,7 +985,12 @@ class FractionalStep:
         and joins its basis (kept under the key where queued, for _undo)."""
         m, n = self.matrices, self.cell_scratch.size
         fischer = self.fischer if step is not None else None
-        self._interpolated(u_p, t, self.w)
+        guess_gradient = None
+        if step is not None and m.held_difference is not None:  # G q*: the momentum phase's, else made here
+            if self.momentum_ksp is None:
+                m.G(self.q_guess, self.gradient.ravel())
+            guess_gradient = self.gradient
+        self._interpolated(u_p, t, self.w, guess_gradient)
         if face_terms is not None:
             self.w += face_terms
         start(get_array(self.q, "w", n))
@@ -1032,12 +1037,19 @@ class FractionalStep:
                     restore_array(self.q, "r")
         return get_array(self.q, "r", n)
 
-    def _interpolated(self, u, t, out):
-        """out = Gamma u (+ K grad u, the skewness correction; the held velocities at time t)."""
+    def _interpolated(self, u, t, out, guess_gradient=None):
+        """out = Gamma u (+ K grad u, the skewness correction; the held velocities
+        at time t). ``guess_gradient``: G q* where u is u^p, which does not hold
+        the walls' velocities, u^p + G q* (about u^{n+1}) does: grad u^p is then
+        that of u^p + G q* less the gradient of G q* with every boundary face
+        free (held_difference on G q*)."""
         m = self.matrices
         m.Gamma(u.ravel(), out)
         if m.skewness_correction is not None:
-            m.skewness_correction(self.velocity_gradients(u, t).ravel(), out, out)
+            gradients = self.velocity_gradients(u, t).ravel()
+            if guess_gradient is not None:
+                m.held_difference(guess_gradient.ravel(), gradients, gradients)
+            m.skewness_correction(gradients, out, out)
 
     def _face_velocities(self):
         """w + c: the face velocities the pressure corrects (w without the deferred correction)."""

@@ -11,6 +11,18 @@ Each neighbour j of cell i gives an equation d . g_i = phi_j - phi_i
 face's), each face where the normal gradient is zero (delta n) . g_i = 0;
 every equation weighted by 1 / |d|^2, so that only directions count. On a
 uniform box this is the central difference, and Green-Gauss's to rounding.
+
+A pressure's normal gradient at a wall is not zero (it balances the
+viscous and body forces there), and an equation that says so makes the
+wall cells' gradients, and with them the pressure, first order (Beltrami
+on tetrahedra: the wall layer's error converging at about 1). So with
+``free_where_needed`` a cell takes its zero-normal-gradient equations only
+where its other equations leave some direction ill-determined (a cell in
+a corner: the smallest eigenvalue of its normal matrix without them below
+NEEDED of its largest), or where every face of it is orthogonal (n along
+d, and along r at its boundary faces: a box's cell, where with them least
+squares is the Green-Gauss gradient of the symmetric scheme, which boxes
+keep).
 """
 
 import numpy
@@ -26,25 +38,40 @@ SINGULAR = 1e-8
 # Cells whose normal matrices go to the batched eigensolver at once: cuSOLVER
 # refuses a batch of a few million (its workspace's size overflows).
 BATCH = 1 << 18
+# A cell's zero-normal-gradient equations are kept (free_where_needed) where
+# without them its normal matrix's smallest eigenvalue is below this much of
+# its largest.
+NEEDED = 0.1
+# A face is orthogonal where n differs from d / (n . d) by less than this.
+ORTHOGONAL = 1e-9
 
 
 class GradientError(MeshError):
     """A cell whose neighbours leave its least-squares gradient undetermined."""
 
 
-def least_squares_gradient(g, h, pattern, fixed, free):
+def least_squares_gradient(g, h, pattern, fixed, free, free_where_needed=False):
     """(G, S): the gradient g = G phi + S phi_b of the rank's cells, G stacked
     (dim blocks of rows, one per direction) on ``pattern``'s sparsity with
     global columns, S (dim n, len(fixed)) the part of the values phi_b of the
     boundary faces ``fixed`` (faces.BoundaryFaces, in ``pattern``'s array
-    module); ``free`` holds the boundary faces of zero normal gradient."""
+    module); ``free`` holds the boundary faces of zero normal gradient, whose
+    equations, with ``free_where_needed``, only the cells that need them take
+    (the module's docstring)."""
     xp = pattern.xp
     n, dim = g.num_cells, g.dim
-    rows = xp.concatenate((h.row, fixed.row, free.row))
-    equations = xp.concatenate((h.across, fixed.reach, free.distance[:, None] * free.normal))
+    rows = xp.concatenate((h.row, fixed.row))
+    equations = xp.concatenate((h.across, fixed.reach))
+    if free_where_needed:
+        free_equations = free.distance[:, None] * free.normal
+        needed = _free_needed(g, h, rows, equations, free, xp)
+        rows = xp.concatenate((rows, free.row[needed]))
+        equations = xp.concatenate((equations, free_equations[needed]))
+    else:
+        rows = xp.concatenate((rows, free.row))
+        equations = xp.concatenate((equations, free.distance[:, None] * free.normal))
     weights = 1.0 / (equations * equations).sum(axis=1)
-    normal = xp.stack([xp.stack([xp.bincount(rows, weights * equations[:, a] * equations[:, b], n)
-                                 for b in range(dim)], axis=-1) for a in range(dim)], axis=-2)
+    normal = _normal_matrices(rows, equations, weights, n, dim, xp)
     _check(g, normal)
     coefficients = xp.einsum("kab,kb->ka", xp.linalg.inv(normal)[rows], weights[:, None] * equations)
     interior, given = coefficients[:len(h.row)], coefficients[len(h.row):len(h.row) + len(fixed.row)]
@@ -54,6 +81,30 @@ def least_squares_gradient(g, h, pattern, fixed, free):
     source = csr(given.T.ravel(), xp.concatenate([d * n + fixed.row for d in range(dim)]), xp.tile(columns, dim),
                  (dim * n, len(fixed.row)))
     return pattern.stacked(blocks), source
+
+
+def _normal_matrices(rows, equations, weights, n, dim, xp):
+    """(n, dim, dim): each cell's sum of w e e^T over its equations e."""
+    return xp.stack([xp.stack([xp.bincount(rows, weights * equations[:, a] * equations[:, b], n)
+                               for b in range(dim)], axis=-1) for a in range(dim)], axis=-2)
+
+
+def _free_needed(g, h, rows, equations, free, xp):
+    """Which of the ``free`` faces' equations their cells need: where the
+    cell's other equations (``rows``, ``equations``) leave a direction
+    ill-determined, or where every face of the cell is orthogonal."""
+    n, dim = g.num_cells, g.dim
+    normal = _normal_matrices(rows, equations, 1.0 / (equations * equations).sum(axis=1), n, dim, xp)
+    cells = xp.unique(free.row)
+    eigenvalues = xp.concatenate([xp.linalg.eigvalsh(normal[cells[start:start + BATCH]])
+                                  for start in range(0, len(cells), BATCH)]) if len(cells) else xp.zeros((0, dim))
+    ill = xp.zeros(n, dtype=bool)
+    ill[cells] = ~(eigenvalues[:, 0] > NEEDED * eigenvalues[:, -1])
+    skew = h.outward - h.across / h.distance[:, None]
+    skew_b = free.normal - free.reach / free.distance[:, None]
+    oblique = xp.bincount(h.row, ((skew * skew).sum(axis=1) > ORTHOGONAL**2).astype(float), n)
+    oblique += xp.bincount(free.row, ((skew_b * skew_b).sum(axis=1) > ORTHOGONAL**2).astype(float), n)
+    return (ill | (oblique == 0))[free.row]
 
 
 def _check(g, normal):

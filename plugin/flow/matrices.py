@@ -60,7 +60,8 @@ class FlowMatrices:
     ``Ms``, ``Gamma``, ``Gs``, ``G``, ``C``, ``K`` (the explicit part of
     diffusion: D, or D/2 with Crank-Nicolson), ``flux_rate`` and ``E``, and
     where the boundary or the scheme asks for them ``slip``,
-    ``velocity_gradient`` (every velocity component's at once), ``face_pairs``
+    ``velocity_gradient`` (every velocity component's at once), ``held_difference`` (the same
+    layout), ``face_pairs``
     (with the damping face memory: each flux face's two cells' values summed), ``E_D``
     (the eddy viscosities' part of K's values, refresh_diffusion) and
     ``eddy_rate`` (their part of each D_ii / Omega_i),
@@ -98,6 +99,9 @@ class FlowMatrices:
             counts = comm.tompi4py().allgather(n)
             loop["velocity_gradient"] = (component_blocks(host_matrix(ops.velocity_gradient), dim, counts), dim * n,
                                          "grad u (every component)")
+        if ops.held_difference is not None:
+            loop["held_difference"] = (component_blocks(host_matrix(ops.held_difference), dim, counts), dim * n,
+                                       "grad u held - free (u^p's held velocities)")
         if ops.diffusion_correction is not None:
             loop["diffusion_correction"] = (ops.diffusion_correction * -ops.nu, dim * dim * n,
                                             "-nu T grad u (diffusion)")
@@ -130,8 +134,8 @@ class FlowMatrices:
         self.Ms, self.Gamma, self.Gs, self.G = map(self._product, ("Ms", "Gamma", "Gs", "G"))
         self.K, self.flux_rate, self.C, self.E, self.E_D, self.eddy_rate = map(
             self._product, ("K", "flux_rate", "C", "E", "E_D", "eddy_rate"))
-        self.slip, self.velocity_gradient, self.face_pairs = map(self._product,
-                                                                 ("slip", "velocity_gradient", "face_pairs"))
+        self.slip, self.velocity_gradient, self.held_difference, self.face_pairs = map(
+            self._product, ("slip", "velocity_gradient", "held_difference", "face_pairs"))
         self.diffusion_correction, self.pressure_correction, self.skewness_correction, self.convection_correction = map(
             self._product, ("diffusion_correction", "pressure_correction", "skewness_correction",
                             "convection_correction"))
@@ -173,7 +177,7 @@ class FlowMatrices:
         walls, under the symmetric scheme without LES, each checked against
         the assembled operator on a random vector; else None."""
         ops, g = self.ops, self.ops.geometry
-        extras = (ops.slip, ops.velocity_gradient, ops.diffusion_correction, ops.pressure_correction,
+        extras = (ops.slip, ops.velocity_gradient, ops.held_difference, ops.diffusion_correction, ops.pressure_correction,
                   ops.skewness_correction, ops.convection_correction, ops.eddy_diffusion)
         if (box is None or not self._sell_operators_fit() or any(e is not None for e in extras)
                 or len(ops.open_faces) or not all(isinstance(c, Wall) for c in ops.conditions.values())):

@@ -56,6 +56,10 @@ normal velocity; inflow faces carry a given one, a source.
           inflows (velocity_gradient_source: the part of those values), zero
           normal gradient across outflows and slip faces; or G with a velocity's
           boundary values (0 on walls at rest, the cell's elsewhere)
+  held_difference  cells^d -> cells^d  velocity_gradient less the least-squares gradient with every
+          boundary face free (zero normal gradient), on the rows of boundary cells: applied to G q*, it
+          gives u^p's interpolation the held velocities of u^p + G q* (about u^{n+1}), not of u^p, which
+          differs from them at walls by G q (plugin.flow.integrator); with the skewness correction
   diffusion_correction, pressure_correction, skewness_correction, convection_correction  the corrections
           of the consistent scheme's parts (plugin.flow.corrections); None where off
   face_pairs  cells -> faces  x_i + x_j of each flux face's cells i and j (2 x_i on an outflow
@@ -164,15 +168,22 @@ class FlowOperators:
         self.Gamma, self.Gs, self.face_diffusion = self._face_operators(g, f, out)
         self.held = held = faces_of(tags_of(Wall, Inflow))  # the faces that hold the velocity
         if scheme.gradient == "least-squares":
-            self.G, self._outflow_gradient = least_squares_gradient(g, h, pattern, out,
-                                                                    faces_of(tags_of(Wall, Inflow, Slip)).on(xp))
+            self.G, self._outflow_gradient = least_squares_gradient(
+                g, h, pattern, out, faces_of(tags_of(Wall, Inflow, Slip)).on(xp),
+                free_where_needed=scheme.wall_pressure_gradient == "interior")
         else:
             self.G, self._outflow_gradient = self._gradient(pattern, h, out), None
-        self.velocity_gradient, self.velocity_gradient_source = None, None
+        self.velocity_gradient, self.velocity_gradient_source, self.held_difference = None, None, None
         if scheme.velocity_gradients and scheme.gradient == "least-squares":
             # held on walls and inflows, zero normal gradient across outflows and slip faces
             self.velocity_gradient, self.velocity_gradient_source = least_squares_gradient(
                 g, h, pattern, held.on(xp), faces_of(tags_of(Outflow, Slip)).on(xp))
+            if scheme.skewness_correction:
+                # every boundary face free: the gradient of G q*, which holds no boundary value
+                free, _ = least_squares_gradient(g, h, pattern, faces_of([]).on(xp),
+                                                 faces_of(list(boundary_conditions)).on(xp))
+                self.held_difference = self.velocity_gradient - free
+                self.held_difference.eliminate_zeros()
         elif scheme.velocity_gradients:
             # no slip on walls at rest, none across outflows; the cell's value on inflow, moving-wall and
             # slip faces (their given velocities would be sources)

@@ -56,18 +56,20 @@ from dataclasses import dataclass
 
 SCHEMES = ("symmetric", "consistent")
 GRADIENTS = ("green-gauss", "least-squares")
+WALL_PRESSURE_GRADIENTS = ("zero", "interior")  # a least-squares pressure gradient's walls (least_squares.py)
 MEMORY_BETAS = ("fourier", "damping")  # the face memory's share (plugin.flow.integrator)
 
 
 @dataclass(frozen=True)
 class Scheme:
     """The parts of a discretisation, each an option of its own (-flow_gradient,
-    -flow_nonorthogonal, -flow_pressure_nonorthogonal, -flow_skewness,
+    -flow_wall_pressure_gradient, -flow_nonorthogonal, -flow_pressure_nonorthogonal, -flow_skewness,
     -flow_convection_skewness, -flow_face_memory, -flow_face_memory_beta, -flow_implicit_rhie_chow) so
     that what each buys can
     be measured."""
 
     gradient: str = "green-gauss"
+    wall_pressure_gradient: str = "zero"
     diffusion_correction: bool = False
     pressure_correction: bool = False
     skewness_correction: bool = False
@@ -87,11 +89,11 @@ class Scheme:
 
 PARTS = {
     "symmetric": Scheme(),
-    "consistent": Scheme("least-squares", diffusion_correction=True, pressure_correction=True,
+    "consistent": Scheme("least-squares", "interior", diffusion_correction=True, pressure_correction=True,
                          skewness_correction=True, face_memory=True, implicit_rhie_chow=False),
 }
 # The scheme part each option sets: option attribute -> Scheme field.
-OPTION_PARTS = {"gradient": "gradient", "nonorthogonal": "diffusion_correction",
+OPTION_PARTS = {"gradient": "gradient", "wall_pressure_gradient": "wall_pressure_gradient", "nonorthogonal": "diffusion_correction",
                 "pressure_nonorthogonal": "pressure_correction", "skewness": "skewness_correction",
                 "convection_skewness": "convection_correction",
                 "pressure_correctors": "pressure_correctors", "face_memory": "face_memory",

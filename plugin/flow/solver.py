@@ -47,7 +47,7 @@ from .matrices import FlowMatrices
 from .operators import FlowOperators
 from .pressure_guess import EXACT_PCS, FISCHER_SIZE, FischerGuess
 from .pressure_multigrid import PressureMultigrid
-from .scheme import GRADIENTS, MEMORY_BETAS, OPTION_PARTS, SCHEMES, Scheme, part_default
+from .scheme import GRADIENTS, MEMORY_BETAS, OPTION_PARTS, SCHEMES, WALL_PRESSURE_GRADIENTS, Scheme, part_default
 
 DIFFUSION = ("explicit", "implicit")
 PRESSURE_LAPLACIAN = ("compact", "wide")
@@ -107,6 +107,13 @@ OPTIONS = (
     Option("flow_gradient", "gradient", "green-gauss", "cell gradient of the pressure correction and of the "
            "corrections: green-gauss (-Omega^-1 M^T) or least-squares (exact for linear fields on any cell)",
            choices=GRADIENTS),
+    Option("flow_wall_pressure_gradient", "wall_pressure_gradient", "zero", "with -flow_gradient least-squares, "
+           "the pressure gradient of a cell at a wall, inflow or slip face: zero, its normal component zero at the "
+           "face, an equation of the cell's least squares; interior, from the cell's neighbours alone (the pressure's "
+           "normal gradient at a wall balances the viscous force there, and zero makes the wall cells' pressure "
+           "first order), the zero equation kept only where the neighbours leave a direction ill-determined (a "
+           "corner) and in cells whose faces are all orthogonal (a box's: there least squares with it is the "
+           "symmetric scheme's Green-Gauss gradient)", choices=WALL_PRESSURE_GRADIENTS),
     Option("flow_nonorthogonal", "nonorthogonal", False, "the diffusion's deferred non-orthogonal correction: "
            "nu A t . (grad u)_f on each face whose normal is not along the line between its cells' centroids "
            "(Jasak 1996), walls too, explicit"),
