@@ -13,7 +13,7 @@ from petsc4py import PETSc
 
 from meshes import MESHES, unit_mesh
 from petsc_ext.options import OptionError, option_defaults
-from plugin.flow.boundary import Outflow, Wall, conditions_by_tag, walls_at_rest
+from plugin.flow.boundary import Inflow, Outflow, Wall, conditions_by_tag, walls_at_rest
 from plugin.flow.box import box_geometry
 from plugin.flow.faces import BoundaryFaces, CellPattern, HalfFaces
 from plugin.flow.least_squares import BATCH, GradientError, _check, least_squares_gradient
@@ -238,3 +238,60 @@ def test_an_unknown_scheme_lists_the_choices():
     with option_defaults("", {"flow_scheme": "exact"}):
         with pytest.raises(OptionError, match="symmetric, consistent"):
             FlowSolver(g, SELF, "aij", 0.01, {"lid": Wall((1.0, 0.0)), "wall": Wall()})
+
+
+@pytest.mark.parametrize("name", ["triangles", "tetrahedra", "hexahedra-and-prisms"])
+def test_an_interior_wall_gradient_is_exact_for_a_pressure_with_a_normal_gradient_at_walls(name):
+    """-flow_wall_pressure_gradient interior: a boundary cell whose neighbours
+    span every direction drops the walls' zero-normal-gradient equations, so
+    its gradient of a linear pressure is exact, where with them it is not."""
+    g = mesh_geometry(unit_mesh(MESHES[name][0], n=6, jitter=MESHES[name][1]))
+    h, a = HalfFaces.of(g), numpy.array([0.3, -1.1, 0.7][:g.dim])
+    walls = BoundaryFaces.of(g, numpy.arange(len(g.boundary_cells)))
+    none = BoundaryFaces.of(g, numpy.arange(0))
+    p = g.centroids @ a
+    interior, _ = least_squares_gradient(g, h, CellPattern(g, h), none, walls, free_where_needed=True)
+    zero, _ = least_squares_gradient(g, h, CellPattern(g, h), none, walls)
+    exact = numpy.all(abs((interior @ p).reshape(g.dim, -1).T - a) < 1e-10, axis=1)
+    boundary = numpy.unique(g.boundary_cells)
+    assert exact[numpy.setdiff1d(numpy.arange(g.num_cells), boundary)].all()
+    assert exact[boundary].sum() > len(boundary) // 2  # the corners keep the walls' equations
+    assert not numpy.all(abs((zero @ p).reshape(g.dim, -1).T - a) < 1e-10, axis=1)[boundary].any()
+
+
+def test_an_interior_wall_gradient_leaves_a_box_unchanged():
+    """A box's cells are orthogonal: they keep the walls' equations, and least squares stays Green-Gauss."""
+    g = box_geometry((4, 3, 5), (1.0, 0.6, 1.3), (False, False, False))
+    h = HalfFaces.of(g)
+    walls, none = BoundaryFaces.of(g, numpy.arange(len(g.boundary_cells))), BoundaryFaces.of(g, numpy.arange(0))
+    interior, _ = least_squares_gradient(g, h, CellPattern(g, h), none, walls, free_where_needed=True)
+    zero, _ = least_squares_gradient(g, h, CellPattern(g, h), none, walls)
+    assert abs(interior - zero).max() == 0.0
+
+
+@pytest.mark.parametrize("name", ["triangles", "tetrahedra"])
+def test_u_p_is_interpolated_from_the_held_velocities_of_u_p_plus_its_pressure_part(name):
+    """held_difference: u^p = u - c (c = G q*, here constant) with u linear
+    and held on the boundary; Gamma u^p + K (grad u^p + held_difference c), the
+    gradient taking the held values, is the exact n . (u - c) at every face's
+    centroid. Without held_difference c it is not (u^p is not the held
+    velocity at the walls)."""
+    g = mesh_geometry(unit_mesh(MESHES[name][0], n=5, jitter=MESHES[name][1]))
+    dim, n = g.dim, g.num_cells
+    slope, c = numpy.arange(1.0, 1.0 + dim * dim).reshape(dim, dim) / 7, numpy.array([0.4, -0.9, 0.2][:dim])
+
+    def velocity(x, t=0.0):
+        return x @ slope.T + 0.3
+
+    scheme = dataclasses.replace(PARTS["consistent"], wall_pressure_gradient="interior")
+    ops = FlowOperators(g, 1.0, {tag: Inflow(velocity) for tag in g.boundary_names.values()}, numpy, scheme)
+    u_p = (velocity(g.centroids) - c).T
+    held = velocity(g.boundary_centroids[ops.held.index])
+    gradients = numpy.concatenate([ops.velocity_gradient @ u_p[e] for e in range(dim)])
+    gradients += (ops.velocity_gradient_source @ held).T.reshape(-1)
+    guess = numpy.concatenate([ops.held_difference @ numpy.full(n, c[e]) for e in range(dim)])
+    centroids = g.centroids[g.face_cells[:, 0]] + g.face_centre_offsets
+    exact = ((velocity(centroids) - c) * g.face_normals).sum(axis=1)
+    without = ops.Gamma @ u_p.ravel() + ops.skewness_correction @ gradients
+    numpy.testing.assert_allclose(without + ops.skewness_correction @ guess, exact, rtol=0, atol=1e-12)
+    assert abs(without - exact).max() > 1e-3

@@ -60,6 +60,7 @@ normal velocity; inflow faces carry a given one, a source.
           boundary face free (zero normal gradient), on the rows of boundary cells: applied to G q*, it
           gives u^p's interpolation the held velocities of u^p + G q* (about u^{n+1}), not of u^p, which
           differs from them at walls by G q (plugin.flow.integrator); with the skewness correction
+          and -flow_wall_pressure_gradient interior
   diffusion_correction, pressure_correction, skewness_correction, convection_correction  the corrections
           of the consistent scheme's parts (plugin.flow.corrections); None where off
   face_pairs  cells -> faces  x_i + x_j of each flux face's cells i and j (2 x_i on an outflow
@@ -178,7 +179,7 @@ class FlowOperators:
             # held on walls and inflows, zero normal gradient across outflows and slip faces
             self.velocity_gradient, self.velocity_gradient_source = least_squares_gradient(
                 g, h, pattern, held.on(xp), faces_of(tags_of(Outflow, Slip)).on(xp))
-            if scheme.skewness_correction:
+            if scheme.skewness_correction and scheme.wall_pressure_gradient == "interior":
                 # every boundary face free: the gradient of G q*, which holds no boundary value
                 free, _ = least_squares_gradient(g, h, pattern, faces_of([]).on(xp),
                                                  faces_of(list(boundary_conditions)).on(xp))

@@ -89,11 +89,12 @@ class Scheme:
 
 PARTS = {
     "symmetric": Scheme(),
-    "consistent": Scheme("least-squares", "interior", diffusion_correction=True, pressure_correction=True,
+    "consistent": Scheme("least-squares", diffusion_correction=True, pressure_correction=True,
                          skewness_correction=True, face_memory=True, implicit_rhie_chow=False),
 }
 # The scheme part each option sets: option attribute -> Scheme field.
-OPTION_PARTS = {"gradient": "gradient", "wall_pressure_gradient": "wall_pressure_gradient", "nonorthogonal": "diffusion_correction",
+OPTION_PARTS = {"gradient": "gradient", "wall_pressure_gradient": "wall_pressure_gradient",
+                "nonorthogonal": "diffusion_correction",
                 "pressure_nonorthogonal": "pressure_correction", "skewness": "skewness_correction",
                 "convection_skewness": "convection_correction",
                 "pressure_correctors": "pressure_correctors", "face_memory": "face_memory",

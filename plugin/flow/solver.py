@@ -108,12 +108,13 @@ OPTIONS = (
            "corrections: green-gauss (-Omega^-1 M^T) or least-squares (exact for linear fields on any cell)",
            choices=GRADIENTS),
     Option("flow_wall_pressure_gradient", "wall_pressure_gradient", "zero", "with -flow_gradient least-squares, "
-           "the pressure gradient of a cell at a wall, inflow or slip face: zero, its normal component zero at the "
-           "face, an equation of the cell's least squares; interior, from the cell's neighbours alone (the pressure's "
-           "normal gradient at a wall balances the viscous force there, and zero makes the wall cells' pressure "
-           "first order), the zero equation kept only where the neighbours leave a direction ill-determined (a "
-           "corner) and in cells whose faces are all orthogonal (a box's: there least squares with it is the "
-           "symmetric scheme's Green-Gauss gradient)", choices=WALL_PRESSURE_GRADIENTS),
+           "the pressure's gradient at walls, inflows and slip faces: zero, its normal component zero at the face, "
+           "an equation of the cell's least squares; interior, a cell's from its neighbours alone (the normal "
+           "gradient at a wall balances the viscous force there: zero makes the wall cells' pressure first order), "
+           "the zero equation kept where they leave a direction ill-determined (a corner) and in cells whose faces "
+           "are all orthogonal (a box's), and u^p, which differs from the held velocities at a wall by G q, "
+           "interpolated with the skewness correction from the held velocities of u^p + G q*. interior lifts the "
+           "pressure's order on tetrahedra (Beltrami) and blows up on 3D-1Z's level-2 tetrahedra (BENCHMARKS.md)", choices=WALL_PRESSURE_GRADIENTS),
     Option("flow_nonorthogonal", "nonorthogonal", False, "the diffusion's deferred non-orthogonal correction: "
            "nu A t . (grad u)_f on each face whose normal is not along the line between its cells' centroids "
            "(Jasak 1996), walls too, explicit"),
