@@ -938,10 +938,11 @@ def test_on_gpus_of_several_ranks_the_explicit_part_is_captured_with_its_nccl_ha
         assert ksp.getPythonContext().runs == "CUDA graph replays"
 
 
-def _tetrahedra_steps(backend, beta):
+def _tetrahedra_steps(backend, beta, wall="zero"):
     """Twenty steps of the consistent scheme (every correction, the
     convected velocities' too, the face memory with -flow_face_memory_beta
-    ``beta``) in a lid-driven unit cube of jittered tetrahedra."""
+    ``beta``, -flow_wall_pressure_gradient ``wall``) in a lid-driven unit
+    cube of jittered tetrahedra."""
     from petsc4py import PETSc
 
     import plugin  # noqa: F401
@@ -953,7 +954,7 @@ def _tetrahedra_steps(backend, beta):
 
     g = mesh_geometry(unit_mesh("tetra", n=3, jitter=0.25))
     options = {"gpu_backend": backend, "flow_scheme": "consistent", "flow_convection_skewness": True,
-               "flow_max_steps": 20, "flow_face_memory_beta": beta,
+               "flow_max_steps": 20, "flow_face_memory_beta": beta, "flow_wall_pressure_gradient": wall,
                "pressure_ksp_rtol": 1e-12, "momentum_ksp_rtol": 1e-12}
     with option_defaults("", options):
         solver = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"lid": Wall((1.0, 0.0, 0.0)), "wall": Wall()})
@@ -961,13 +962,14 @@ def _tetrahedra_steps(backend, beta):
     return solver, state, _fields(solver, state)
 
 
-@pytest.mark.parametrize("beta", ["fourier", "damping"])
-def test_the_consistent_scheme_steps_on_the_gpu_as_numpy_and_as_its_graph(beta):
-    """On tetrahedra, with every correction of the consistent scheme and
-    either face memory: the GPU's steps match NumPy's, and a captured step
+@pytest.mark.parametrize("beta, wall", [("fourier", "zero"), ("damping", "zero"), ("fourier", "interior")])
+def test_the_consistent_scheme_steps_on_the_gpu_as_numpy_and_as_its_graph(beta, wall):
+    """On tetrahedra, with every correction of the consistent scheme, either
+    face memory and either wall pressure gradient (interior: u^p's held
+    interpolation too): the GPU's steps match NumPy's, and a captured step
     gives the bits of its queued launch."""
-    solver, state, on_gpu = _tetrahedra_steps("cupy", beta)
-    _, _, on_host = _tetrahedra_steps("numpy", beta)
+    solver, state, on_gpu = _tetrahedra_steps("cupy", beta, wall)
+    _, _, on_host = _tetrahedra_steps("numpy", beta, wall)
     _assert_same_flow(on_gpu, on_host, 1e-9)
     _captured_step_matches_its_launch(solver, state)
 
@@ -1639,8 +1641,8 @@ def test_wbilu_on_cuda_vectors_equals_petsc_ilu(schedule, capfd):
 
 @pytest.mark.parametrize("name", ["triangles-and-quads", "prisms", "box"])
 def test_operators_assembled_on_the_gpu_equal_the_hosts(name):
-    """-flow_assembly device: every operator of both gradients' schemes built
-    with CuPy and cupyx (inflow, outflow, slip and walls on a mesh; a box
+    """-flow_assembly device: every operator of both gradients' schemes (and of
+    -flow_wall_pressure_gradient interior) built with CuPy and cupyx (inflow, outflow, slip and walls on a mesh; a box
     periodic along one axis) is the host's to rounding."""
     import cupy
 
@@ -1660,7 +1662,8 @@ def test_operators_assembled_on_the_gpu_equal_the_hosts(name):
         g, named = channel(mesh_geometry(unit_mesh(kinds, n=3, jitter=jitter)))
         conditions = {g.boundary_names[key]: c for key, c in named.items()}
     every_part = dataclasses.replace(PARTS["consistent"], convection_correction=True)
-    for scheme in (Scheme(diffusion_correction=True), every_part):  # Green-Gauss, least squares
+    interior = dataclasses.replace(every_part, wall_pressure_gradient="interior")  # held_difference too
+    for scheme in (Scheme(diffusion_correction=True), every_part, interior):  # Green-Gauss, least squares
         host = FlowOperators(g, 0.01, conditions, scheme=scheme)
         device = FlowOperators(g, 0.01, conditions, xp=cupy, scheme=scheme)
         _same_operators(host, device)
@@ -1686,8 +1689,8 @@ def _same_operators(host, device):
     from plugin.flow.operators import host_matrix
 
     for matrix in ("L", "D", "G", "Gamma", "Gs", "Ms", "E_C", "flux_rate", "slip", "velocity_gradient",
-                   "velocity_gradient_source", "diffusion_correction", "pressure_correction", "skewness_correction",
-                   "convection_correction"):
+                   "velocity_gradient_source", "held_difference", "diffusion_correction", "pressure_correction",
+                   "skewness_correction", "convection_correction"):
         if getattr(host, matrix) is None:
             continue
         expected, got = getattr(host, matrix).toarray(), host_matrix(getattr(device, matrix)).toarray()
