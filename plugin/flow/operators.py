@@ -78,7 +78,7 @@ from dataclasses import dataclass
 import numpy
 import scipy.sparse
 
-from gpu_mats.backend import sparse_module, to_host
+from gpu_mats.backend import array_module, sparse_module, to_host
 
 from .boundary import Inflow, Outflow, Slip, Wall
 from . import corrections
@@ -183,8 +183,7 @@ class FlowOperators:
                 # every boundary face free: the gradient of G q*, which holds no boundary value
                 free, _ = least_squares_gradient(g, h, pattern, faces_of([]).on(xp),
                                                  faces_of(list(boundary_conditions)).on(xp))
-                self.held_difference = self.velocity_gradient - free
-                self.held_difference.eliminate_zeros()
+                self.held_difference = _difference(self.velocity_gradient, free)
         elif scheme.velocity_gradients:
             # no slip on walls at rest, none across outflows; the cell's value on inflow, moving-wall and
             # slip faces (their given velocities would be sources)
@@ -379,6 +378,18 @@ class FlowOperators:
             slip = to_host(xp, self.slip.diagonal(self.dim * g.cell_start))
             rates = rates + slip.reshape(self.dim, -1).max(axis=0) / self.volumes
         return float(rates.max(initial=0.0))
+
+
+def _difference(a, b):
+    """a - b of two CSR matrices, from their triplets, its zeros dropped
+    (cupyx's own subtraction lost entries of these matrices)."""
+    xp = array_module(a.data)
+    left, right = a.tocoo(), b.tocoo()
+    summed = csr(xp.concatenate((left.data, -right.data)), xp.concatenate((left.row, right.row)),
+                 xp.concatenate((left.col, right.col)), a.shape)
+    rows = xp.searchsorted(summed.indptr, xp.arange(summed.indices.size), side="right") - 1
+    keep = summed.data != 0
+    return csr(summed.data[keep], rows[keep], summed.indices[keep], a.shape)
 
 
 def compact_laplacian(geometry, open_tags=()):
