@@ -34,6 +34,8 @@ VARIANTS = {
     "symmetric + least-squares gradient": {"flow_scheme": "symmetric", "flow_gradient": "least-squares"},
     "consistent without skewness": {"flow_scheme": "consistent", "flow_skewness": "0"},
     "consistent with skewness": {"flow_scheme": "consistent", "flow_skewness": "1"},
+    "consistent, wall pressure gradient interior": {"flow_scheme": "consistent",
+                                                    "flow_wall_pressure_gradient": "interior"},
 }
 
 
