@@ -50,7 +50,7 @@ from plugin.flow.solver import FlowBlowUp, FlowSolver, program_mat_type  # noqa:
 A, D = math.pi / 4, math.pi / 2
 # The consistent scheme (second order on tetrahedra, where the symmetric scheme is not) with the pressure's
 # wall gradient from the interior and the convected velocity at the faces' centroids, which lift the
-# pressure's order here (BENCHMARKS.md) and blow up on 3D-1Z's level-2 tetrahedra.
+# pressure's order here (BENCHMARKS.md) and blow up on 3D-1Z's tetrahedra.
 DEFAULTS = {"flow_t_end": 0.2, "flow_diffusion": "implicit", "pressure_ksp_rtol": 1e-10, "flow_velocity_scale": 2.0,
             "flow_scheme": "consistent", "flow_wall_pressure_gradient": "interior", "flow_convection_skewness": True}
 

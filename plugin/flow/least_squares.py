@@ -60,18 +60,16 @@ def least_squares_gradient(g, h, pattern, fixed, free, free_where_needed=False):
     (the module's docstring)."""
     xp = pattern.xp
     n, dim = g.num_cells, g.dim
-    rows = xp.concatenate((h.row, fixed.row))
-    equations = xp.concatenate((h.across, fixed.reach))
-    if free_where_needed:
-        free_equations = free.distance[:, None] * free.normal
-        needed = _free_needed(g, h, rows, equations, free, xp)
-        rows = xp.concatenate((rows, free.row[needed]))
-        equations = xp.concatenate((equations, free_equations[needed]))
-    else:
-        rows = xp.concatenate((rows, free.row))
-        equations = xp.concatenate((equations, free.distance[:, None] * free.normal))
-    weights = 1.0 / (equations * equations).sum(axis=1)
+    rows, equations = xp.concatenate((h.row, fixed.row)), xp.concatenate((h.across, fixed.reach))
+    free_rows, free_equations = free.row, free.distance[:, None] * free.normal
+    weights, free_weights = (1.0 / (e * e).sum(axis=1) for e in (equations, free_equations))
     normal = _normal_matrices(rows, equations, weights, n, dim, xp)
+    if free_where_needed:
+        needed = _free_needed(normal, h, free, xp)
+        free_rows, free_equations, free_weights = free_rows[needed], free_equations[needed], free_weights[needed]
+    normal += _normal_matrices(free_rows, free_equations, free_weights, n, dim, xp)
+    rows, equations = xp.concatenate((rows, free_rows)), xp.concatenate((equations, free_equations))
+    weights = xp.concatenate((weights, free_weights))
     _check(g, normal)
     coefficients = xp.einsum("kab,kb->ka", xp.linalg.inv(normal)[rows], weights[:, None] * equations)
     interior, given = coefficients[:len(h.row)], coefficients[len(h.row):len(h.row) + len(fixed.row)]
@@ -89,15 +87,13 @@ def _normal_matrices(rows, equations, weights, n, dim, xp):
                                for b in range(dim)], axis=-1) for a in range(dim)], axis=-2)
 
 
-def _free_needed(g, h, rows, equations, free, xp):
+def _free_needed(normal, h, free, xp):
     """Which of the ``free`` faces' equations their cells need: where the
-    cell's other equations (``rows``, ``equations``) leave a direction
-    ill-determined, or where every face of the cell is orthogonal."""
-    n, dim = g.num_cells, g.dim
-    normal = _normal_matrices(rows, equations, 1.0 / (equations * equations).sum(axis=1), n, dim, xp)
+    cell's other equations (their normal matrices ``normal``) leave a
+    direction ill-determined, or where every face of the cell is orthogonal."""
+    n = len(normal)
     cells = xp.unique(free.row)
-    eigenvalues = xp.concatenate([xp.linalg.eigvalsh(normal[cells[start:start + BATCH]])
-                                  for start in range(0, len(cells), BATCH)]) if len(cells) else xp.zeros((0, dim))
+    eigenvalues = _eigenvalues(normal[cells])
     ill = xp.zeros(n, dtype=bool)
     ill[cells] = ~(eigenvalues[:, 0] > NEEDED * eigenvalues[:, -1])
     skew = h.outward - h.across / h.distance[:, None]
@@ -107,13 +103,19 @@ def _free_needed(g, h, rows, equations, free, xp):
     return (ill | (oblique == 0))[free.row]
 
 
+def _eigenvalues(normal):
+    """Each normal matrix's eigenvalues, ascending, in BATCH cells at a time (in normal's array module)."""
+    xp = array_module(normal)
+    if not len(normal):
+        return xp.zeros(normal.shape[:2])
+    return xp.concatenate([xp.linalg.eigvalsh(normal[start:start + BATCH]) for start in range(0, len(normal), BATCH)])
+
+
 def _check(g, normal):
     """A clear error naming the first cell whose normal matrix is singular."""
     if not len(normal):
         return
-    xp = array_module(normal)
-    eigenvalues = numpy.concatenate([to_host(xp, xp.linalg.eigvalsh(normal[start:start + BATCH]))
-                                     for start in range(0, len(normal), BATCH)])
+    eigenvalues = to_host(array_module(normal), _eigenvalues(normal))
     ratio = eigenvalues[:, 0] / numpy.maximum(eigenvalues[:, -1], numpy.finfo(float).tiny)
     bad = numpy.flatnonzero(~(ratio > SINGULAR))
     if len(bad):

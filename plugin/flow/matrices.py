@@ -177,8 +177,8 @@ class FlowMatrices:
         walls, under the symmetric scheme without LES, each checked against
         the assembled operator on a random vector; else None."""
         ops, g = self.ops, self.ops.geometry
-        extras = (ops.slip, ops.velocity_gradient, ops.held_difference, ops.diffusion_correction, ops.pressure_correction,
-                  ops.skewness_correction, ops.convection_correction, ops.eddy_diffusion)
+        extras = (ops.slip, ops.velocity_gradient, ops.held_difference, ops.diffusion_correction,
+                  ops.pressure_correction, ops.skewness_correction, ops.convection_correction, ops.eddy_diffusion)
         if (box is None or not self._sell_operators_fit() or any(e is not None for e in extras)
                 or len(ops.open_faces) or not all(isinstance(c, Wall) for c in ops.conditions.values())):
             return None

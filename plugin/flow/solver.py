@@ -114,7 +114,8 @@ OPTIONS = (
            "the zero equation kept where they leave a direction ill-determined (a corner) and in cells whose faces "
            "are all orthogonal (a box's), and u^p, which differs from the held velocities at a wall by G q, "
            "interpolated with the skewness correction from the held velocities of u^p + G q*. interior lifts the "
-           "pressure's order on tetrahedra (Beltrami) and blows up on 3D-1Z's tetrahedra (BENCHMARKS.md)", choices=WALL_PRESSURE_GRADIENTS),
+           "pressure's order on tetrahedra (Beltrami) and blows up on 3D-1Z's tetrahedra (BENCHMARKS.md)",
+           choices=WALL_PRESSURE_GRADIENTS),
     Option("flow_nonorthogonal", "nonorthogonal", False, "the diffusion's deferred non-orthogonal correction: "
            "nu A t . (grad u)_f on each face whose normal is not along the line between its cells' centroids "
            "(Jasak 1996), walls too, explicit"),
