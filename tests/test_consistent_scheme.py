@@ -295,28 +295,3 @@ def test_u_p_is_interpolated_from_the_held_velocities_of_u_p_plus_its_pressure_p
     without = ops.Gamma @ u_p.ravel() + ops.skewness_correction @ gradients
     numpy.testing.assert_allclose(without + ops.skewness_correction @ guess, exact, rtol=0, atol=1e-12)
     assert abs(without - exact).max() > 1e-3
-
-
-def test_the_faces_wall_gradient_takes_the_interior_one_in_the_face_terms_alone():
-    """-flow_wall_pressure_gradient faces: G, which corrects the cell
-    velocities, is zero's; G_faces (the deferred face correction, the
-    pressure read at points and walls) and its outflow part are interior's,
-    as is u^p's held interpolation. Under zero and interior G_faces is G."""
-    from test_boundary_conditions import channel
-
-    g, named = channel(mesh_geometry(unit_mesh("tetra", n=3, jitter=0.25)))
-    conditions = {g.boundary_names[name]: c for name, c in named.items()}
-    conditions[g.boundary_names["outlet"]] = Outflow(0.5)
-    ops = {wall: FlowOperators(g, 0.01, conditions, numpy,
-                               dataclasses.replace(PARTS["consistent"], wall_pressure_gradient=wall))
-           for wall in ("zero", "interior", "faces")}
-    assert ops["zero"].G_faces is ops["zero"].G and ops["interior"].G_faces is ops["interior"].G
-    assert abs(ops["interior"].G - ops["zero"].G).max() > 0.1  # the walls' equations dropped somewhere
-    assert abs(ops["faces"].G - ops["zero"].G).max() == 0.0
-    assert abs(ops["faces"].G_faces - ops["interior"].G).max() == 0.0
-    assert abs(ops["faces"].held_difference - ops["interior"].held_difference).max() == 0.0
-    assert ops["zero"].held_difference is None
-    zero, interior, faces = (ops[wall].outflow_pressure for wall in ("zero", "interior", "faces"))
-    numpy.testing.assert_array_equal(faces["gradient"], zero["gradient"])
-    numpy.testing.assert_array_equal(faces["face_gradient"], interior["gradient"])
-    assert abs(interior["gradient"] - zero["gradient"]).max() > 0

@@ -962,12 +962,11 @@ def _tetrahedra_steps(backend, beta, wall="zero"):
     return solver, state, _fields(solver, state)
 
 
-@pytest.mark.parametrize("beta, wall", [("fourier", "zero"), ("damping", "zero"), ("fourier", "interior"),
-                                        ("fourier", "faces")])
+@pytest.mark.parametrize("beta, wall", [("fourier", "zero"), ("damping", "zero"), ("fourier", "interior")])
 def test_the_consistent_scheme_steps_on_the_gpu_as_numpy_and_as_its_graph(beta, wall):
     """On tetrahedra, with every correction of the consistent scheme, either
-    face memory and each wall pressure gradient (interior and faces: u^p's held
-    interpolation too; faces: G_faces beside G): the GPU's steps match NumPy's, and a captured step
+    face memory and either wall pressure gradient (interior: u^p's held
+    interpolation too): the GPU's steps match NumPy's, and a captured step
     gives the bits of its queued launch."""
     solver, state, on_gpu = _tetrahedra_steps("cupy", beta, wall)
     _, _, on_host = _tetrahedra_steps("numpy", beta, wall)
@@ -1643,7 +1642,7 @@ def test_wbilu_on_cuda_vectors_equals_petsc_ilu(schedule, capfd):
 @pytest.mark.parametrize("name", ["triangles-and-quads", "prisms", "box"])
 def test_operators_assembled_on_the_gpu_equal_the_hosts(name):
     """-flow_assembly device: every operator of both gradients' schemes (and of
-    -flow_wall_pressure_gradient interior and faces) built with CuPy and cupyx (inflow, outflow, slip and walls on a mesh; a box
+    -flow_wall_pressure_gradient interior) built with CuPy and cupyx (inflow, outflow, slip and walls on a mesh; a box
     periodic along one axis) is the host's to rounding."""
     import cupy
 
@@ -1663,9 +1662,8 @@ def test_operators_assembled_on_the_gpu_equal_the_hosts(name):
         g, named = channel(mesh_geometry(unit_mesh(kinds, n=3, jitter=jitter)))
         conditions = {g.boundary_names[key]: c for key, c in named.items()}
     every_part = dataclasses.replace(PARTS["consistent"], convection_correction=True)
-    interior, faces = (dataclasses.replace(every_part, wall_pressure_gradient=wall)  # held_difference too
-                       for wall in ("interior", "faces"))
-    for scheme in (Scheme(diffusion_correction=True), every_part, interior, faces):  # Green-Gauss, least squares
+    interior = dataclasses.replace(every_part, wall_pressure_gradient="interior")  # held_difference too
+    for scheme in (Scheme(diffusion_correction=True), every_part, interior):  # Green-Gauss, least squares
         host = FlowOperators(g, 0.01, conditions, scheme=scheme)
         device = FlowOperators(g, 0.01, conditions, xp=cupy, scheme=scheme)
         _same_operators(host, device)
@@ -1690,7 +1688,7 @@ def test_the_flow_assembles_its_operators_where_gpusell_keeps_its_matrices():
 def _same_operators(host, device):
     from plugin.flow.operators import host_matrix
 
-    for matrix in ("L", "D", "G", "G_faces", "Gamma", "Gs", "Ms", "E_C", "flux_rate", "slip", "velocity_gradient",
+    for matrix in ("L", "D", "G", "Gamma", "Gs", "Ms", "E_C", "flux_rate", "slip", "velocity_gradient",
                    "velocity_gradient_source", "held_difference", "diffusion_correction", "pressure_correction",
                    "skewness_correction", "convection_correction"):
         if getattr(host, matrix) is None:

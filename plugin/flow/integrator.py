@@ -1001,9 +1001,9 @@ class FractionalStep:
             if self.corrected is not None:  # c from p^n (or the start), then from each corrector's q
                 if corrector == 0 and pressure is not None:
                     self.xp.multiply(pressure, -dt, out=self.cell_scratch)
-                    self._cell_gradient(self.cell_scratch, dt, faces=True)
+                    self._cell_gradient(self.cell_scratch, dt)
                 else:
-                    self._cell_gradient(get_array(self.q, "r", n), dt, faces=True)
+                    self._cell_gradient(get_array(self.q, "r", n), dt)
                     restore_array(self.q, "r")
                 m.pressure_correction(self.gradient.ravel(), self.corrected, self.w)
             b = get_array(self.b, "w", n)
@@ -1066,20 +1066,17 @@ class FractionalStep:
             self.xp.multiply(state.p, -dt, out=q)
 
     def pressure_gradient(self, p):
-        """(dim, n): the cell gradient G_faces p of a pressure (what reads it at points and walls), with the
-        outflow pressures' part."""
-        self._cell_gradient(p, -1.0, faces=True)  # q = -dt p with dt = -1
+        """(dim, n): the cell gradient G p of a pressure, with the outflow pressures' part."""
+        self._cell_gradient(p, -1.0)  # q = -dt p with dt = -1
         return self.gradient
 
-    def _cell_gradient(self, q, dt, faces=False):
-        """gradient = G q (``faces``: G_faces q, the face terms'), with the outflow pressures' part times -dt."""
-        m = self.matrices
-        (m.G_faces if faces else m.G)(q, self.gradient.ravel())
-        outflow = m.outflow_pressure
+    def _cell_gradient(self, q, dt):
+        """gradient = G q, with the outflow pressures' part times -dt."""
+        self.matrices.G(q, self.gradient.ravel())
+        outflow = self.matrices.outflow_pressure
         if outflow is not None and dt:
-            part = outflow["face_gradient" if faces else "gradient"]
             self.updates.three_term(self.gradient.ravel(), 1.0, self.gradient.ravel(), -dt,
-                                    part.ravel(), 0.0, self.gradient.ravel())
+                                    outflow["gradient"].ravel(), 0.0, self.gradient.ravel())
 
     def _correct(self, q, u, u_s, dt):
         """u += G q and u_s = w + c + Gs q: the projection's correction, with the

@@ -57,8 +57,7 @@ STENCIL_TOLERANCE = 1e-12  # a stencil's product against the assembled operator'
 
 class FlowMatrices:
     """The matrices of one FlowOperators on ``comm``, and their array products:
-    ``Ms``, ``Gamma``, ``Gs``, ``G``, ``G_faces`` (G itself unless the walls' pressure gradient
-    differs there), ``C``, ``K`` (the explicit part of
+    ``Ms``, ``Gamma``, ``Gs``, ``G``, ``C``, ``K`` (the explicit part of
     diffusion: D, or D/2 with Crank-Nicolson), ``flux_rate`` and ``E``, and
     where the boundary or the scheme asks for them ``slip``,
     ``velocity_gradient`` (every velocity component's at once), ``held_difference`` (the same
@@ -90,7 +89,6 @@ class FlowMatrices:
             "Gamma": (ops.Gamma, dim * n, "Gamma"),
             "Gs": (face_gradient, n, "Gs"),
             "G": (ops.G, n, "G"),
-            **({} if ops.G_faces is ops.G else {"G_faces": (ops.G_faces, n, "G (face terms, walls free)")}),
             "K": (ops.D * 0.5 if implicit_diffusion else ops.D, n, "D/2" if implicit_diffusion else "D"),
             "flux_rate": (ops.flux_rate, faces, "flux rate"),
             "C": (ops.L * 0.0, n, "C(u_s)"),  # L's pattern, explicit zeros kept
@@ -144,7 +142,6 @@ class FlowMatrices:
         if self.stencils is not None:
             for name, method in STENCILS.items():
                 setattr(self, name, ArrayOperator(getattr(self.stencils, method), graph_key=("box", name), blocks=True))
-        self.G_faces = self.G if ops.G_faces is ops.G else self._product("G_faces")
         self.momentum = self._momentum() if implicit_diffusion else None
         self._outflow = self.xp.asarray(ops.open_faces, dtype=numpy.int64)
         self._convected = self.xp.empty(faces) if len(ops.open_faces) else None
@@ -313,19 +310,19 @@ class FlowMatrices:
     def _outflow_pressure(self, pressure_laplacian):
         """What outflow pressures p_b add for q = 1 x p_b, on this backend: {"cells": to
         the pressure equation's right-hand side, "faces": to u_s, "gradient": to u};
-        "face_gradient": to G_faces's; None where they are all 0. With the wide Laplacian the face gradient is
+        None where they are all 0. With the wide Laplacian the face gradient is
         Gamma G, so its part is Gamma of the cell gradient's."""
         given = self.ops.outflow_pressure
         if given is None:
             return None
         xp = self.xp
-        gradient, face_gradient = xp.asarray(given["gradient"]), xp.asarray(given["face_gradient"])
+        gradient = xp.asarray(given["gradient"])
         faces = xp.asarray(given["faces"])
         if pressure_laplacian == "wide":
             self.Gamma(gradient.ravel(), faces)
         cells = xp.empty(self.ops.geometry.num_cells)
         self.Ms(faces, cells)
-        return {"cells": cells, "faces": faces, "gradient": gradient, "face_gradient": face_gradient}
+        return {"cells": cells, "faces": faces, "gradient": gradient}
 
     def _momentum(self):
         """Omega + (dt / 2) D for every velocity component at once (options

@@ -51,10 +51,6 @@ normal velocity; inflow faces carry a given one, a source.
   G, with -flow_scheme consistent (scheme.gradient "least-squares"): the
           least-squares gradient (plugin.flow.least_squares), a wall's normal
           pressure gradient zero, an outflow's p_b given (_outflow_gradient its part)
-  G_faces  G, or with -flow_wall_pressure_gradient faces the least-squares gradient with a wall's
-          equation only where a cell needs it (interior's), for the pressure's deferred face correction
-          and the pressure read at points and walls (plugin.flow.forces); G, which corrects the cell
-          velocities, keeps the walls' equations
   velocity_gradient  cells -> cells^d  the gradient of one velocity component
           for the corrections: least squares with the velocity held on walls and
           inflows (velocity_gradient_source: the part of those values), zero
@@ -64,7 +60,7 @@ normal velocity; inflow faces carry a given one, a source.
           boundary face free (zero normal gradient), on the rows of boundary cells: applied to G q*, it
           gives u^p's interpolation the held velocities of u^p + G q* (about u^{n+1}), not of u^p, which
           differs from them at walls by G q (plugin.flow.integrator); with the skewness correction
-          and -flow_wall_pressure_gradient interior or faces
+          and -flow_wall_pressure_gradient interior
   diffusion_correction, pressure_correction, skewness_correction, convection_correction  the corrections
           of the consistent scheme's parts (plugin.flow.corrections); None where off
   face_pairs  cells -> faces  x_i + x_j of each flux face's cells i and j (2 x_i on an outflow
@@ -172,23 +168,18 @@ class FlowOperators:
         self.L = pattern.matrix(conductance, exchange - xp.bincount(out.row, out.area / out.distance, n))
         self.Gamma, self.Gs, self.face_diffusion = self._face_operators(g, f, out)
         self.held = held = faces_of(tags_of(Wall, Inflow))  # the faces that hold the velocity
-        wall = scheme.wall_pressure_gradient
         if scheme.gradient == "least-squares":
-            walls = faces_of(tags_of(Wall, Inflow, Slip)).on(xp)
-            self.G, self._outflow_gradient = least_squares_gradient(g, h, pattern, out, walls,
-                                                                    free_where_needed=wall == "interior")
+            self.G, self._outflow_gradient = least_squares_gradient(
+                g, h, pattern, out, faces_of(tags_of(Wall, Inflow, Slip)).on(xp),
+                free_where_needed=scheme.wall_pressure_gradient == "interior")
         else:
             self.G, self._outflow_gradient = self._gradient(pattern, h, out), None
-        self.G_faces, self._outflow_face_gradient = self.G, self._outflow_gradient
-        if scheme.gradient == "least-squares" and wall == "faces":
-            self.G_faces, self._outflow_face_gradient = least_squares_gradient(g, h, pattern, out, walls,
-                                                                               free_where_needed=True)
         self.velocity_gradient, self.velocity_gradient_source, self.held_difference = None, None, None
         if scheme.velocity_gradients and scheme.gradient == "least-squares":
             # held on walls and inflows, zero normal gradient across outflows and slip faces
             self.velocity_gradient, self.velocity_gradient_source = least_squares_gradient(
                 g, h, pattern, held.on(xp), faces_of(tags_of(Outflow, Slip)).on(xp))
-            if scheme.skewness_correction and wall != "zero":
+            if scheme.skewness_correction and scheme.wall_pressure_gradient == "interior":
                 # every boundary face free: the gradient of G q*, which holds no boundary value
                 free, _ = least_squares_gradient(g, h, pattern, faces_of([]).on(xp),
                                                  faces_of(list(boundary_conditions)).on(xp))
@@ -326,21 +317,18 @@ class FlowOperators:
     def _outflow_pressure(self, g, f, out):
         """The parts of Gs and G that the outflow pressures p_b give, for p_b = 1 x the
         group's value: {"faces": p_b / delta_b on the rank's flux faces, "gradient": (dim, n)
-        A_b n_b p_b / Omega_i (G's), "face_gradient": G_faces's}; None where every outflow pressure is 0
-        (on every rank alike)."""
+        A_b n_b p_b / Omega_i}; None where every outflow pressure is 0 (on every rank alike)."""
         if not any(isinstance(c, Outflow) and c.pressure for c in self.conditions.values()):
             return None
         pressure = numpy.array([self.conditions[tag].pressure for tag in g.boundary_tags[out.index].tolist()])
         faces = numpy.zeros(f.count)
         faces[self.open_faces] = pressure / out.distance
         if self._outflow_gradient is not None:  # least squares: the gradient's part of the given values
-            gradient, face_gradient = (to_host(self.xp, part @ self.xp.asarray(pressure)).reshape(self.dim, -1)
-                                       for part in (self._outflow_gradient, self._outflow_face_gradient))
+            gradient = to_host(self.xp, self._outflow_gradient @ self.xp.asarray(pressure)).reshape(self.dim, -1)
         else:
-            gradient = face_gradient = numpy.array([
-                numpy.bincount(out.row, out.area * out.normal[:, d] * pressure, g.num_cells)
-                for d in range(self.dim)]) / g.volumes
-        return {"faces": faces, "gradient": gradient, "face_gradient": face_gradient}
+            gradient = numpy.array([numpy.bincount(out.row, out.area * out.normal[:, d] * pressure, g.num_cells)
+                                    for d in range(self.dim)]) / g.volumes
+        return {"faces": faces, "gradient": gradient}
 
     def boundary_values(self, t, velocity=None):
         """At time t, for each face that holds the velocity (walls, inflows; the

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 SCHEMES = ("symmetric", "consistent")
 GRADIENTS = ("green-gauss", "least-squares")
-WALL_PRESSURE_GRADIENTS = ("zero", "interior", "faces")  # a least-squares pressure gradient's walls (least_squares.py)
+WALL_PRESSURE_GRADIENTS = ("zero", "interior")  # a least-squares pressure gradient's walls (least_squares.py)
 MEMORY_BETAS = ("fourier", "damping")  # the face memory's share (plugin.flow.integrator)
 
 

@@ -113,11 +113,8 @@ OPTIONS = (
            "gradient at a wall balances the viscous force there: zero makes the wall cells' pressure first order), "
            "the zero equation kept where they leave a direction ill-determined (a corner) and in cells whose faces "
            "are all orthogonal (a box's), and u^p, which differs from the held velocities at a wall by G q, "
-           "interpolated with the skewness correction from the held velocities of u^p + G q*; faces, interior's "
-           "gradient and interpolation in the face terms alone (the pressure's deferred face correction, the "
-           "pressure read at points and walls), zero's in the cell velocities' correction. interior lifts the "
-           "pressure's order on tetrahedra (Beltrami) and blows up on 3D-1Z's tetrahedra, faces does not "
-           "(BENCHMARKS.md)",
+           "interpolated with the skewness correction from the held velocities of u^p + G q*. interior lifts the "
+           "pressure's order on tetrahedra (Beltrami) and blows up on 3D-1Z's tetrahedra (BENCHMARKS.md)",
            choices=WALL_PRESSURE_GRADIENTS),
     Option("flow_nonorthogonal", "nonorthogonal", False, "the diffusion's deferred non-orthogonal correction: "
            "nu A t . (grad u)_f on each face whose normal is not along the line between its cells' centroids "
