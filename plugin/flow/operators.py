@@ -79,6 +79,7 @@ import numpy
 import scipy.sparse
 
 from gpu_mats.backend import array_module, sparse_module, to_host
+from gpu_mats.sell import entry_rows
 
 from .boundary import Inflow, Outflow, Slip, Wall
 from . import corrections
@@ -387,7 +388,7 @@ def _difference(a, b):
     left, right = a.tocoo(), b.tocoo()
     summed = csr(xp.concatenate((left.data, -right.data)), xp.concatenate((left.row, right.row)),
                  xp.concatenate((left.col, right.col)), a.shape)
-    rows = xp.searchsorted(summed.indptr, xp.arange(summed.indices.size), side="right") - 1
+    rows = entry_rows(xp, summed.indptr)
     keep = summed.data != 0
     return csr(summed.data[keep], rows[keep], summed.indices[keep], a.shape)
 
