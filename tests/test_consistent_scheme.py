@@ -9,6 +9,7 @@ import types
 
 import numpy
 import pytest
+import scipy.sparse
 from petsc4py import PETSc
 
 from meshes import MESHES, unit_mesh
@@ -16,6 +17,7 @@ from petsc_ext.options import OptionError, option_defaults
 from plugin.flow.boundary import Inflow, Outflow, Wall, conditions_by_tag, walls_at_rest
 from plugin.flow.box import box_geometry
 from plugin.flow.faces import BoundaryFaces, CellPattern, HalfFaces
+from plugin.flow.forces import GroupForce
 from plugin.flow.least_squares import BATCH, GradientError, _check, least_squares_gradient
 from plugin.flow.mesh import mesh_geometry
 from plugin.flow.operators import FlowOperators, host_matrix
@@ -113,11 +115,63 @@ def test_on_a_box_both_schemes_are_the_same_operators(size):
     (walls included) and every correction is zero."""
     g = box_geometry(size, (1.0, 2.0, 1.5)[:len(size)], (False,) * len(size))
     symmetric, consistent = _operators(g, "symmetric"), _operators(g, "consistent")
+    assert symmetric.normal_term is None and consistent.normal_term is None
     numpy.testing.assert_allclose(host_matrix(consistent.G).toarray(), host_matrix(symmetric.G).toarray(), rtol=0,
                                   atol=1e-12)
     for correction in (consistent.diffusion_correction, consistent.pressure_correction,
                        consistent.skewness_correction, consistent.convection_correction):
         assert abs(correction).max() < 1e-12
+
+
+@pytest.mark.parametrize("name", GEOMETRIES)
+def test_without_the_wall_normal_flux_a_walls_viscous_flux_is_the_tangential_velocitys(name):
+    """Continuity makes d u_n / dn zero at a no-slip wall: with
+    -flow_wall_normal_flux 0 each wall face takes nu A / delta (I - n n^T) u_i
+    from its cell (the normal term), held against a face-by-face sum, and the
+    explicit diffusion D + N stays symmetric positive semidefinite; by default
+    both schemes keep the two-point flux of every component (no normal term
+    without slip faces)."""
+    g = GEOMETRIES[name]
+    assert _operators(g, "symmetric").normal_term is None and _operators(g, "consistent").normal_term is None
+    conditions = conditions_by_tag(g, walls_at_rest(g))
+    consistent = FlowOperators(g, 0.01, conditions, scheme=dataclasses.replace(PARTS["consistent"],
+                                                                                   wall_normal_flux=False))
+    n, dim, nu = g.num_cells, g.dim, consistent.nu
+    D, N = host_matrix(consistent.D), host_matrix(consistent.normal_term)
+    u = numpy.random.default_rng(3).standard_normal((dim, n))
+    expected = numpy.stack([D @ component for component in u])
+    for cell, area, distance, normal in zip(g.boundary_cells, g.boundary_areas, g.boundary_distances,
+                                            g.boundary_normals, strict=True):  # every face a wall at rest
+        expected[:, cell] -= nu * area / distance * (normal @ u[:, cell]) * normal
+    got = numpy.concatenate([D @ component for component in u]) + N @ u.ravel()
+    numpy.testing.assert_allclose(got, expected.ravel(), rtol=0, atol=1e-13 * abs(expected).max())
+    explicit = (scipy.sparse.block_diag([D] * dim) + N).toarray()
+    numpy.testing.assert_allclose(explicit, explicit.T, rtol=0, atol=1e-15 * abs(explicit).max())
+    assert numpy.linalg.eigvalsh(explicit).min() > -1e-12 * abs(explicit).max()
+
+
+def test_the_forces_take_the_walls_tangential_viscous_flux_alone():
+    """The force on a wall is the momentum its faces take in the discrete
+    equations: -flow_wall_normal_flux 0 takes rho nu A / delta (n . u_i) n
+    off each face's two-point viscous part, summed face by face here (the
+    consistent scheme keeps the flux by default)."""
+    g = GEOMETRIES["tetrahedra"]
+    lid = tuple(numpy.eye(g.dim)[0])
+    forces, state = {}, None
+    for flux in (True, False):
+        with option_defaults("", {"flow_max_steps": 4, "flow_scheme": "consistent",
+                                  "flow_wall_normal_flux": flux}):
+            solver = FlowSolver(g, SELF, "aij", 0.01, {"lid": Wall(lid), "wall": Wall()})
+        assert solver.scheme_parts.wall_normal_flux == flux
+        state = state or solver.run(solver.initial_state())  # one state, both solvers' forces on it
+        forces[flux] = GroupForce(solver, "wall")(state)
+        solver.destroy()
+    u = numpy.asarray(state.u)
+    faces = numpy.flatnonzero(g.boundary_tags == g.boundary_names["wall"])
+    normals, cells = g.boundary_normals[faces], g.boundary_cells[faces]
+    normal_parts = 0.01 * g.boundary_areas[faces] / g.boundary_distances[faces] * (normals * u[:, cells].T).sum(1)
+    assert abs(normal_parts).max() > 0
+    numpy.testing.assert_allclose(forces[False], forces[True] - normal_parts @ normals, rtol=1e-12, atol=1e-15)
 
 
 @pytest.mark.parametrize("name", GEOMETRIES)

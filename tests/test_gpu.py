@@ -938,11 +938,11 @@ def test_on_gpus_of_several_ranks_the_explicit_part_is_captured_with_its_nccl_ha
         assert ksp.getPythonContext().runs == "CUDA graph replays"
 
 
-def _tetrahedra_steps(backend, beta, wall="zero"):
+def _tetrahedra_steps(backend, beta, wall="zero", normal_flux=True):
     """Twenty steps of the consistent scheme (every correction, the
     convected velocities' too, the face memory with -flow_face_memory_beta
-    ``beta``, -flow_wall_pressure_gradient ``wall``) in a lid-driven unit
-    cube of jittered tetrahedra."""
+    ``beta``, -flow_wall_pressure_gradient ``wall``, -flow_wall_normal_flux
+    ``normal_flux``) in a lid-driven unit cube of jittered tetrahedra."""
     from petsc4py import PETSc
 
     import plugin  # noqa: F401
@@ -955,21 +955,23 @@ def _tetrahedra_steps(backend, beta, wall="zero"):
     g = mesh_geometry(unit_mesh("tetra", n=3, jitter=0.25))
     options = {"gpu_backend": backend, "flow_scheme": "consistent", "flow_convection_skewness": True,
                "flow_max_steps": 20, "flow_face_memory_beta": beta, "flow_wall_pressure_gradient": wall,
-               "pressure_ksp_rtol": 1e-12, "momentum_ksp_rtol": 1e-12}
+               "flow_wall_normal_flux": normal_flux, "pressure_ksp_rtol": 1e-12, "momentum_ksp_rtol": 1e-12}
     with option_defaults("", options):
         solver = FlowSolver(g, PETSc.COMM_SELF, "gpusell", 0.01, {"lid": Wall((1.0, 0.0, 0.0)), "wall": Wall()})
     state = solver.run(solver.initial_state())
     return solver, state, _fields(solver, state)
 
 
-@pytest.mark.parametrize("beta, wall", [("fourier", "zero"), ("damping", "zero"), ("fourier", "interior")])
-def test_the_consistent_scheme_steps_on_the_gpu_as_numpy_and_as_its_graph(beta, wall):
+@pytest.mark.parametrize("beta, wall, normal_flux", [("fourier", "zero", True), ("damping", "zero", True),
+                                                     ("fourier", "interior", True), ("fourier", "zero", False)])
+def test_the_consistent_scheme_steps_on_the_gpu_as_numpy_and_as_its_graph(beta, wall, normal_flux):
     """On tetrahedra, with every correction of the consistent scheme, either
-    face memory and either wall pressure gradient (interior: u^p's held
-    interpolation too): the GPU's steps match NumPy's, and a captured step
-    gives the bits of its queued launch."""
-    solver, state, on_gpu = _tetrahedra_steps("cupy", beta, wall)
-    _, _, on_host = _tetrahedra_steps("numpy", beta, wall)
+    face memory, either wall pressure gradient (interior: u^p's held
+    interpolation too) and the walls without their normal flux: the GPU's
+    steps match NumPy's, and a captured step gives the bits of its queued
+    launch."""
+    solver, state, on_gpu = _tetrahedra_steps("cupy", beta, wall, normal_flux)
+    _, _, on_host = _tetrahedra_steps("numpy", beta, wall, normal_flux)
     _assert_same_flow(on_gpu, on_host, 1e-9)
     _captured_step_matches_its_launch(solver, state)
 
@@ -1397,7 +1399,7 @@ def test_open_boundaries_on_the_gpu_match_numpy(diffusion):
 
     solver, state, on_gpu = _cavity_steps("cupy", diffusion, _open_box())
     assert solver.xp is cupy and isinstance(state.u_s, cupy.ndarray)
-    assert solver.matrices.mats["slip"].getType() == "seqaijgpusell"
+    assert solver.matrices.mats["normal_term"].getType() == "seqaijgpusell"
     _, _, on_host = _cavity_steps("numpy", diffusion, _open_box())
     for name, value in on_host.items():
         assert abs(on_gpu[name] - value).max() <= 1e-9 * abs(value).max(), name
@@ -1688,7 +1690,7 @@ def test_the_flow_assembles_its_operators_where_gpusell_keeps_its_matrices():
 def _same_operators(host, device):
     from plugin.flow.operators import host_matrix
 
-    for matrix in ("L", "D", "G", "Gamma", "Gs", "Ms", "E_C", "flux_rate", "slip", "velocity_gradient",
+    for matrix in ("L", "D", "G", "Gamma", "Gs", "Ms", "E_C", "flux_rate", "normal_term", "velocity_gradient",
                    "velocity_gradient_source", "held_difference", "diffusion_correction", "pressure_correction",
                    "skewness_correction", "convection_correction"):
         if getattr(host, matrix) is None:

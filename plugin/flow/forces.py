@@ -19,7 +19,9 @@ no-slip wall nu du/dn is the whole viscous stress, n . (grad u + grad u^T)
 being zero there for a divergence-free flow. With the diffusion's
 non-orthogonal correction (-flow_nonorthogonal) the wall flux has its part
 -nu A_f (n_f - r_f / delta_f) . grad u_i too (r_f from the centroid to the
-face's). The least-squares gradient (-flow_gradient least-squares) has no
+face's); without the wall-normal flux (-flow_wall_normal_flux 0) the
+two-point flux is the tangential velocity's alone, nu A_f (I - n_f n_f^T)
+(u_i - u_b) / delta_f. The least-squares gradient (-flow_gradient least-squares) has no
 face values: the wall's pressure is then the cell's carried to the face's
 centroid along it, p_i + r_f . grad p_i, exact for a linear pressure where
 p_i is first order.
@@ -43,7 +45,7 @@ from mpi4py import MPI
 from gpu_mats.backend import to_host
 from gpu_mats.kernels import family
 
-from .boundary import Outflow
+from .boundary import Outflow, Wall
 
 
 class ForceError(ValueError):
@@ -95,12 +97,16 @@ class GroupForce(_Watched):
         ops = solver.operators
         self.extrapolated = ops.scheme.gradient == "least-squares"
         self.corrected = ops.diffusion_correction is not None
+        tangential = not ops.scheme.wall_normal_flux and isinstance(condition, Wall)
         off_normal = normal - reach / g.boundary_distances[faces][:, None]  # n - r / delta
         n, dim, nu = g.num_cells, g.dim, self.nu
         terms = []  # per component d: (array, index, weight) of the rank's share of F_d
         for d in range(dim):
             pressure = rho * area * normal[:, d]
             parts = [(P, rows, pressure), (U, d * n + rows, rho * nu * self.conductance)]
+            if tangential:  # u_b's normal part is zero on a wall: the held values' term needs none
+                parts += [(U, e * n + rows, -rho * nu * self.conductance * normal[:, d] * normal[:, e])
+                          for e in range(dim)]
             if self.extrapolated:
                 parts += [(GRAD_P, e * n + rows, pressure * reach[:, e]) for e in range(dim)]
             if self.corrected:

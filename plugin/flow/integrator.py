@@ -12,7 +12,9 @@ One step from the state (u^n, u^{n-1}, u_s^n, u_s^{n-1}, p^n, p^{n-1}, dt_{n-1})
                                      to the faces' centroids (-flow_convection_skewness), explicit,
                                      u_s* capped at nu / |s| in it;
                                      K v = D u* (explicit diffusion), or D u^n / 2
-                                     (Crank-Nicolson); S the slip faces' term, explicit;
+                                     (Crank-Nicolson); S the boundary's normal term, explicit
+                                     (slip faces; walls without their normal flux, the whole
+                                     of it under Crank-Nicolson too);
                                      N u* = -nu T grad u* the diffusion's non-orthogonal
                                      correction (-flow_nonorthogonal), explicit;
                                      s the boundary's source at t + dt/2
@@ -503,7 +505,7 @@ class FractionalStep:
         on arrays without the host (gpusell: on several ranks, its halos by
         NCCL), and the boundary's values the same at every time (else they
         are worked out on the host)."""
-        m, names = self.matrices, ("E", "C", "K", "slip", "diffusion_correction", "velocity_gradient", "E_D",
+        m, names = self.matrices, ("E", "C", "K", "normal_term", "diffusion_correction", "velocity_gradient", "E_D",
                                    "eddy_rate")
         products = [getattr(m, name) for name in names if getattr(m, name) is not None]
         return (self.xp is not numpy and m.ops.boundary_steady
@@ -840,8 +842,8 @@ class FractionalStep:
             self.eddy.refresh(self.velocity_gradients(state.u, state.t), m)
         diffused = state.u if implicit else self.u_star
         m.explicit_rate(self.u_star, diffused, self.rate)
-        if m.slip is not None:
-            m.slip(diffused.ravel(), self.rate.ravel(), self.rate.ravel())
+        if m.normal_term is not None:
+            m.normal_term(diffused.ravel(), self.rate.ravel(), self.rate.ravel())
         if m.diffusion_correction is not None or m.convection_correction is not None:  # explicit, on u*
             gradients = self.velocity_gradients(self.u_star, state.t + dt / 2).ravel()
             if m.diffusion_correction is not None:

@@ -59,7 +59,7 @@ class FlowMatrices:
     """The matrices of one FlowOperators on ``comm``, and their array products:
     ``Ms``, ``Gamma``, ``Gs``, ``G``, ``C``, ``K`` (the explicit part of
     diffusion: D, or D/2 with Crank-Nicolson), ``flux_rate`` and ``E``, and
-    where the boundary or the scheme asks for them ``slip``,
+    where the boundary or the scheme asks for them ``normal_term``,
     ``velocity_gradient`` (every velocity component's at once), ``held_difference`` (the same
     layout), ``face_pairs``
     (with the damping face memory: each flux face's two cells' values summed), ``E_D``
@@ -93,8 +93,8 @@ class FlowMatrices:
             "flux_rate": (ops.flux_rate, faces, "flux rate"),
             "C": (ops.L * 0.0, n, "C(u_s)"),  # L's pattern, explicit zeros kept
         }
-        if ops.slip is not None:
-            loop["slip"] = (ops.slip, dim * n, "slip (nu A / delta n n^T)")
+        if ops.normal_term is not None:
+            loop["normal_term"] = (ops.normal_term, dim * n, "normal term (nu A / delta n n^T: slip faces, walls)")
         if ops.velocity_gradient is not None:
             counts = comm.tompi4py().allgather(n)
             loop["velocity_gradient"] = (component_blocks(host_matrix(ops.velocity_gradient), dim, counts), dim * n,
@@ -134,8 +134,8 @@ class FlowMatrices:
         self.Ms, self.Gamma, self.Gs, self.G = map(self._product, ("Ms", "Gamma", "Gs", "G"))
         self.K, self.flux_rate, self.C, self.E, self.E_D, self.eddy_rate = map(
             self._product, ("K", "flux_rate", "C", "E", "E_D", "eddy_rate"))
-        self.slip, self.velocity_gradient, self.held_difference, self.face_pairs = map(
-            self._product, ("slip", "velocity_gradient", "held_difference", "face_pairs"))
+        self.normal_term, self.velocity_gradient, self.held_difference, self.face_pairs = map(
+            self._product, ("normal_term", "velocity_gradient", "held_difference", "face_pairs"))
         self.diffusion_correction, self.pressure_correction, self.skewness_correction, self.convection_correction = map(
             self._product, ("diffusion_correction", "pressure_correction", "skewness_correction",
                             "convection_correction"))
@@ -177,7 +177,7 @@ class FlowMatrices:
         walls, under the symmetric scheme without LES, each checked against
         the assembled operator on a random vector; else None."""
         ops, g = self.ops, self.ops.geometry
-        extras = (ops.slip, ops.velocity_gradient, ops.held_difference, ops.diffusion_correction,
+        extras = (ops.normal_term, ops.velocity_gradient, ops.held_difference, ops.diffusion_correction,
                   ops.pressure_correction, ops.skewness_correction, ops.convection_correction, ops.eddy_diffusion)
         if (box is None or not self._sell_operators_fit() or any(e is not None for e in extras)
                 or len(ops.open_faces) or not all(isinstance(c, Wall) for c in ops.conditions.values())):

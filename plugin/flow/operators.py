@@ -36,9 +36,11 @@ normal velocity; inflow faces carry a given one, a source.
   D       -nu (L_interior - Dirichlet faces): diffusion, symmetric positive
           definite where walls or inflows hold the velocity; Neumann at outflow
           and slip faces. Their velocities enter boundary_values.
-  slip    (dim n) x (dim n), nu A_f / delta_f n n^T on each slip face's cell: the
+  normal_term  (dim n) x (dim n), nu A_f / delta_f n n^T on each slip face's cell: the
           normal velocity held at zero there, the tangential free (no shear);
-          symmetric positive semidefinite, applied explicitly
+          minus the same on each wall face's cell without its normal flux
+          (scheme.wall_normal_flux False: D's wall flux then the tangential
+          velocity's alone); symmetric, applied explicitly
   E_C     faces -> values of C(u_s) in the CSR order of L's pattern (eq. 2.10):
           [C u]_i = sum_f F_f (u_i + u_j) / 2 over interior faces, F_f = A_f u_s,f
           out of i, plus F_b u_i over outflow faces. So C + C^T = diag(Ms u_s) +
@@ -192,7 +194,10 @@ class FlowOperators:
             self.velocity_gradient = self._gradient(pattern, h, out, faces_of(at_rest).on(xp))
         walls = xp.asarray(numpy.bincount(held.row, held.area / held.distance, n))
         self.D = pattern.matrix(-nu * conductance, nu * (walls - exchange))
-        self.slip = self._slip(g, faces_of(tags_of(Slip)).on(xp)) if tags_of(Slip) else None  # the same on every rank
+        # nu A / delta n n^T: added on slip faces; taken back on walls without their normal flux (scheme.py)
+        normal_terms = [(tags_of(Slip), 1.0), ([] if scheme.wall_normal_flux else tags_of(Wall), -1.0)]
+        normal_terms = [(faces_of(tags).on(xp), sign) for tags, sign in normal_terms if tags]
+        self.normal_term = self._normal_term(g, normal_terms) if normal_terms else None  # the same on every rank
         self.E_C = self._convection_map(pattern, h, out, f.total)
         self.eddy_diffusion = self.eddy_rate = None
         if scheme.les != "none":
@@ -280,14 +285,16 @@ class FlowOperators:
                    xp.concatenate((rows, rows, out_rows)), xp.concatenate((first, second, out.cell)),
                    (f.count, g.num_global_cells))
 
-    def _slip(self, g, slip):
-        """nu A / delta n n^T on each slip face's cell, stacked numbering."""
+    def _normal_term(self, g, faces):
+        """sign nu A / delta n n^T on each face's cell, stacked numbering, for each (BoundaryFaces, sign) of
+        ``faces``."""
         rows, cols, values = [], [], []
-        for d in range(self.dim):
-            for e in range(self.dim):
-                rows.append(stacked_index(g.cell_ranges, d, self.dim, slip.cell) - self.dim * g.cell_start)
-                cols.append(stacked_index(g.cell_ranges, e, self.dim, slip.cell))
-                values.append(self.nu * slip.area / slip.distance * slip.normal[:, d] * slip.normal[:, e])
+        for held, sign in faces:
+            for d in range(self.dim):
+                for e in range(self.dim):
+                    rows.append(stacked_index(g.cell_ranges, d, self.dim, held.cell) - self.dim * g.cell_start)
+                    cols.append(stacked_index(g.cell_ranges, e, self.dim, held.cell))
+                    values.append(sign * self.nu * held.area / held.distance * held.normal[:, d] * held.normal[:, e])
         xp = self.xp
         return csr(xp.concatenate(values), xp.concatenate(rows), xp.concatenate(cols),
                     (self.dim * g.num_cells, self.dim * g.num_global_cells))
@@ -372,12 +379,13 @@ class FlowOperators:
         return self.D.diagonal(self.geometry.cell_start) / self._volumes
 
     def diffusion_rate(self):
-        """max_i (D_ii + slip_ii) / Omega_i over the rank's cells: the explicit diffusion step limit is about 1 / this."""
+        """max_i (D_ii + N_ii) / Omega_i over the rank's cells (N the normal term): the explicit diffusion
+        step limit is about 1 / this."""
         g, xp = self.geometry, self.xp
         rates = to_host(xp, self.cell_diffusion_rates())
-        if self.slip is not None:
-            slip = to_host(xp, self.slip.diagonal(self.dim * g.cell_start))
-            rates = rates + slip.reshape(self.dim, -1).max(axis=0) / self.volumes
+        if self.normal_term is not None:
+            normal = to_host(xp, self.normal_term.diagonal(self.dim * g.cell_start))
+            rates = rates + normal.reshape(self.dim, -1).max(axis=0) / self.volumes
         return float(rates.max(initial=0.0))
 
 

@@ -43,6 +43,21 @@ anti-diffusion of about |u_s| |s| on each face, which made the coarsest
 DFG tetrahedra blow up until the face velocity it takes was capped at
 nu / |s| (BENCHMARKS.md).
 
+At a no-slip wall continuity makes the normal velocity's normal gradient
+zero (its tangential derivatives vanish along the wall), so the viscous
+flux of the wall-normal component through the wall is zero. The two-point
+wall flux nu A (u_i - u_b) / delta gives it nu A (n . u_i) / delta instead,
+u_i's normal part being O(delta^2): an error of the wall cells' normal
+momentum that the pressure takes up at the walls, largest at a stagnation
+point (Ferziger and Peric, "Computational Methods for Fluid Dynamics",
+2002, take the wall's normal viscous stress as zero for this reason).
+-flow_wall_normal_flux 0 drops that part, nu A / delta n n^T (u_i - u_b)
+taken back explicitly on every wall face, in the forces too. Neither
+scheme drops it by default: with the consistent scheme's walls'
+zero-normal-gradient pressure equations the DFG cylinders' delta_p moves
+from below the reference to above it, and on their finest meshes further
+from it (BENCHMARKS.md).
+
 With Crank-Nicolson diffusion the symmetric scheme's face velocities take
 the pressure guess through the face gradient on each face's implicit share
 (-flow_implicit_rhie_chow, plugin.flow.integrator): without it steps far
@@ -64,7 +79,8 @@ MEMORY_BETAS = ("fourier", "damping")  # the face memory's share (plugin.flow.in
 class Scheme:
     """The parts of a discretisation, each an option of its own (-flow_gradient,
     -flow_wall_pressure_gradient, -flow_nonorthogonal, -flow_pressure_nonorthogonal, -flow_skewness,
-    -flow_convection_skewness, -flow_face_memory, -flow_face_memory_beta, -flow_implicit_rhie_chow) so
+    -flow_convection_skewness, -flow_face_memory, -flow_face_memory_beta, -flow_implicit_rhie_chow,
+    -flow_wall_normal_flux) so
     that what each buys can
     be measured."""
 
@@ -78,6 +94,7 @@ class Scheme:
     face_memory: bool = False
     memory_beta: str = "fourier"
     implicit_rhie_chow: bool = True
+    wall_normal_flux: bool = True  # the two-point viscous flux of the wall-normal velocity through no-slip walls
     les: str = "none"  # the subgrid model (plugin.flow.les), whose eddy viscosity adds to D's
 
     @property
@@ -99,7 +116,7 @@ OPTION_PARTS = {"gradient": "gradient", "wall_pressure_gradient": "wall_pressure
                 "convection_skewness": "convection_correction",
                 "pressure_correctors": "pressure_correctors", "face_memory": "face_memory",
                 "face_memory_beta": "memory_beta",
-                "implicit_rhie_chow": "implicit_rhie_chow", "les": "les"}
+                "implicit_rhie_chow": "implicit_rhie_chow", "wall_normal_flux": "wall_normal_flux", "les": "les"}
 
 
 def part_default(attr, scheme_name):

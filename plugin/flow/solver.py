@@ -131,6 +131,12 @@ OPTIONS = (
            "taken at the face's centroid, not at the midpoint of its cells' centroids: C(u_s) u plus an "
            "explicit correction s . (grad u)_f, exact for linear velocities, the face velocity it takes capped at nu / "
            "|s|; no longer skew-symmetric"),
+    Option("flow_wall_normal_flux", "wall_normal_flux", True, "the two-point viscous flux nu A n . u_i / delta "
+           "of the wall-normal velocity through no-slip walls; without it only the tangential velocity's "
+           "(continuity makes the normal velocity's normal gradient zero at a wall: the two-point flux is an "
+           "error of the wall cells' normal momentum, largest at a stagnation point), the normal part taken "
+           "back explicitly, in the forces too; kept by default: without it the consistent scheme's delta_p "
+           "on the DFG cylinders overshoots on fine meshes (BENCHMARKS.md)"),
     Option("flow_face_memory", "face_memory", False, "the face velocities keep part of their departure "
            "from the interpolated cell velocities from one step to the next, w = Gamma u^p + beta (u_s^n - "
            "Gamma u^n), beta = 1 - Fo / (1 + Fo^2) with Fo = nu dt / delta^2 the face's diffusion number "
