@@ -63,7 +63,7 @@ class Parts:
             record_event(event)
 
     def stamps(self):
-        """The same marks as kernels that stamp the device's clock (plugin.flow.integrator.GraphPhases)."""
+        """The same marks as kernels that stamp the device's clock (plugin.flow.phases.GraphPhases)."""
         for slot in range(12):
             family("flow", cupy).stamp(self.clock, slot)
 

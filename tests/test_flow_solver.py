@@ -743,7 +743,7 @@ def test_phase_timer_on_the_host_times_every_use_and_logs_an_event_per_phase():
     """On the host each use of a phase is timed by the wall clock (the GPU's
     sampling of replays does not apply) and counted, nested phases apart,
     and each phase is a PETSc log event of its own name."""
-    from plugin.flow.integrator import PhaseTimer
+    from plugin.flow.phases import PhaseTimer
 
     timer = PhaseTimer(numpy)
     for _ in range(3):

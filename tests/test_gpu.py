@@ -820,7 +820,7 @@ def test_phase_times_on_the_gpu_come_from_events_without_waiting():
     each phase is timed by events the graph records itself."""
     import cupy
 
-    from plugin.flow.integrator import PhaseTimer
+    from plugin.flow.phases import PhaseTimer
 
     timer = PhaseTimer(cupy)
     with timer("Pressure"):

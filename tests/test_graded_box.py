@@ -99,8 +99,6 @@ def test_a_graded_channel_recovers_poiseuille_flow():
     """-flow_box_grading on a DMDA channel: the DMDA's coordinates are the
     graded cells' centres, the pressure takes gpuamg's aggregation, and the
     flow at t = 1 is the parabola closer than on equal cells."""
-    from petsc4py import PETSc
-
     import plugin  # noqa: F401
     from gpu_mats.backend import to_host
     from plugin.flow.boundary import Inflow, Outflow

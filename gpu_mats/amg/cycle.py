@@ -10,7 +10,7 @@ from ..backend import sparse_module, timed
 from ..kernels import family
 from ..ops import diagonal
 from ..sell import SellMatrix
-from ..stencil import StencilMatrix, TensorTransfer
+from ..stencil import StencilMatrix
 from .checks import AMGError, check_symmetric, positive_diagonal, same_pattern
 
 

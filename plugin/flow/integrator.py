@@ -79,307 +79,25 @@ from what a KSP does inside its solve.
 """
 
 import collections
-import contextlib
 import functools
-import itertools
 import time
-from dataclasses import dataclass
 
 import numpy
 from mpi4py import MPI
 from petsc4py import PETSc
 
-from gpu_mats.backend import address, array_module, sparse_module, to_host
+from gpu_mats.backend import address, array_module, to_host
 from gpu_mats.kernels import family, keyed_graphs
 from petsc_ext.array_operators import mark_read, mark_written
 from petsc_ext.arrays import get_array, restore_array
 
-
-@dataclass(eq=False)
-class FlowState:
-    """A time level: u^n and u^{n-1} ((dim, n) arrays of the rank's cells),
-    u_s^n (its faces), p^n and p^{n-1}, the time, the step number and the
-    last step size; ``u_s_old``, u_s^{n-1}; with Crank-Nicolson ``implicit`` and ``implicit_old``,
-    the momentum solve's own share of the steps that made u^n and u^{n-1}
-    (a solve's solution less its start u^ + G q*; zero where no solve made
-    it: a first step, a restart from a file without them), which the next
-    solve's guess extrapolates (None without a momentum solve)."""
-
-    u: object
-    u_old: object
-    u_s: object
-    p: object
-    p_old: object
-    t: float
-    step: int
-    dt_old: float
-    implicit: object = None
-    implicit_old: object = None
-    u_s_old: object = None
+from .boundary_sources import BoundarySources
+from .phases import GraphPhases, PhaseTimer, untimed
+from .readback import Launch, Queued, StepReadback
+from .state import FlowState
 
 
 _ITERATING = PETSc.KSP.ConvergedReason.ITERATING
-
-
-class PhaseTimer:
-    """A PETSc log event per phase of a step (``-log_view``: the host's time
-    in it), and the time of each phase summed over steps: on the GPU between
-    two CUDA events around the phase's work, read once the device has passed
-    them, so that timing a phase never makes the host wait for the device (a
-    synchronize per phase would cost each step five waits, and a step
-    launched ahead would wait for itself); on the host its wall time. Each
-    phase's uses are counted in steps: a step graph replayed (Step) and one
-    run eagerly or captured (Capture, a one-off of each new graph) apart. A
-    replay repeats the same work but for its iterations, so CUDA events time
-    one launch in EVERY["Step"] (``timed`` counts the steps they held): the
-    events' host calls are a good part of a replayed step's host time. A
-    prime, so that the samples take the arrangements of the buffers in turn,
-    and the steps of Fischer's basis between its restarts (every 16 or 8
-    solves) alike."""
-
-    PHASES = ("Explicit", "Momentum", "Pressure", "Correct", "CFL", "Step", "Capture")
-    EVERY = {"Step": 7}  # on the GPU, one use timed in this many (the others: 1)
-
-    def __init__(self, xp):
-        self.xp = xp
-        self._pending = {name: collections.deque() for name in self.PHASES}  # (start, end) CUDA events not read
-        self._spare = []  # event pairs read, to record again
-        self._phases = {name: _Phase(self, name, PETSc.Log.Event(f"Flow{name}"),
-                                     1 if xp is numpy else self.EVERY.get(name, 1)) for name in self.PHASES}
-        self.reset()
-
-    def reset(self):
-        self.seconds, self.uses = dict.fromkeys(self.PHASES, 0.0), dict.fromkeys(self.PHASES, 0)
-        self.timed = dict.fromkeys(self.PHASES, 0)  # the uses whose time is in seconds (once read)
-        # the phases inside replayed steps' graphs (GraphPhases), summed over the replays read, and their count
-        self.graph_seconds, self.graph_timed = {}, 0
-        self.waited, self.waits = 0.0, 0  # the host's seconds blocked on a step's graph, and how many steps
-        self.first_runs = 0.0  # the host's seconds in steps' graphs run eagerly or captured (not replays)
-        self.captures, self.capture_seconds = 0, 0.0  # of them the captures (and their first replays)
-        for pending in self._pending.values():
-            self._spare.extend(pending)
-            pending.clear()
-
-    def settle(self):
-        """Add the phases whose events are recorded but not read yet (waiting for them)."""
-        for name in self.PHASES:
-            self._read(name, wait=True)
-
-    def _read(self, name, wait=False):
-        pending = self._pending[name]
-        while pending and (wait or pending[0][1].done):
-            start, end = pending.popleft()
-            end.synchronize()
-            self.seconds[name] += self.xp.cuda.get_elapsed_time(start, end) / 1e3
-            self._spare.append((start, end))
-
-    def __call__(self, name, steps=1):
-        """The context of one use of phase ``name`` (one object a phase: phases
-        do not nest in themselves) for ``steps`` steps (a graph of several:
-        counted as that many uses, and where timed as that many timed)."""
-        phase = self._phases[name]
-        phase.steps = steps
-        return phase
-
-    def add_graph(self, marks):
-        """Add the phases of one replay of a step's graph (its GraphPhases, the host past the replay)."""
-        for name, seconds in marks.elapsed().items():
-            self.graph_seconds[name] = self.graph_seconds.get(name, 0.0) + seconds
-        self.graph_timed += 1
-
-
-class GraphPhases:
-    """The phases inside a step's CUDA graph, each between two stamps of the
-    device's clock that the graph writes itself (the flow family's stamp
-    kernel, into pinned host memory), so that a replayed step's GPU time
-    splits by phase with no launch or wait of its own: read once the host has
-    waited for a replay, before that graph replays again. Kernels rather than
-    event record nodes, each of which costs every launch of the graph more
-    than a kernel node does (BENCHMARKS.md, "What a graph's launch costs").
-    Made outside the capture (its memory), its stamps queued by the run that
-    captures the graph."""
-
-    def __init__(self, xp, names):
-        import cupyx  # only where there is a GPU: the marked graphs are the GPU's
-
-        self.clock = cupyx.zeros_pinned(2 * len(names), numpy.int64)
-        self.stamp = family("flow", xp).stamp
-        self.recorded = []  # the phases the last run stamped, in order
-        self._phases = {name: _GraphPhase(self, name, 2 * k) for k, name in enumerate(names)}
-
-    def __call__(self, name):
-        return self._phases[name]
-
-    def elapsed(self):
-        """Seconds of each phase stamped, in its last run (the host past it)."""
-        clock = self.clock.tolist()
-        return {phase.name: 1e-9 * (clock[phase.slot + 1] - clock[phase.slot]) for phase in self.recorded}
-
-
-class _GraphPhase:
-    """One phase of a GraphPhases: the device's clock stamped around its work."""
-
-    def __init__(self, marks, name, slot):
-        self.marks, self.name, self.slot = marks, name, slot
-
-    def __enter__(self):
-        self.marks.stamp(self.marks.clock, self.slot)
-        return self
-
-    def __exit__(self, *exc):
-        self.marks.stamp(self.marks.clock, self.slot + 1)
-        self.marks.recorded.append(self)
-
-
-class _Phase:
-    """One use of a phase at a time, timed where its count says (PhaseTimer);
-    a class rather than a generator, which costs a replayed step more."""
-
-    def __init__(self, timer, name, event, every):
-        self.timer, self.name, self.event, self.every = timer, name, event, every
-        self.steps, self._count = 1, 0  # the steps of the next use; the uses so far (one in ``every`` timed)
-        self._marks = self._start = None
-
-    def __enter__(self):
-        timer, name = self.timer, self.name
-        self.event.begin()
-        timer.uses[name] += self.steps
-        self._count += 1
-        if timer.xp is numpy:
-            self._start = time.perf_counter()
-        elif self._count % self.every == 0:
-            timer._read(name)
-            self._marks = timer._spare.pop() if timer._spare else (timer.xp.cuda.Event(), timer.xp.cuda.Event())
-            self._marks[0].record()
-        return self
-
-    def __exit__(self, *exc):
-        timer, name = self.timer, self.name
-        if self._start is not None:
-            timer.seconds[name] += time.perf_counter() - self._start
-            timer.timed[name] += self.steps
-            self._start = None
-        elif self._marks is not None:
-            self._marks[1].record()
-            timer._pending[name].append(self._marks)
-            timer.timed[name] += self.steps
-            self._marks = None
-        self.event.end()
-
-
-class BoundarySources:
-    """The boundary's momentum source (dim, n), inflow fluxes (n,) and, where
-    the velocity's least-squares gradients take the held velocities, their
-    part (dim * dim, n), at a time, on the matrices' backend: worked out on
-    the host face by face (FlowOperators.boundary_values, for the few
-    boundary faces), summed into cells on the device by sparse products; once
-    where the conditions do not change in time. Every time's values go into
-    the same arrays, each overwriting the last (a caller uses them before it
-    asks for another time): the Vecs PETSc's products make over them are
-    made once, where new arrays each step made a Vec each and kept its array
-    (an unsteady inflow's run grew by its cells' values a step)."""
-
-    def __init__(self, ops, xp):
-        self.ops, self.xp = ops, xp
-        self.to_cells = sparse_module(xp).csr_matrix(ops.boundary_to_cells)
-        source = ops.velocity_gradient_source
-        self.to_gradients = None if source is None else sparse_module(xp).csr_matrix(source)
-        dim, n = ops.dim, ops.geometry.num_cells
-        self.cells = xp.zeros((dim + 1, n))
-        self.gradients = None if source is None else xp.zeros((dim * dim, n))
-        self.sources = (self.cells[:dim], self.cells[dim], self.gradients)
-        self._done = False  # steady conditions' values are in the arrays
-
-    def __call__(self, t):
-        """(momentum source, inflow fluxes, velocity gradients' part or None) at time t."""
-        if self._done:
-            return self.sources
-        dim, n, xp = self.ops.dim, self.ops.geometry.num_cells, self.xp
-        velocity = self.ops.boundary_velocity(t)
-        values = xp.asarray(self.ops.boundary_values(t, velocity))
-        if values.shape[1]:
-            self.cells[...] = (self.to_cells @ values.T).T
-        if self.to_gradients is not None:
-            held = self.to_gradients @ xp.asarray(velocity)
-            self.gradients[...] = xp.ascontiguousarray(held.T).reshape(dim * dim, n)
-        self._done = self.ops.boundary_steady
-        return self.sources
-
-
-class StepReadback:
-    """Device arrays (float64) that a step's CUDA graph gathers into pinned
-    host memory at its end, by one kernel (the solves' records, the
-    convective rate, the change from the last state, the watchers' values):
-    the host waits for the device once a step and reads them all from
-    there."""
-
-    def __init__(self, xp, sources):
-        self.xp, self.sources = xp, sources
-        self._where = {(address(a), a.shape): k for k, a in enumerate(sources)}
-        self._by_id = {id(a): k for k, a in enumerate(sources)}  # the sources themselves, found without address()
-        for a in sources:
-            if a.dtype != numpy.float64 or not a.flags.c_contiguous:
-                raise TypeError(f"a step's readback takes contiguous float64 arrays, not {a.dtype} of shape {a.shape}")
-        self._kernels = family("flow", xp)
-        self._plan = self._kernels.gather_plan(sources)
-        sizes = [0, *itertools.accumulate(a.size for a in sources)]  # Python ints (CuPy's pinned arrays take no others)
-        if xp is numpy:  # a copy, so that both backends read a step's values as they were
-            self._gathered = numpy.empty(sizes[-1])
-        else:
-            import cupyx
-
-            self._gathered = cupyx.empty_pinned(sizes[-1], numpy.float64)
-            self._done = xp.cuda.Event(block=False, disable_timing=True)
-        self.host = [self._gathered[a:b].reshape(s.shape) for a, b, s in zip(sizes[:-1], sizes[1:], sources)]
-
-    def copy_of(self, array):
-        """The host copy of one of the sources (the same memory: a view made again is found too)."""
-        k = self._by_id.get(id(array))
-        if k is None or self.sources[k] is not array:
-            k = self._where[address(array), array.shape]
-        return self.host[k]
-
-    def matches(self, sources):
-        return len(sources) == len(self.sources) and all(address(a) == address(b) and a.shape == b.shape
-                                                         for a, b in zip(sources, self.sources))
-
-    def queue(self):
-        self._kernels.gather(self._gathered, self._plan)
-
-    def mark(self):
-        """After the launch of a step that copies into this readback: what wait() waits for."""
-        if self.xp is not numpy:
-            self._done.record()
-
-    def wait(self):
-        """The copies of the step last marked done (the step with them), not the work queued after it."""
-        if self.xp is not numpy:
-            self._done.synchronize()
-
-
-class _Launch:
-    """One launch of a step graph: the readback of its last step, which the
-    host waits for once for all its steps."""
-
-    __slots__ = ("readback", "waited")
-
-    def __init__(self, readback):
-        self.readback, self.waited = readback, False
-
-
-@dataclass(eq=False)
-class _Queued:
-    """A step launched in a step graph and not taken yet: the state it starts
-    from and its dt, the state it makes, the readback its values are copied
-    into, the GraphPhases its replay recorded (None: not sampled), and its
-    launch."""
-
-    state: FlowState
-    dt: float
-    new: FlowState
-    readback: StepReadback
-    marks: object
-    launch: _Launch
 
 
 class StepFailure(RuntimeError):
@@ -469,7 +187,7 @@ class FractionalStep:
         self._graph_made = self._made_readback = None
         self._change_value = xp.zeros(1)  # max |u^{n+1} - u^n| of a step's graph
         self.track_change = True  # whether a step's graph computes it (a run that stops at no steady state: not)
-        # the steps launched in step graphs and not taken yet (_Queued), in order: those of the graph being taken
+        # the steps launched in step graphs and not taken yet (Queued), in order: those of the graph being taken
         # and of the one launched ahead of it (advance's ``more``)
         self._queued = collections.deque()
         self._contexts = None  # the KSPs' graphcg contexts, where a step's graph queues the solves
@@ -594,7 +312,7 @@ class FractionalStep:
             self._undo(queued.pop())
 
     def _undo(self, step):
-        """Undo what the graph of a _Queued ``step``, dropped, left beyond its new
+        """Undo what the graph of a Queued ``step``, dropped, left beyond its new
         state's buffers: its solution in Fischer's basis."""
         if self.fischer is not None:
             self.fischer.undo(address(step.new.p))
@@ -660,7 +378,7 @@ class FractionalStep:
         return min(self.graph_steps - place % self.graph_steps, steps)
 
     def _drop_taken(self, step):
-        """Forget the _Queued ``step`` just taken (to be taken again as launched,
+        """Forget the Queued ``step`` just taken (to be taken again as launched,
         or failed) and the steps launched after it."""
         self.drop_ahead()
         self._undo(step)
@@ -714,7 +432,7 @@ class FractionalStep:
     def _launch(self, state, dt, length, replayed_only=False):
         """``length`` steps from ``state`` as one CUDA graph per arrangement of
         the buffers (all dropped when the key changes), queued for the host to
-        take (_Queued): their solves queued into it (graphcg's loops the
+        take (Queued): their solves queued into it (graphcg's loops the
         device ends), each new state's convective rate, change and watched
         values computed in it, and everything the host reads of each step
         copied after it (StepReadback); not waited for. The key is the first
@@ -762,11 +480,11 @@ class FractionalStep:
                 self.phases.captures += 1
                 self.phases.capture_seconds += seconds
         readbacks = [self.readbacks[id(new.u_s)] for new in states[1:]]
-        launch = _Launch(readbacks[-1])
+        launch = Launch(readbacks[-1])
         launch.readback.mark()
         for k, (before, new, readback) in enumerate(zip(states[:-1], states[1:], readbacks)):
             # only replays are sampled
-            self._queued.append(_Queued(before, dt, new, readback, marks if replay and k == 0 else None, launch))
+            self._queued.append(Queued(before, dt, new, readback, marks if replay and k == 0 else None, launch))
 
     def _advance(self, state, dt, queued=False, marks=None):
         """The step; ``queued``: its solves queued (graphcg.queue) for a CUDA
@@ -774,7 +492,7 @@ class FractionalStep:
         watchers' values with them; ``marks``: a GraphPhases that the graph's
         own events time its phases by."""
         m, xp, k = self.matrices, self.xp, self.updates
-        phase = (marks or _untimed) if queued else self.phases  # a graph's phases are timed by its own events
+        phase = (marks or untimed) if queued else self.phases  # a graph's phases are timed by its own events
         u_p, u_s, p = self._targets(state)
         implicit = self.momentum_ksp is not None
         with phase("Explicit"):
@@ -1158,10 +876,6 @@ class FractionalStep:
         if self._made_by_graph(state) and self.track_change:
             return self._max(self._copied(self._change_value)[0]) / state.dt_old
         return self._largest(state.u.ravel(), state.u_old.ravel()) / state.dt_old
-
-
-def _untimed(name):
-    return contextlib.nullcontext()
 
 
 def _check(ksp, name):
