@@ -274,3 +274,38 @@ def test_an_inflow_that_leaves_through_the_inlet_is_refused_before_the_first_ste
     with pytest.raises(cylinder.CylinderError, match="the inflow leaves the domain at t = 0"):
         cylinder.check_mesh(solver, backwards)
     assert solver.steps_run == 0
+
+
+def test_probe_fits_read_a_linear_pressure_exactly(tmp_path, capsys):
+    """benchmarks/probe_fits.py on a checkpoint whose pressure is linear:
+    every fit gives the exact delta_p (the nearest cell's value does not),
+    from the file's natural cell order."""
+    import h5py
+
+    from mpi4py import MPI
+
+    from plugin.flow.distribution import distribute
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import probe_fits
+
+    mesh, checkpoint = str(tmp_path / "c.msh"), str(tmp_path / "c.h5")
+    cylinder_mesh.make(2, 0, mesh)
+    g = distribute(mesh, MPI.COMM_SELF).geometry
+    slope = numpy.array([-0.7, 0.3])
+    natural = numpy.empty(g.num_global_cells)
+    natural[g.cell_numbers] = g.centroids @ slope + 2.0
+    with h5py.File(checkpoint, "w") as f:
+        f["cells/p"] = natural
+    argv = sys.argv
+    sys.argv = ["probe_fits.py", "--case", "2d1", "--mesh", mesh, "--checkpoint", checkpoint]
+    try:
+        probe_fits.main()
+    finally:
+        sys.argv = argv
+    lines = [line for line in capsys.readouterr().out.splitlines() if "delta_p" in line]
+    exact = (numpy.array([0.15, 0.2]) - numpy.array([0.25, 0.2])) @ slope
+    values = {line.split(" front")[0].strip(): float(line.split("delta_p ")[1].split()[0]) for line in lines}
+    fits = {name: value for name, value in values.items() if name.startswith("order")}
+    assert len(fits) == 8 and all(abs(value - exact) < 1e-6 for value in fits.values())
+    assert abs(values["nearest cells' values"] - exact) > 1e-4
