@@ -18,6 +18,13 @@ written beside --out) and the host's time of its launch alone (the device
 idle before each), then stops the demo (the launches rewrite the time
 levels' buffers).
 
+--spread reports how the host's own time is spread over the steps: for
+each step of the window the wall time from the end of the host's wait for
+one step to the start of its wait for the next (its launches, verdicts and
+readers), their mean, median and percentiles: a mean above the median by
+much is a few long steps (the interpreter's, the system's), not the
+step's own work.
+
 --split times the functions named instead (module:qualified name; the
 default list follows a replayed step's host path) by the wall clock, each
 call's time including the calls it makes, with no profiler: a few tenths
@@ -57,10 +64,14 @@ def main():
     parser.add_argument("--split", nargs="*", metavar="MODULE:NAME",
                         help=f"time these functions instead of profiling (none named: {len(SPLIT)} on a step's path)")
     parser.add_argument("--graphs", action="store_true", help="the step graphs' nodes and launch times")
+    parser.add_argument("--spread", action="store_true", help="the host's own time of each step: its percentiles")
     parser.add_argument("--out", help="the report (default: printed)")
     args, demo = harness.demo_arguments(parser, in_process=True)
     if args.graphs:
         harness.write_report(step_graphs(demo, args.warmup, args.out), args.out)
+        return
+    if args.spread:
+        harness.write_report(spread(demo, args.warmup, args.steps), args.out)
         return
     if args.split is not None:
         harness.write_report(split(demo, args.warmup, args.steps, args.split or SPLIT), args.out)
@@ -135,6 +146,44 @@ def split(demo, warmup, steps, names):
               if name not in absent]
     lines += [f"not timed: {name} ({why})" for name, why in absent.items()]
     return "\n".join(lines) + "\n"
+
+
+def spread(demo, warmup, steps):
+    """The report of --spread: the host's own time between its waits for successive steps."""
+    import numpy
+
+    from plugin.flow.integrator import FractionalStep
+
+    waits, window, wait = [], {"on": False}, FractionalStep._wait
+
+    def timed(stepper, readback):
+        if not window["on"]:
+            return wait(stepper, readback)
+        start = time.perf_counter()
+        try:
+            return wait(stepper, readback)
+        finally:
+            waits.append((start, time.perf_counter()))
+
+    def switch(on):
+        def to(_stepper):
+            window["on"] = on
+        return to
+
+    FractionalStep._wait = timed
+    try:
+        harness.demo_window(demo, warmup, steps, switch(True), switch(False))
+    finally:
+        FractionalStep._wait = wait
+    own = numpy.array([start - end for (_, end), (start, _) in zip(waits, waits[1:])]) * 1e6
+    if not len(own):
+        return f"{' '.join(demo)}: no waits in the window (no step graphs?)\n"
+    p10, median, p90, p99 = numpy.percentile(own, (10, 50, 90, 99))
+    long = own > 2 * median
+    return (f"{' '.join(demo)}: steps {warmup + 1} to {warmup + steps}, {len(waits)} waits; the host's own "
+            f"between them, us a step: mean {own.mean():.1f}, median {median:.1f}, 10% {p10:.1f}, 90% {p90:.1f}, "
+            f"99% {p99:.1f}, largest {own.max():.1f}; {int(long.sum())} steps above twice the median, "
+            f"{own[long].sum() / len(own):.1f} us of the mean\n")
 
 
 class _Stop(BaseException):
