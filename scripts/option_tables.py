@@ -26,11 +26,11 @@ def tables():
     from petsc_ext.graphcg import GraphCG
     from petsc_ext.layerfft import LayerTransformPC
     from petsc_ext.wbilu import WavefrontBlockILU
-    from plugin.flow import solver
+    from plugin.flow import solver_options
 
     return {"gpusell": gpusell.OPTIONS, "ainv": ApproximateInversePC.OPTIONS, "wbilu": WavefrontBlockILU.OPTIONS,
             "gpuamg": AggregationMultigridPC.OPTIONS, "cacg": CommunicationAvoidingCG.OPTIONS,
-            "graphcg": GraphCG.OPTIONS, "layerfft": LayerTransformPC.OPTIONS, "flow": solver.OPTIONS}
+            "graphcg": GraphCG.OPTIONS, "layerfft": LayerTransformPC.OPTIONS, "flow": solver_options.OPTIONS}
 
 
 def block(name, options):
