@@ -100,22 +100,29 @@ def main():
     harness.write_report(report.getvalue(), args.out)
 
 
+def _timed_calls(fn, window, record):
+    """``fn`` that, while ``window["on"]``, passes each call's start and end (perf_counter) to ``record``."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if not window["on"]:
+            return fn(*args, **kwargs)
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            record(start, time.perf_counter())
+    return wrapper
+
+
 def split(demo, warmup, steps, names):
     """The report of --split: each function's wall time and calls a step over the window."""
     seconds, calls, window = collections.Counter(), collections.Counter(), {"on": False}
 
     def timed(name, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            if not window["on"]:
-                return fn(*args, **kwargs)
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                seconds[name] += time.perf_counter() - start
-                calls[name] += 1
-        return wrapper
+        def record(start, end):
+            seconds[name] += end - start
+            calls[name] += 1
+        return _timed_calls(fn, window, record)
 
     absent = {}
     for name in names:
@@ -156,21 +163,12 @@ def spread(demo, warmup, steps):
 
     waits, window, wait = [], {"on": False}, FractionalStep._wait
 
-    def timed(stepper, readback):
-        if not window["on"]:
-            return wait(stepper, readback)
-        start = time.perf_counter()
-        try:
-            return wait(stepper, readback)
-        finally:
-            waits.append((start, time.perf_counter()))
-
     def switch(on):
         def to(_stepper):
             window["on"] = on
         return to
 
-    FractionalStep._wait = timed
+    FractionalStep._wait = _timed_calls(wait, window, lambda start, end: waits.append((start, end)))
     try:
         harness.demo_window(demo, warmup, steps, switch(True), switch(False))
     finally:
