@@ -30,7 +30,7 @@ CELLS = ("tetrahedra", "prisms")  # of a 3D mesh
 LAYERS = 20  # of prisms along z at level 0
 
 
-def make(dim, level, path, order=2, cells="tetrahedra", scale=1.0, algorithm=None, layers=None):
+def make(dim, level, path, order=2, cells="tetrahedra", scale=1.0, algorithm=None, layers=None, wall_layer=None):
     """Write the channel of ``dim`` at refinement ``level`` to ``path`` (gmsh .msh 4); return its cell
     count. In 3D ``cells`` "prisms" extrudes the 2D mesh of the cross-section at 2D's size (SIZE[2] / 2^K,
     a quarter of it on the cylinder) along z in 20 * 2^K equal layers (or ``layers``: with one,
@@ -61,6 +61,8 @@ def make(dim, level, path, order=2, cells="tetrahedra", scale=1.0, algorithm=Non
         occ.synchronize()
         groups = _groups(dim, length)
         _size_field(dim, groups["cylinder"], size)
+        if wall_layer is not None:
+            _boundary_layer(groups["cylinder"], [w * size / REFINEMENT for w in wall_layer[::2]], wall_layer[1])
         return gmsh_session.write(dim, order, path)
 
 
@@ -98,6 +100,18 @@ def _size_field(dim, cylinder, size):
     gmsh.model.mesh.field.setAsBackgroundMesh(threshold)
     for option in ("Mesh.MeshSizeFromPoints", "Mesh.MeshSizeFromCurvature", "Mesh.MeshSizeExtendFromBoundary"):
         gmsh.option.setNumber(option, 0)
+
+
+def _boundary_layer(curves, sizes, ratio, quads=False):
+    """gmsh's BoundaryLayer field on ``curves``: layers the first sizes[0] thick, each next ``ratio`` times
+    the last, to sizes[1] in all; quadrilaterals, or each split in two triangles."""
+    field = gmsh.model.mesh.field
+    layer = field.add("BoundaryLayer")
+    field.setNumbers(layer, "CurvesList", curves)
+    for option, value in zip(("Size", "Ratio", "Thickness"), (sizes[0], ratio, sizes[1])):
+        field.setNumber(layer, option, value)
+    field.setNumber(layer, "Quads", int(quads))
+    field.setAsBoundaryLayer(layer)
 
 
 # The spanwise-periodic cylinder of demos/cylinder_les.py (diameter 1 at the origin): its cross-section, span
@@ -150,12 +164,7 @@ def make_spanwise(path, size, layers, refinement=8.0, order=1, wall_layer=None):
         field.setNumbers(smallest, "FieldsList", [near, wake])
         field.setAsBackgroundMesh(smallest)
         if wall_layer is not None:
-            layer = field.add("BoundaryLayer")
-            field.setNumbers(layer, "CurvesList", circle)
-            for option, value in zip(("Size", "Ratio", "Thickness"), wall_layer):
-                field.setNumber(layer, option, value)
-            field.setNumber(layer, "Quads", 1)
-            field.setAsBoundaryLayer(layer)
+            _boundary_layer(circle, wall_layer[::2], wall_layer[1], quads=True)
         for option in ("Mesh.MeshSizeFromPoints", "Mesh.MeshSizeFromCurvature", "Mesh.MeshSizeExtendFromBoundary"):
             gmsh.option.setNumber(option, 0)
         return gmsh_session.write(3, order, path)

@@ -137,6 +137,31 @@ def test_the_face_memory_holds_the_consistent_scheme_on_the_3d_cylinders_tetrahe
     solver.destroy()
 
 
+def test_a_wall_layer_puts_cells_of_the_asked_thickness_on_the_cylinder(tmp_path):
+    """cylinder_mesh.make's wall_layer (benchmarks/mesh_noise.py --wall-layer): still triangles, each cell
+    with an edge on the cylinder half of a quadrilateral as thick as asked (half the wall's cell size at
+    level 0: its height over that edge 0.005), where gmsh's own triangles there are near equilateral (their
+    heights sqrt(3) / 2 of the cell size, 0.0087)."""
+    import meshio
+
+    def heights_over_the_wall(path):
+        mesh = meshio.read(path)
+        assert {c.type for c in mesh.cells if c.dim == 2} == {"triangle6"}
+        corners = mesh.points[mesh.cells_dict["triangle6"][:, :3], :2]
+        on = numpy.abs(numpy.linalg.norm(corners - (0.2, 0.2), axis=2) - cylinder.DIAMETER / 2) < 1e-9
+        wall = corners[on.sum(axis=1) == 2]
+        edge, other = wall[on[on.sum(axis=1) == 2]].reshape(-1, 2, 2), wall[~on[on.sum(axis=1) == 2]]
+        chord, to_other = edge[:, 1] - edge[:, 0], other - edge[:, 0]
+        area = chord[:, 0] * to_other[:, 1] - chord[:, 1] * to_other[:, 0]  # twice the triangle's
+        return numpy.abs(area) / numpy.linalg.norm(chord, axis=1)
+
+    layered, plain = str(tmp_path / "layered.msh"), str(tmp_path / "plain.msh")
+    cylinder_mesh.make(2, 0, layered, wall_layer=(0.5, 1.2, 3.0))
+    cylinder_mesh.make(2, 0, plain)
+    assert numpy.median(heights_over_the_wall(layered)) == pytest.approx(0.005, rel=0.05)
+    assert numpy.median(heights_over_the_wall(plain)) > 0.007
+
+
 def test_3d_prisms_of_second_order_hold_the_channels_volume(tmp_path):
     """demos/cylinder_mesh.py --cells prisms at level 0 (38,240 prisms, 20
     layers): with quadratic prisms (wedge18) the cells' volumes sum to the
