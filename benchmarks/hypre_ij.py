@@ -5,8 +5,7 @@ benchmarks/poisson.py's gpuamg: hypre's own ``ij`` driver on the same
 synchronized) on its second run, parsed into one JSON file.
 
 The PETSc of this project's GPU machine is built without hypre, so hypre is
-built on its own there from the source of hypre-space/hypre (about six
-minutes on 16 cores):
+built on its own there from the source of hypre-space/hypre:
 
     cd hypre/src && ./configure CC=mpicc CXX=mpicxx --with-cuda --with-gpu-arch=90 --disable-fortran \\
         --without-umpire --enable-device-memory-pool && make -j16 && (cd test && make ij)
