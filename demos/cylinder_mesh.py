@@ -38,7 +38,9 @@ def make(dim, level, path, order=2, cells="tetrahedra", scale=1.0, algorithm=Non
     carry), so the cells are as orthogonal as 2D's triangles; "tetrahedra" meshes the volume at SIZE[3] /
     2^K. ``scale`` multiplies the cells' sizes and ``algorithm`` is gmsh's 2D one (Mesh.Algorithm; None:
     gmsh's default, Frontal-Delaunay): meshes as fine as a level's that place their cells otherwise
-    (benchmarks/mesh_noise.py)."""
+    (benchmarks/mesh_noise.py). ``wall_layer`` = (first, ratio, thickness), in units of the cells' size on
+    the cylinder: a layer of quadrilaterals split in two triangles on it, the first ``first`` thick, each next
+    ``ratio`` times the last, to ``thickness`` in all."""
     if cells not in CELLS:
         raise ValueError(f"cells must be one of {', '.join(CELLS)}, not {cells!r}")
     prisms = dim == 3 and cells == "prisms"
@@ -62,7 +64,9 @@ def make(dim, level, path, order=2, cells="tetrahedra", scale=1.0, algorithm=Non
         groups = _groups(dim, length)
         _size_field(dim, groups["cylinder"], size)
         if wall_layer is not None:
-            _boundary_layer(groups["cylinder"], [w * size / REFINEMENT for w in wall_layer[::2]], wall_layer[1])
+            first, ratio, thickness = wall_layer
+            wall = size / REFINEMENT  # the cells' size on the cylinder
+            _boundary_layer(groups["cylinder"], first * wall, ratio, thickness * wall)
         return gmsh_session.write(dim, order, path)
 
 
@@ -102,13 +106,13 @@ def _size_field(dim, cylinder, size):
         gmsh.option.setNumber(option, 0)
 
 
-def _boundary_layer(curves, sizes, ratio, quads=False):
-    """gmsh's BoundaryLayer field on ``curves``: layers the first sizes[0] thick, each next ``ratio`` times
-    the last, to sizes[1] in all; quadrilaterals, or each split in two triangles."""
+def _boundary_layer(curves, first, ratio, thickness, quads=False):
+    """gmsh's BoundaryLayer field on ``curves``: layers the first ``first`` thick, each next ``ratio`` times
+    the last, to ``thickness`` in all; quadrilaterals, or each split in two triangles."""
     field = gmsh.model.mesh.field
     layer = field.add("BoundaryLayer")
     field.setNumbers(layer, "CurvesList", curves)
-    for option, value in zip(("Size", "Ratio", "Thickness"), (sizes[0], ratio, sizes[1])):
+    for option, value in zip(("Size", "Ratio", "Thickness"), (first, ratio, thickness)):
         field.setNumber(layer, option, value)
     field.setNumber(layer, "Quads", int(quads))
     field.setAsBoundaryLayer(layer)
@@ -164,7 +168,7 @@ def make_spanwise(path, size, layers, refinement=8.0, order=1, wall_layer=None):
         field.setNumbers(smallest, "FieldsList", [near, wake])
         field.setAsBackgroundMesh(smallest)
         if wall_layer is not None:
-            _boundary_layer(circle, wall_layer[::2], wall_layer[1], quads=True)
+            _boundary_layer(circle, *wall_layer, quads=True)
         for option in ("Mesh.MeshSizeFromPoints", "Mesh.MeshSizeFromCurvature", "Mesh.MeshSizeExtendFromBoundary"):
             gmsh.option.setNumber(option, 0)
         return gmsh_session.write(3, order, path)

@@ -149,8 +149,9 @@ def test_a_wall_layer_puts_cells_of_the_asked_thickness_on_the_cylinder(tmp_path
         assert {c.type for c in mesh.cells if c.dim == 2} == {"triangle6"}
         corners = mesh.points[mesh.cells_dict["triangle6"][:, :3], :2]
         on = numpy.abs(numpy.linalg.norm(corners - (0.2, 0.2), axis=2) - cylinder.DIAMETER / 2) < 1e-9
-        wall = corners[on.sum(axis=1) == 2]
-        edge, other = wall[on[on.sum(axis=1) == 2]].reshape(-1, 2, 2), wall[~on[on.sum(axis=1) == 2]]
+        touching = on.sum(axis=1) == 2  # the cells with an edge on the cylinder
+        wall, on = corners[touching], on[touching]
+        edge, other = wall[on].reshape(-1, 2, 2), wall[~on]
         chord, to_other = edge[:, 1] - edge[:, 0], other - edge[:, 0]
         area = chord[:, 0] * to_other[:, 1] - chord[:, 1] * to_other[:, 0]  # twice the triangle's
         return numpy.abs(area) / numpy.linalg.norm(chord, axis=1)
@@ -301,7 +302,7 @@ def test_an_inflow_that_leaves_through_the_inlet_is_refused_before_the_first_ste
     assert solver.steps_run == 0
 
 
-def test_probe_fits_read_a_linear_pressure_exactly(tmp_path, capsys):
+def test_probe_fits_read_a_linear_pressure_exactly(tmp_path, capsys, monkeypatch):
     """benchmarks/probe_fits.py on a checkpoint whose pressure is linear:
     every fit gives the exact delta_p (the nearest cell's value does not),
     from the file's natural cell order."""
@@ -322,12 +323,8 @@ def test_probe_fits_read_a_linear_pressure_exactly(tmp_path, capsys):
     natural[g.cell_numbers] = g.centroids @ slope + 2.0
     with h5py.File(checkpoint, "w") as f:
         f["cells/p"] = natural
-    argv = sys.argv
-    sys.argv = ["probe_fits.py", "--case", "2d1", "--mesh", mesh, "--checkpoint", checkpoint]
-    try:
-        probe_fits.main()
-    finally:
-        sys.argv = argv
+    monkeypatch.setattr(sys, "argv", ["probe_fits.py", "--case", "2d1", "--mesh", mesh, "--checkpoint", checkpoint])
+    probe_fits.main()
     lines = [line for line in capsys.readouterr().out.splitlines() if "delta_p" in line]
     exact = (numpy.array([0.15, 0.2]) - numpy.array([0.25, 0.2])) @ slope
     values = {line.split(" front")[0].strip(): float(line.split("delta_p ")[1].split()[0]) for line in lines}
