@@ -4,7 +4,10 @@ readback), with the same values gathered into pinned memory by one kernel,
 with WHILE loops the device ends (graphcg's), and with the memsets and
 device-to-device copies of a graphcg solve's start and end, as such nodes
 or as kernels, and with what times a flow step's phases inside its graph:
-twelve event record nodes, or twelve kernels that stamp the device's clock. For each: the host's time
+twelve event record nodes, or twelve kernels that stamp the device's clock;
+and a step's graph as the body of an outer WHILE loop of --passes passes,
+its own loops nested in it (what a loop of steps on the device would cost
+the host's launch). For each: the host's time
 in the launch call (median over launches, the device idle before each, and
 with another graph of the same work launched just before it, still running) and
 the device's time a replay (CUDA events, launches queued behind a spin);
@@ -49,6 +52,7 @@ class Parts:
         self.gathered = cupyx.empty_pinned(12 * copies, numpy.float64)
         self.plan = family("flow", cupy).gather_plan(self.sources)
         self.counter = cupy.zeros(1, dtype=numpy.int32)
+        self.passes = cupy.zeros(1, dtype=numpy.int32)  # the outer loop's count
         self.module = cupy.RawModule(code=_CODE)  # countdown
         self.vectors = [cupy.zeros(rows) for _ in range(2)]  # a solve's x and its workspace's
         self.scalars = [cupy.zeros(200) for _ in range(2)]  # its scalars and history, and their record
@@ -94,16 +98,20 @@ class Parts:
         family("flow", cupy).gather(self.gathered, self.plan)
 
     def loop(self, count, iterations):
+        self.repeat(lambda: self.kernels(count), iterations, self.counter)
+
+    def repeat(self, body, passes, counter):
+        """``body`` in a WHILE loop of ``passes`` passes the device counts in ``counter`` (once where not
+        captured: the warm-up run, which compiles the body's kernels)."""
         countdown = self.module.get_function("countdown")
-        if not cupy.cuda.get_current_stream().is_capturing():  # the warm-up run: the body's kernels compiled
-            self.kernels(count)
+        if not cupy.cuda.get_current_stream().is_capturing():
+            body()
             return
-        while_loop(lambda h: countdown((1,), (1,), (self.counter, numpy.int32(iterations), numpy.uint64(h))),
-                   lambda h: (self.kernels(count), countdown((1,), (1,), (self.counter, numpy.int32(-1),
-                                                                           numpy.uint64(h)))))
+        while_loop(lambda h: countdown((1,), (1,), (counter, numpy.int32(passes), numpy.uint64(h))),
+                   lambda h: (body(), countdown((1,), (1,), (counter, numpy.int32(-1), numpy.uint64(h)))))
 
 
-def variants(parts, kernels, loops, iterations):
+def variants(parts, kernels, loops, iterations, passes):
     """{name: fn queueing the variant's work}."""
     per_loop = kernels // (2 * max(loops, 1) * iterations)  # half the kernels run in loops
     looped = kernels - loops * per_loop * iterations
@@ -127,6 +135,8 @@ def variants(parts, kernels, loops, iterations):
         f"kernels + {loops} loops + one gather": with_loops(parts.gather),
         f"kernels + {loops} loops + one gather + 12 event records": with_loops(lambda: (parts.gather(), parts.marks())),
         f"kernels + {loops} loops + one gather + 12 clock stamps": with_loops(lambda: (parts.gather(), parts.stamps())),
+        f"the last, {passes} passes of an outer loop": lambda: parts.repeat(
+            with_loops(lambda: (parts.gather(), parts.stamps())), passes, parts.passes),
         "kernels + memsets and copies": lambda: (parts.kernels(kernels), parts.solve_ends(False)),
         "kernels + the same by kernels": lambda: (parts.kernels(kernels), parts.solve_ends(True)),
     }
@@ -139,12 +149,13 @@ def main():
     parser.add_argument("--copies", type=int, default=6, help="values read back a replay")
     parser.add_argument("--loops", type=int, default=2)
     parser.add_argument("--iterations", type=int, default=4, help="each loop's passes")
+    parser.add_argument("--passes", type=int, default=16, help="the outer loop's passes")
     parser.add_argument("--repeats", type=int, default=500)
     parser.add_argument("--json")
     args = parser.parse_args()
     parts, rows = Parts(args.rows, args.copies), []
     for kernels in args.kernels:
-        for name, fn in variants(parts, kernels, args.loops, args.iterations).items():
+        for name, fn in variants(parts, kernels, args.loops, args.iterations, args.passes).items():
             fn()  # compiles what it launches, outside the capture
             eager = harness.seconds(fn)  # launched kernel by kernel (a loop's body once)
             start = time.perf_counter()
