@@ -322,22 +322,18 @@ class GraphCG(PythonKSP):
         become the last solve's. Returns each solve's (iterations, reason);
         ITERATING where a loop stopped at its limit short of max_it (the
         solve is unfinished: its caller must solve again)."""
-        _, atol, _, max_it = ksp.getTolerances()
-        column = _NORM_COLUMNS[ksp.getNormType()]
-        log, monitor, sqrt = ksp.logConvergenceHistory, ksp.monitor, math.sqrt  # a step's hot loop
-        results = []
-        for record in to_host(self.xp, self.records(count)) if copied is None else copied:
-            rows, s = DeviceCG.unpack_floats(record)
-            for its, norm in enumerate(rows[column::3]):
-                rnorm = sqrt(max(norm, 0.0))  # NaN stays NaN
-                log(rnorm)
-                monitor(its, rnorm)
-            results.append((its, _verdict(rows[-3:], rnorm, s, atol, its >= max_it)))
-        ksp.setIterationNumber(results[-1][0])
-        ksp.setResidualNorm(rnorm)
-        ksp.setConvergedReason(results[-1][1])
-        self.last_iterations, self.blocks_run, self.runs = results[-1][0], 1, "a CUDA graph of the caller's"
+        judge = Verdicts(ksp)
+        results = judge(to_host(self.xp, self.records(count)) if copied is None else copied)
+        self.conclude(ksp, judge)
         return results
+
+    def conclude(self, ksp, judge):
+        """The KSP's iteration number, norm and reason: those of the last solve ``judge`` (Verdicts) saw."""
+        its, reason, rnorm = judge.last
+        ksp.setIterationNumber(its)
+        ksp.setResidualNorm(rnorm)
+        ksp.setConvergedReason(reason)
+        self.last_iterations, self.blocks_run, self.runs = its, 1, "a CUDA graph of the caller's"
 
     def _summed_over(self, comm):
         """How the dot products are summed over ``comm``'s ranks (None on one rank), one for each
@@ -427,6 +423,34 @@ def _guess_options(prefix):
 def _flag_reason(flag):
     """PETSc's reason for the device's FLAG (not 0): which of A and the preconditioner was indefinite."""
     return Reason.DIVERGED_INDEFINITE_MAT if flag == INDEFINITE_OPERATOR else Reason.DIVERGED_INDEFINITE_PC
+
+
+class Verdicts:
+    """Verdicts on a KSP's queued solves from their records (GraphCG.queue),
+    its tolerances, norm and monitors read once, so that the solves of
+    several time steps (the steps of one CUDA graph) are judged with one
+    read of them."""
+
+    def __init__(self, ksp):
+        _, self.atol, _, self.max_it = ksp.getTolerances()
+        self.column = _NORM_COLUMNS[ksp.getNormType()]
+        self.log, self.monitor = ksp.logConvergenceHistory, ksp.monitor
+        self.last = None  # (iterations, reason, norm) of the last solve judged
+
+    def __call__(self, records):
+        """Each record's (iterations, reason), ITERATING where a loop stopped
+        at its limit short of max_it; the monitors see each norm, in order."""
+        column, log, monitor, sqrt = self.column, self.log, self.monitor, math.sqrt  # a step's hot loop
+        results = []
+        for record in records:
+            rows, s = DeviceCG.unpack_floats(record)
+            for its, norm in enumerate(rows[column::3]):
+                rnorm = sqrt(0.0 if norm < 0.0 else norm)  # NaN stays NaN
+                log(rnorm)
+                monitor(its, rnorm)
+            results.append((its, _verdict(rows[-3:], rnorm, s, self.atol, its >= self.max_it)))
+        self.last = (*results[-1], rnorm)
+        return results
 
 
 def _verdict(row, rnorm, s, atol, at_max_it):

@@ -90,6 +90,7 @@ from gpu_mats.backend import address, array_module, to_host
 from gpu_mats.kernels import family, keyed_graphs
 from petsc_ext.array_operators import mark_read, mark_written
 from petsc_ext.arrays import get_array, restore_array
+from petsc_ext.graphcg import Verdicts
 
 from .boundary_sources import BoundarySources
 from .phases import GraphPhases, PhaseTimer, untimed
@@ -98,6 +99,7 @@ from .state import FlowState
 
 
 _ITERATING = PETSc.KSP.ConvergedReason.ITERATING
+_UNFINISHED = "unfinished"  # a judged step's failure where a solve's loop stopped short of max_it
 
 
 class StepFailure(RuntimeError):
@@ -344,26 +346,68 @@ class FractionalStep:
         if not launch.waited:
             self._wait(launch.readback)
             launch.waited = True
+            self._judge([step, *(later for later in queued if later.launch is launch)])
         self.phases.waits += 1
         if step.marks is not None:
             self.phases.add_graph(step.marks)
-        self.momentum_iterations = 0
-        for (name, ksp, count), context, records in zip(self.solves, self._contexts, step.readback.host):
-            total = 0
-            for its, reason in context.settle(ksp, count, records):  # the readback's first arrays: the records
-                if reason == _ITERATING:  # a loop stopped short of max_it
-                    self._drop_taken(step)
-                    return None
-                total += its
-            if reason < 0:
-                self._drop_taken(step)
-                _check(ksp, name)
-            if name == "pressure":
-                self.pressure_iterations = total
-            else:
-                self.momentum_iterations = total
+        if step.failure is not None:
+            self._drop_taken(step)
+            if step.failure == _UNFINISHED:
+                return None
+            name, ksp, _ = next(solve for solve in self.solves if solve[0] == step.failure)
+            _check(ksp, name)
+        self.momentum_iterations, self.pressure_iterations = step.iterations
         self._graph_made, self._made_readback = step.new.u_s, step.readback
         return step.new
+
+    def _judge(self, steps):
+        """Judge the solves of ``steps``, one launch's in order, from the
+        records in their readbacks: each KSP's settings read once for all
+        (graphcg.Verdicts), its state that of the last solve judged (of the
+        launch's last step: a step taken before it finds the KSPs there).
+        Each step keeps its (momentum, pressure) iterations and its failure:
+        _UNFINISHED where a loop stopped short of max_it (the step is taken
+        again as launched), or the name of a solve that failed; the judging
+        stops at it, the steps after it being dropped when it is taken."""
+        judges = [Verdicts(ksp) for _, ksp, _ in self.solves]
+        for step in steps:
+            iterations = {"momentum": 0}
+            for (name, _, _), judge, records in zip(self.solves, judges, step.readback.host):
+                results = judge(records)  # the readback's first arrays: the records
+                iterations[name] = sum(its for its, _ in results)
+                if any(reason == _ITERATING for _, reason in results):
+                    step.failure = _UNFINISHED
+                elif results[-1][1] < 0:
+                    step.failure = name
+                if step.failure is not None:
+                    break
+            step.iterations = (iterations["momentum"], iterations.get("pressure", 0))
+            if step.failure is not None:
+                break
+        for (_, ksp, _), context, judge in zip(self.solves, self._contexts, judges):
+            if judge.last is not None:
+                context.conclude(ksp, judge)
+
+    def launched(self, state, dt):
+        """The steps of ``dt`` launched after ``state``, in order, whose launches
+        the host has waited for and judged (Queued): advance(state, dt) takes
+        the first of them without a wait."""
+        steps = []
+        for step in self._queued:
+            if step.state is not state or step.dt != dt or not step.launch.waited:
+                break
+            steps.append(step)
+            state = step.new
+        return steps
+
+    def launched_rates(self, steps):
+        """(convective rates, changes max |u^{n+1} - u^n|): arrays over the
+        Queued ``steps``' new states, from their readbacks, over all ranks."""
+        first = len(self.solves)  # the readback's arrays after the solves' records: the rate, the change
+        values = numpy.array([(s.readback.host[first][0], s.readback.host[first + 1][0]) for s in steps])
+        if not self._one_rank:
+            self.comm.Allreduce(MPI.IN_PLACE, values, op=MPI.MAX)
+        return values[:, 0], values[:, 1]
 
     def _length(self, state, dt, steps):
         """The steps of the graph launched from ``state``, of at most ``steps``:

@@ -87,3 +87,5 @@ class Queued:
     readback: StepReadback
     marks: object
     launch: Launch
+    iterations: tuple = (0, 0)  # (momentum, pressure), once its launch is judged (FractionalStep._judge)
+    failure: object = None  # and what failed, if anything

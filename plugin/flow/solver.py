@@ -16,6 +16,7 @@ default).
 """
 
 import contextlib
+import functools
 import math
 import os
 import time
@@ -362,27 +363,35 @@ class FlowSolver:
             dt = self.fixed_dt
         else:
             rate = rate if rate > 0 else self.velocity_scale * self.unit_rate
-            limits = [self.cfl / rate] if rate > 0 else []  # none on a grid without interior faces (one cell)
-            explicit_rate = self._diffusion_rate(state)
-            if explicit_rate > 0:
-                limits.append(self.fourier / explicit_rate)
-            if self._memory_limited and self.diffusion_rate > 0:
-                limits.append(self.memory_fourier / self.diffusion_rate)
+            # no CFL limit on a grid without interior faces (one cell)
+            limits = self._limits(self._diffusion_rate(state), rate if rate > 0 else None)
             limit = min(limits, default=self.t_end - state.t)
             dt = min(limit, _GROWTH[self.diffusion] * state.dt_old) if state.dt_old else limit  # smooth extrapolation
             held = self._held_dt
-            if held and held <= limit < _BAND * held:
+            if held and _holds(held, limit):
                 dt = held
             elif held and limit < held:
                 dt = limit / _SHRINK  # room to hold the new dt for a while
         remaining = self.t_end - state.t
-        if remaining < 2 * dt:
+        if _near_the_end(remaining, dt):
             dt = remaining if remaining <= dt * (1 + 1e-12) else remaining / 2
         if self.momentum_ksp is not None and dt != self._held_dt:
             self.stepper.drop_ahead()  # a step launched ahead reads the matrix
             self.matrices.set_momentum_dt(dt)  # the KSP sees the new values and sets its PC up again
         self._held_dt = dt
         return dt
+
+    def _limits(self, explicit_rate, rate=None):
+        """The limits on dt: explicit diffusion's (``explicit_rate``: the
+        largest D_ii / Omega_i taken explicitly), the fourier face memory's,
+        and with ``rate`` (a positive convective rate, or an array of them)
+        the CFL number's."""
+        limits = [] if rate is None else [self.cfl / rate]
+        if explicit_rate > 0:
+            limits.append(self.fourier / explicit_rate)
+        if self._memory_limited and self.diffusion_rate > 0:
+            limits.append(self.memory_fourier / self.diffusion_rate)
+        return limits
 
     def run(self, state, observe=None):
         """Step until t_end, max_steps or a steady state; returns the last state.
@@ -426,11 +435,50 @@ class FlowSolver:
                 PETSc.Sys.Print(f"flow: steady at step {state.step}, t = {state.t:.6g}: max |du/dt| below "
                                 f"{self.steady_tol:g}", comm=self.comm)
                 break
+            state, rate = self._take_launched(state, dt, rate, observe, report)
         self.stepper.drop_ahead()
         if self.checkpoint_every and state.step % self.checkpoint_every:
             self.save(state)  # the run's end, to go on from with -flow_restart
         self.run_seconds += time.perf_counter() - start
         return state
+
+    def _take_launched(self, state, dt, rate, observe, report):
+        """Take the steps of dt after ``state`` (``rate``: its convective
+        rate) that a CUDA graph already waited for holds, so long as each is
+        one that run's loop would take with nothing to do but count, observe
+        and report: the same dt from the state before it, its solves
+        converged, its CFL number within bounds, and no steady state,
+        checkpoint or monitor line at it; checked for all of them at once from
+        their readbacks, where the loop's checks one step at a time cost the
+        host about as much as the step's launch (BENCHMARKS.md). Returns the
+        last state taken and its convective rate."""
+        stepper = self.stepper
+        steps = [] if self.monitor or stepper.eddy is not None else stepper.launched(state, dt)
+        if not steps:
+            return state, rate
+        rates, changes = stepper.launched_rates(steps)
+        before = numpy.concatenate(([rate], rates[:-1]))  # the rate each step's dt is taken from
+        plain = numpy.array([step.failure is None for step in steps]) & (before > 0)
+        if not self.fixed_dt:
+            limits = self._limits(self._diffusion_rate(state), numpy.where(before > 0, before, 1.0))
+            plain &= _holds(dt, functools.reduce(numpy.minimum, limits))
+        plain &= ~_near_the_end(self.t_end - numpy.array([step.state.t for step in steps]), dt)
+        cfl = dt * rates
+        plain &= numpy.isfinite(cfl) & (cfl <= self.cfl_max)
+        if self.steady_tol:
+            plain &= changes / dt >= self.steady_tol
+        if self.checkpoint_every:
+            plain &= numpy.array([step.new.step % self.checkpoint_every for step in steps]) != 0
+        count = len(steps) if plain.all() else int(plain.argmin())
+        for _ in range(count):
+            state = stepper.advance(state, dt, more=0)  # judged with its launch: it cannot fail
+            self.steps_run += 1
+            self.pressure_iterations += stepper.pressure_iterations
+            self.momentum_iterations += stepper.momentum_iterations
+            if observe is not None:
+                observe(state)
+            report(state)
+        return state, (float(rates[count - 1]) if count else rate)
 
     @property
     def _t_stop(self):
@@ -541,6 +589,16 @@ class FlowSolver:
         if self.multigrid is not None:
             self.multigrid.destroy()
         self.matrices.destroy()
+
+
+def _holds(held, limit):
+    """Whether a held dt stays under ``limit`` (a float, or an array of them): the limit within [held, _BAND held)."""
+    return (held <= limit) & (limit < _BAND * held)
+
+
+def _near_the_end(remaining, dt):
+    """Whether a step of dt would leave less than another before t_end (``remaining`` away: a float or an array)."""
+    return remaining < 2 * dt
 
 
 class _Progress:
