@@ -138,7 +138,7 @@ OPTIONS = (
            "part; work that cannot be captured runs as launched, with one notice"),
     Option("flow_graph_steps", "graph_steps", 1, "how many steps (k) one CUDA graph of -flow_cuda_graphs holds "
            "where more of one dt follow: the host launches and waits once for the k (the next graph launched before "
-           "it waits), and judges each; max(3k, 2k + 2) time levels of the fields kept, and more graphs to capture "
+           "it waits), and judges and checks them together; max(3k, 2k + 2) time levels of the fields kept, and more graphs to capture "
            "after each change of dt", low=1, high=64),
     Option("flow_assembly", "assembly", "auto", "where the operators are assembled: on the host (NumPy, "
            "scipy), on the GPU (CuPy, cupyx), or auto: where gpusell keeps its matrices (-gpu_backend), on the GPU for "
