@@ -285,6 +285,32 @@ def test_the_time_step_is_held_in_a_band_below_its_limit_and_grows_again(diffusi
     assert step_for(0.05) == pytest.approx(growth**2 * 0.009 / 1.1)
 
 
+@pytest.mark.parametrize("diffusion", ["explicit", "implicit"])
+def test_the_held_dt_checked_over_many_states_at_once_is_the_time_steps(diffusion):
+    """FlowSolver._keeps_dt, with which run's loop takes a CUDA graph's later
+    steps together (their checks as arrays), agrees with _time_step state by
+    state: CFL limits below, within and above the band, the explicit
+    diffusion's limit (0.012 here) below some of them, times near t_end; a
+    rate of zero is never kept."""
+    _, solver = make_solver((8, 8), (False, False), 1e-5, {"flow_diffusion": diffusion}, walls=LID)
+    solver.diffusion_rate = solver.fourier / 0.012  # max D_ii / Omega_i: explicit diffusion's limit 0.012
+    state = solver.initial_state()
+    state.step, state.dt_old = 5, 0.01
+    solver.t_end = 1.0
+    limits = [0.005, 0.0099999, 0.01, 0.0124, 0.0125, 0.013, 0.05]
+    times = [0.0, 0.5, 0.975, 0.98, 0.985, 0.99]
+    rates = numpy.array([solver.cfl / limit for limit in limits for _ in times] + [0.0])
+    at = numpy.array(times * len(limits) + [0.5])
+    expected = []
+    for rate, t in zip(rates.tolist(), at.tolist()):
+        solver._held_dt, state.t = 0.01, t
+        expected.append(solver._time_step(state, rate) == 0.01)
+    solver._held_dt = 0.01
+    keeps = solver._keeps_dt(state, 0.01, rates, at)
+    numpy.testing.assert_array_equal(keeps[:-1], expected[:-1])
+    assert not keeps[-1] and keeps.any() and not keeps.all()
+
+
 def test_a_collapsing_time_step_is_a_blow_up(tmp_path):
     """A velocity that doubles every step keeps the CFL number at its target
     while dt halves: the run stops once dt is below _COLLAPSE of its first,

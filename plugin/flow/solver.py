@@ -458,11 +458,8 @@ class FlowSolver:
             return state, rate
         rates, changes = stepper.launched_rates(steps)
         before = numpy.concatenate(([rate], rates[:-1]))  # the rate each step's dt is taken from
-        plain = numpy.array([step.failure is None for step in steps]) & (before > 0)
-        if not self.fixed_dt:
-            limits = self._limits(self._diffusion_rate(state), numpy.where(before > 0, before, 1.0))
-            plain &= _holds(dt, functools.reduce(numpy.minimum, limits))
-        plain &= ~_near_the_end(self.t_end - numpy.array([step.state.t for step in steps]), dt)
+        plain = numpy.array([step.failure is None for step in steps])
+        plain &= self._keeps_dt(state, dt, before, numpy.array([step.state.t for step in steps]))
         cfl = dt * rates
         plain &= numpy.isfinite(cfl) & (cfl <= self.cfl_max)
         if self.steady_tol:
@@ -479,6 +476,18 @@ class FlowSolver:
                 observe(state)
             report(state)
         return state, (float(rates[count - 1]) if count else rate)
+
+    def _keeps_dt(self, state, dt, rates, times):
+        """Whether _time_step would give the held ``dt`` again from each of
+        states at ``times`` whose convective rates are ``rates`` (arrays;
+        their explicit diffusion that of ``state``): each limit within the
+        held band and t_end not near. A rate of zero is not checked here (no
+        in either case)."""
+        keeps = rates > 0
+        if not self.fixed_dt:
+            limits = self._limits(self._diffusion_rate(state), numpy.where(keeps, rates, 1.0))
+            keeps &= _holds(dt, functools.reduce(numpy.minimum, limits))
+        return keeps & ~_near_the_end(self.t_end - times, dt)
 
     @property
     def _t_stop(self):
