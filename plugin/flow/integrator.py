@@ -403,8 +403,8 @@ class FractionalStep:
     def launched_rates(self, steps):
         """(convective rates, changes max |u^{n+1} - u^n|): arrays over the
         Queued ``steps``' new states, from their readbacks, over all ranks."""
-        first = len(self.solves)  # the readback's arrays after the solves' records: the rate, the change
-        values = numpy.array([(s.readback.host[first][0], s.readback.host[first + 1][0]) for s in steps])
+        values = numpy.array([(s.readback.copy_of(self._largest_value)[0], s.readback.copy_of(self._change_value)[0])
+                              for s in steps])
         if not self._one_rank:
             self.comm.Allreduce(MPI.IN_PLACE, values, op=MPI.MAX)
         return values[:, 0], values[:, 1]

@@ -481,8 +481,8 @@ class FlowSolver:
         """Whether _time_step would give the held ``dt`` again from each of
         states at ``times`` whose convective rates are ``rates`` (arrays;
         their explicit diffusion that of ``state``): each limit within the
-        held band and t_end not near. A rate of zero is not checked here (no
-        in either case)."""
+        held band and t_end not near. A rate of zero is never kept (there
+        _time_step takes the velocity scale's rate instead)."""
         keeps = rates > 0
         if not self.fixed_dt:
             limits = self._limits(self._diffusion_rate(state), numpy.where(keeps, rates, 1.0))
