@@ -240,13 +240,13 @@ def demo_window(demo, warmup, steps, enter, leave):
 
     advance, count = FractionalStep.advance, [0]
 
-    def counted(stepper, state, dt, more=False):
+    def counted(stepper, state, dt, more=False, loop=0):
         count[0] += 1
         if count[0] == warmup + 1:
             enter(stepper)
         elif count[0] == warmup + steps + 1:
             leave(stepper)
-        return advance(stepper, state, dt, more)
+        return advance(stepper, state, dt, more, loop)
 
     FractionalStep.advance = counted
     try:

@@ -15,6 +15,7 @@ from petsc4py import PETSc
 
 import plugin  # noqa: F401
 from gpu_mats.backend import to_host
+from gpu_mats.kernels.flow import COUNT, GO, KEEP
 from meshes import MESHES, unit_mesh
 from petsc_ext.options import OptionError, option_defaults
 from plugin.flow import checkpoint
@@ -379,6 +380,9 @@ class _EagerGraphs:
     def captured(self, key, arrangement):
         return False
 
+    def capture_first(self, arrangement):
+        pass
+
     def run(self, key, arrangement, fn):
         fn()
 
@@ -440,10 +444,9 @@ class _ReplayedGraphs(_EagerGraphs):
         fn()
 
 
-@pytest.mark.parametrize("graph_steps", [1, 2, 3])
-def test_steps_launched_ahead_are_the_steps_waited_for_and_spare_the_states_before(graph_steps):
-    """The whole step's work in graphs of ``graph_steps`` steps, each next
-    graph launched ahead (on the host at once, with the same dt): the fields,
+def test_steps_launched_ahead_are_the_steps_waited_for_and_spare_the_states_before():
+    """The whole step's work in graphs of one step, each next graph launched
+    ahead (on the host at once, with the same dt): the fields,
     iterations and Fischer basis of the same run stepped one at a time, at
     every step; the graphs launched ahead write none of the buffers of a
     state taken or to be taken, nor of the state before (a step taken
@@ -460,7 +463,7 @@ def test_steps_launched_ahead_are_the_steps_waited_for_and_spare_the_states_befo
     def snapshot(state):
         return {name: getattr(state, name).copy() for name in names}, basis.X.copy(), basis.state.copy()
 
-    stepper.step_graphs, stepper.graph_steps = _ReplayedGraphs(), graph_steps
+    stepper.step_graphs = _ReplayedGraphs()
     stepper.time_levels()  # as a GPU's steps launched ahead take them
     state, waited = solver.initial_state(), []
     for _ in range(24):  # one at a time, each waited for
@@ -473,7 +476,7 @@ def test_steps_launched_ahead_are_the_steps_waited_for_and_spare_the_states_befo
     good = state = solver.initial_state()
     for step, ((fields, X, count), pressure_its, momentum_its) in enumerate(waited):
         before = snapshot(good)[0]
-        state = stepper.advance(state, 0.002, more=100)  # a long run: its graphs of graph_steps steps
+        state = stepper.advance(state, 0.002, more=100)  # a long run
         assert (stepper.pressure_iterations, stepper.momentum_iterations) == (pressure_its, momentum_its)
         for name, value in fields.items():  # the state taken, as waited for
             assert numpy.array_equal(getattr(state, name), value), (step, name)
@@ -496,7 +499,74 @@ def test_steps_launched_ahead_are_the_steps_waited_for_and_spare_the_states_befo
     stepper._launch = counted
     solver.max_steps = 13
     end = solver.run(other)
-    assert end.step == other.step + 13 == other.step + sum(launched) and max(launched) == graph_steps
+    assert end.step == other.step + 13 == other.step + sum(launched) and max(launched) == 1
+
+
+def _looping(solver, graph_steps):
+    """``solver``'s steps in loops of up to ``graph_steps`` (the loops' work on
+    the host, each verdict read: the flow family's NumPy twins of the
+    device's), and a list of the steps each loop ran."""
+    stepper, ran = solver.stepper, []
+    stepper.step_graphs, stepper.graph_steps = _ReplayedGraphs(), graph_steps
+    stepper.time_levels()
+    take = stepper._take_loop
+
+    def counted(loop, more):
+        before = len(stepper._queued)
+        take(loop, more)
+        ran.append(len(stepper._queued) - before)
+    stepper._take_loop = counted
+    return ran
+
+
+@pytest.mark.parametrize("graph_steps, dt", [(3, 0.0), (5, 0.0), (5, 0.004)])
+def test_steps_in_loops_the_device_ends_are_the_steps_waited_for(graph_steps, dt):
+    """A run (``dt`` fixed, or 0: adaptive to t_end, the held dt changing)
+    whose steps run in loops of up to ``graph_steps``, each ended by the
+    device's verdict after a step (step_verdict's twin) and the next launched
+    ahead as the host takes one that ran to its end: the fields, iterations
+    and lid force of the same run's steps one at a time, bit for bit; the
+    loops end where the held dt changes, and at the run's end."""
+    options = {"flow_diffusion": "implicit", "flow_dt": dt, "flow_t_end": 4.0, "flow_max_steps": 200,
+               "pressure_ksp_type": "graphcg", "pressure_pc_type": "jacobi"}
+    runs = []
+    for steps in (graph_steps, 1):
+        _, solver = make_solver((12, 10), (False, False), 0.01, options, walls=LID)
+        ran, lid, forces, dts = _looping(solver, steps), GroupForce(solver, "ymax"), [], []
+        end = solver.run(solver.initial_state(), lambda s: (forces.append(lid(s)), dts.append(s.dt_old)),
+                         watched_only=True)
+        runs.append((end, solver.pressure_iterations, solver.momentum_iterations, numpy.array(forces), ran, dts))
+    (end, its, momentum, forces, ran, dts), (one, its_one, momentum_one, forces_one, none, _) = runs
+    assert not none and sum(ran) > len(forces) / 2 and max(ran) == graph_steps
+    assert end.step == one.step and end.t == one.t and (its, momentum) == (its_one, momentum_one)
+    assert numpy.array_equal(forces, forces_one)
+    for name in ("u", "u_old", "u_s", "p"):
+        assert numpy.array_equal(getattr(end, name), getattr(one, name)), name
+    if not dt:
+        assert len(set(dts)) > 3  # the held dt changed, and the last steps were shortened to t_end
+
+
+def test_a_loop_ends_after_the_first_step_its_rule_would_not_take():
+    """With a CFL limit of 0 in its rule the device ends each loop after its
+    first step: the host finds one step queued, takes it, and launches a
+    loop anew for the next; the rule's own twin in the loop's status."""
+    options = {"flow_diffusion": "implicit", "flow_dt": 0.002, "flow_max_steps": 9, "pressure_ksp_type": "graphcg",
+               "pressure_pc_type": "jacobi"}
+    _, solver = make_solver((12, 10), (False, False), 0.01, options, walls=LID)
+    ran = _looping(solver, 4)
+    stepper = solver.stepper
+    state = solver.run(solver.initial_state())  # loops from the third step: 1, 1, 4, 3 steps
+    assert ran == [4, 3] and state.step == 9
+    stepper.loop_rule = (solver.cfl, numpy.inf, 1.25, 0.0, 0.0, True)
+    for _ in range(3):
+        state = stepper.advance(state, 0.002, more=10, loop=10)
+        assert not stepper._queued and stepper._ahead_loop is None
+    assert ran[-3:] == [1, 1, 1]
+    status = stepper._loop_status
+    assert (status[COUNT], status[KEEP], status[GO]) == (1.0, 0.0, 0.0)
+    stepper.loop_rule = (solver.cfl, numpy.inf, 1.25, 10.0, 0.0, True)  # a CFL number of 10: four steps a loop
+    state = stepper.advance(state, 0.002, more=10, loop=10)
+    assert ran[-1] == 4 and len(stepper._queued) == 3 and stepper._ahead_loop is not None
 
 
 def test_other_krylov_types_take_the_place_of_graphcg_in_both_solves():

@@ -837,7 +837,7 @@ def test_phase_times_on_the_gpu_come_from_events_without_waiting():
     assert (timer.uses["Step"], timer.timed["Step"]) == (2 * every + 1, 2) and timer.seconds["Step"] > 0.0
     for graphs in (False, True):  # the whole step as one graph, the CFL number's reduction in it, and the first
         # step's from the start's rate; one dt, so that the graphs of each arrangement are captured and replayed
-        # (graphs of 4 steps: 120 steps replay the marked ones at least twice)
+        # (loops of up to 4 steps, each loop's first step stamped: 120 steps replay them many times)
         solver, _, _ = _cavity_steps("cupy", "implicit", flow_cuda_graphs=graphs, flow_dt=0.01, flow_max_steps=120,
                                      flow_graph_steps=4)
         timing = solver.timing()
@@ -1087,9 +1087,9 @@ def test_steps_launched_ahead_give_the_bits_of_steps_waited_for(graph_steps, dt)
         solver._held_dt = held  # and the momentum matrix of that dt, as the first run found them
         solver.matrices.set_momentum_dt(held)
         solver.reset_timing()
-        stepper.advance = advance if ahead else lambda state, dt, more: advance(state, dt)
+        stepper.advance = advance if ahead else lambda state, dt, more, loop: advance(state, dt)
         forces = []
-        end = solver.run(state, lambda s: forces.append(lid(s)))
+        end = solver.run(state, lambda s: forces.append(lid(s)), watched_only=True)
         fields = {name: getattr(end, name).copy() for name in ("u", "u_s", "p")}
         runs.append((fields, solver.pressure_iterations, numpy.array(forces), stepper.steps_ahead))
     (ahead, its, forces, taken), (waited, its_waited, forces_waited, none) = runs
@@ -1151,6 +1151,76 @@ def test_the_gather_kernel_writes_its_twins_values_into_pinned_memory_from_a_gra
     cupy.cuda.get_current_stream().synchronize()
     twin()
     assert numpy.array_equal(out, expected) and not numpy.isnan(out).any()
+
+
+def test_a_step_loops_kernels_match_their_twins(rng):
+    """The kernels of a loop of steps against their NumPy twins: the status
+    a loop starts from; each step's verdict over rates, changes and rules at
+    and around the edges of the held dt's band, the CFL limit and the
+    steady threshold, a rate of zero, NaN and infinity, the solves' flag
+    cleared or not; the solves' convergence from their stores (converged,
+    flagged, NaN, above TARGET); a step's values gathered into the row the
+    status names."""
+    import cupy
+    import cupyx
+
+    from gpu_mats.kernels import family
+    from gpu_mats.kernels.flow import FINE, LOOP_SLOTS
+    from gpu_mats.kernels.pcg import FLAG, ROW, SLOTS, TARGET
+
+    device, host = family("flow", cupy), family("flow", numpy)
+    expected, status = numpy.zeros(LOOP_SLOTS), cupy.zeros(LOOP_SLOTS)
+    host.loop_start(expected, 5, 8)
+    device.loop_start(status, 5, 8)
+    assert numpy.array_equal(status.get(), expected)
+    dt, band = 0.01, 1.25
+    cases = []
+    for limit in (dt, numpy.nextafter(dt, 0.0), band * dt, numpy.nextafter(band * dt, 0.0), 1.1 * dt, 2 * dt):
+        for fixed in (False, True):
+            cases.append((0.5 / limit, 1e-3, (0.5, numpy.inf, band, 0.9, 0.0, fixed)))
+            cases.append((1.0, 1e-3, (0.5, limit, band, 0.9, 0.0, fixed)))  # the other limit binds
+    cases += [(rate, change, (0.5, numpy.inf, band, cfl_max, steady, False))
+              for rate, cfl_max in ((45.0, 0.45), (45.0, numpy.nextafter(0.45, 0.0)), (0.0, 0.9), (numpy.nan, 0.9),
+                                    (numpy.inf, 0.9))
+              for change, steady in ((1e-3, 0.0), (1e-3, 0.1), (1e-3, numpy.nextafter(0.1, 1.0)), (numpy.nan, 0.1))]
+    for k, (rate, change, rule) in enumerate(cases):
+        for fine in (1.0, 0.0):
+            start = numpy.array([8.0, k % 4, 4.0, 1.0, 1.0, fine])
+            expected[...] = start
+            host.step_verdict(expected, numpy.array([rate]), numpy.array([change]), dt, rule, 0)
+            status[...] = cupy.asarray(start)
+            device.step_verdict(status, cupy.array([rate]), cupy.array([change]), dt, rule, 0)
+            assert numpy.array_equal(status.get(), expected), (rate, change, rule, fine)
+    assert expected[FINE] == 1.0  # FINE set again for the next step's solves
+    # the solves' stores: converged, flagged, a NaN in the last row, above TARGET, a later row converged
+    stores = numpy.zeros((5, SLOTS + 3 * 9))
+    kinds = [(3, 0.0, 0.04, 0.2), (3, 1.0, 0.04, 0.2), (3, 0.0, numpy.nan, 0.2), (2, 0.0, 0.09, 0.2),
+             (7, 0.0, 0.0625, 0.25)]
+    for store, (row, flag, norm, target) in zip(stores, kinds):
+        store[ROW], store[FLAG], store[TARGET] = row, flag, target
+        store[SLOTS:].reshape(-1, 3)[:row + 1] = rng.uniform(1.0, 2.0, (row + 1, 3))
+        store[SLOTS + 3 * row + 1] = norm
+    pcg, pcg_host = family("pcg", cupy), family("pcg", numpy)
+    for picked in ([0], [1], [2], [3], [4], [0, 4], [0, 3, 4]):
+        for column in (1, 2):
+            flag, want = cupy.ones(1), numpy.ones(1)
+            pcg.clear_unless_converged(flag, cupy.asarray(stores[picked]), column)
+            pcg_host.clear_unless_converged(want, stores[picked], column)
+            assert flag.get()[0] == want[0], (picked, column)
+    flag = numpy.ones(1)
+    pcg_host.clear_unless_converged(flag, stores[[0, 4]], 1)
+    assert flag[0] == 1.0
+    pcg_host.clear_unless_converged(flag, stores[[3]], 1)
+    assert flag[0] == 0.0
+    # rows of a loop's readback
+    sources = [cupy.asarray(rng.standard_normal(shape)) for shape in [(2, 3), (1,), (4,)]]
+    out, want = cupyx.empty_pinned((6, 11), numpy.float64), numpy.zeros((6, 11))
+    out.fill(0.0)
+    status = cupy.asarray([3.0, 2.0, 4.0, 1.0, 1.0, 1.0])
+    device.gather(out, device.gather_plan(sources), status)
+    cupy.cuda.get_current_stream().synchronize()
+    host.gather(want, host.gather_plan([a.get() for a in sources]), status.get())
+    assert numpy.array_equal(out, want) and not want[:5].any() and want[5].any()
 
 
 def test_the_stamp_kernel_and_its_twin_count_nanoseconds_into_pinned_memory_from_a_graph():

@@ -61,9 +61,22 @@ def while_loop(enter, body):
     kernel that sets the conditional handle they are given
     (cudaGraphSetConditional). A CaptureError where conditional_loops()
     says why not."""
+    _conditional("WHILE", enter, body)
+
+
+def if_then(condition, body):
+    """Queue ``condition(handle)``, a kernel that sets the handle, then
+    ``body()`` where the handle's value is nonzero: one conditional IF node
+    of the graph that the current stream is capturing (inside a WHILE
+    node's body too). A CaptureError where conditional_loops() says why not."""
+    _conditional("IF", condition, lambda handle: body())
+
+
+def _conditional(kind, enter, body):
+    """A conditional node of ``kind`` (WHILE or IF) after ``enter(handle)``, its body ``body(handle)``."""
     why = conditional_loops()
     if why is not None:
-        raise CaptureError(f"a loop on the device needs conditional graph nodes: {why}")
+        raise CaptureError(f"a loop or branch on the device needs conditional graph nodes: {why}")
     from cuda.bindings import driver
 
     outer = driver.CUstream(cupy.cuda.get_current_stream().ptr)
@@ -76,13 +89,13 @@ def while_loop(enter, body):
     params = driver.CUgraphNodeParams()
     params.type = driver.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
     params.conditional.handle = handle
-    params.conditional.type = driver.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_WHILE
+    params.conditional.type = getattr(driver.CUgraphConditionalNodeType, f"CU_GRAPH_COND_TYPE_{kind}")
     params.conditional.size = 1
     params.conditional.ctx = context
     node = _checked("cuGraphAddNode", driver.cuGraphAddNode(graph, dependencies, edges, count, params))
     _checked("cuStreamUpdateCaptureDependencies", driver.cuStreamUpdateCaptureDependencies(
         outer, [node], None, 1, driver.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES))
-    inner = cupy.cuda.Stream(non_blocking=True)  # captures the loop's body into the node's graph
+    inner = cupy.cuda.Stream(non_blocking=True)  # captures the node's body into its graph
     _checked("cuStreamBeginCaptureToGraph", driver.cuStreamBeginCaptureToGraph(
         driver.CUstream(inner.ptr), params.conditional.phGraph_out[0], None, None, 0,
         driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED))
@@ -185,6 +198,13 @@ class KeyedGraphs:
     def graphs(self):
         """{arrangement: graph} captured under the current key."""
         return dict(self._graphs)
+
+    def capture_first(self, arrangement):
+        """Capture ``arrangement`` at its first run (where it fails, it is
+        launched): work whose kernels are compiled and whose memory is made
+        before it runs, for which a run launched kernel by kernel costs far
+        more than a capture."""
+        self._warm.add(arrangement)
 
     def run(self, key, arrangement, fn):
         """fn's work for ``arrangement`` under ``key``; returns how it ran:

@@ -81,6 +81,7 @@ from what a KSP does inside its solve.
 import collections
 import functools
 import time
+from dataclasses import dataclass
 
 import numpy
 from mpi4py import MPI
@@ -91,6 +92,7 @@ from gpu_mats.kernels import family, keyed_graphs
 from petsc_ext.array_operators import mark_read, mark_written
 from petsc_ext.arrays import get_array, restore_array
 from petsc_ext.graphcg import Verdicts
+from gpu_mats.kernels.flow import COUNT, FINE, GO, KEEP, LOOP_SLOTS
 
 from .boundary_sources import BoundarySources
 from .phases import GraphPhases, PhaseTimer, untimed
@@ -122,9 +124,11 @@ class FractionalStep:
         (Crank-Nicolson) and its scheme's implicit_rhie_chow, the guess's face
         term g above. ``cuda_graphs``: the explicit part replays as a CUDA
         graph where it can be captured (explicit_graphs), and the whole step
-        where its solves can be queued (step_graphs): ``graph_steps`` steps of
-        one dt in one graph where more follow (a launch and a wait of the host
-        for that many steps). ``eddy``: a subgrid
+        where its solves can be queued (step_graphs): with ``graph_steps`` > 1,
+        up to that many steps of one dt in one launch where more follow, in a
+        loop the device ends after any step the host would not take with the
+        others (loop_rule; a launch and a wait of the host for the loop's
+        steps). ``eddy``: a subgrid
         model (plugin.flow.les.EddyViscosity) whose eddy viscosity each step's
         explicit part adds to the diffusion's, from u^n. ``forcing``: the mean
         flow's (plugin.flow.forcing.Forcing): its body force in the explicit
@@ -181,8 +185,16 @@ class FractionalStep:
         self.step_graphs = (keyed_graphs(relaunch=False) if self.explicit_graphs is not None and self.step_refusal is None
                             else None)
         if graph_steps < 1:
-            raise ValueError(f"a step graph holds at least one step, not {graph_steps}")
+            raise ValueError(f"a launch takes at least one step, not {graph_steps}")
         self.graph_steps = graph_steps if self.step_graphs is not None else 1
+        # a loop of steps (graph_steps > 1): its status (flow family's slots), its steps' values in rows of one
+        # readback (two launches' worth: the host reads one's while the next runs) and the status's own copy
+        self._loop_status = self._loop_rows = self._loop_result = None
+        self._loop_base = 0  # the first row of the next loop's
+        self._ahead_loop = None  # a loop launched ahead of the host (Loop), not waited for
+        # (cfl, other limit, band, cfl_max, steady_tol, fixed): the flow family's step_verdict, the flow
+        # solver's rules for a step it takes with the others (set by it; None: no loops)
+        self.loop_rule = None
         self.time_levels()
         self.watchers = []  # see watch()
         # the face velocities of the state the last step's graph made, and the readback its values were copied into
@@ -198,16 +210,12 @@ class FractionalStep:
 
     def time_levels(self):
         """New buffers of the time levels, taken in turn: a step writes the
-        oldest, which its state does not hold; with step graphs (of k =
-        graph_steps steps, the next launched ahead of the host) nor the k + 1
-        states before (those of the graph the host takes, and the state it
-        started from), in 2 + 2k buffers at least, and a multiple of k, so
-        that graphs of k steps start from (2 + depth) / k places in the
-        pools. The three pools of one length, so that their arrangement
-        repeats every 2 + depth steps. States made before are not valid
-        after."""
-        k = self.graph_steps
-        depth = 1 if self.step_graphs is None else max(3 * k, 2 * k + 2) - 2
+        oldest, which its state does not hold; with step graphs (the next
+        launched ahead of the host) nor the state before (the state the host
+        takes and the one it started from): four buffers. The three pools of
+        one length, so that their arrangement repeats every four steps (a
+        loop's body: four steps). States made before are not valid after."""
+        depth = 1 if self.step_graphs is None else 2
         xp, n = self.xp, self.shape[1]
         self._velocity = [xp.zeros(self.shape) for _ in range(2 + depth)]
         self._faces = [xp.zeros(self.matrices.ops.num_faces) for _ in range(2 + depth)]
@@ -285,29 +293,45 @@ class FractionalStep:
         after = next((k + 1 for k, b in enumerate(pool) if b is current), 0)
         return next(b for b in pool[after:] + pool[:after] if all(b is not u for u in used))
 
-    def advance(self, state, dt, more=0):
+    def advance(self, state, dt, more=0, loop=0):
         """The state one step of size dt later (new arrays; ``state`` stays
         valid). ``more``: how many steps may follow (True: one), which, where
         the steps are captured, the device takes next with the same dt while
-        the host works on this one: the steps of one graph (up to graph_steps
-        of them where the last step's dt was dt too), and those of the graph
-        launched after it before the host waits for the first, none past the
-        last of ``more``; advance(new state, dt) then takes the next of them,
-        and a step of another dt first waits for them and drops them
-        (drop_ahead). Steps launched ahead write only buffers that no state
-        the host may still take or go back to holds, and the host's reads of
-        the device queue behind them."""
+        the host works on this one: the step launched after it before the
+        host waits for it, none past the last of ``more``; advance(new
+        state, dt) then takes it, and a step of another dt first waits for it
+        and drops it (drop_ahead). ``loop``: of those, how many the caller
+        takes with nothing to do but count, observe and report where
+        loop_rule says so (FlowSolver._take_launched): with graph_steps > 1
+        the device runs them in loops of up to graph_steps, each ended by
+        the device after the first step the rule would not take, and the
+        next loop launched as the host takes one that ran to its end. Steps
+        launched ahead write only buffers that no state the host may still
+        take or go back to holds, and the host's reads of the device queue
+        behind them."""
         self._graph_made = None
-        if self.step_graphs is not None and self.step_graphs.refused is None:
-            new = self._graph_step(state, dt, more)
+        graphs = self.step_graphs
+        # after a refused capture the steps launched before it are still taken (graphs run as launched)
+        if graphs is not None and (graphs.refused is None or self._queued or self._ahead_loop is not None):
+            new = self._graph_step(state, dt, more, loop)
             if new is not None:
                 return new
         return self._advance(state, dt)
 
     def drop_ahead(self):
         """Wait for the steps launched and not taken, and forget them: before a
-        change of what their graphs read (the momentum matrix's dt)."""
+        change of what their graphs read (the momentum matrix's dt). Steps of
+        a loop are never dropped (the loop's later steps wrote over the
+        states before them): a RuntimeError, where the host and the device
+        part ways."""
         queued = self._queued
+        if self._ahead_loop is not None or any(step.launch.loop for step in queued):
+            ahead = self._ahead_loop
+            start = ahead.state if ahead is not None else next(step.state for step in queued if step.launch.loop)
+            raise RuntimeError(f"the steps a loop on the device ran after step {start.step} would be dropped: the "
+                               "host does not take a step whose verdict the device gave (FlowSolver._take_launched "
+                               "against the flow family's step_verdict), and the states before it are written "
+                               "over; run with -flow_graph_steps 1 and report it")
         if queued:
             self._wait(queued[-1].launch.readback)
         while queued:  # the latest first: each undo puts back what its step's update changed
@@ -325,28 +349,34 @@ class FractionalStep:
         readback.wait()
         self.phases.waited += time.perf_counter() - start
 
-    def _graph_step(self, state, dt, more):
+    def _graph_step(self, state, dt, more, loop):
         """The step as one of its CUDA graph's (launched now, or before and
-        taken now), the next graph launched ahead where ``more``; its state once
-        the host has waited for its graph and judged its solves from their
+        taken now), the next graph launched ahead where ``more``; a loop of
+        steps where ``loop`` and the state allow (_loops); its state once the
+        host has waited for its graph and judged its solves from their
         records; None where a solve ran out of its loop short of max_it: the
         step is then taken again as launched."""
-        queued = self._queued
+        queued, ahead = self._queued, self._ahead_loop
+        if not queued and ahead is not None and ahead.state is state and ahead.dt == dt:
+            self._ahead_loop = None
+            self._take_loop(ahead, loop)
         if queued and queued[0].state is state and queued[0].dt == dt:
             step = queued.popleft()
             self.steps_ahead += 1
         else:  # steps launched from another state, or with another dt: forgotten
             self.drop_ahead()
-            self._launch(state, dt, self._length(state, dt, 1 + more))
+            if loop and self._loops(state, dt):
+                self._take_loop(self._launch_loop(state, dt, min(self.graph_steps, 1 + loop)), loop)
+            else:
+                self._launch(state, dt)
             step = queued.popleft()
         launch = step.launch
-        if more > len(queued) and (queued[-1].launch if queued else launch) is launch:  # none launched after it
-            last = queued[-1].new if queued else step.new
-            self._launch(last, dt, self._length(last, dt, more - len(queued)), replayed_only=True)
+        if not launch.loop and more and not queued:  # none launched after it
+            self._launch(step.new, dt, replayed_only=True)
         if not launch.waited:
             self._wait(launch.readback)
             launch.waited = True
-            self._judge([step, *(later for later in queued if later.launch is launch)])
+            self._judge([step])
         self.phases.waits += 1
         if step.marks is not None:
             self.phases.add_graph(step.marks)
@@ -409,22 +439,14 @@ class FractionalStep:
             self.comm.Allreduce(MPI.IN_PLACE, values, op=MPI.MAX)
         return values[:, 0], values[:, 1]
 
-    def _length(self, state, dt, steps):
-        """The steps of the graph launched from ``state``, of at most ``steps``:
-        with the dt of the step that made it (a graph whose first step had
-        another ratio r would be a key of its own, which drops the graphs of
-        the key before), those to the next place in the pools that is a
-        multiple of graph_steps, so that the graphs of graph_steps start from
-        a few places only (each place a graph to capture); else one."""
-        place = self._buffers(state)[2]
-        if state.dt_old != dt or place is None:
-            return 1
-        return min(self.graph_steps - place % self.graph_steps, steps)
-
     def _drop_taken(self, step):
         """Forget the Queued ``step`` just taken (to be taken again as launched,
-        or failed) and the steps launched after it."""
-        self.drop_ahead()
+        or failed) and the steps launched after it (none where it is a loop's:
+        the device ends a loop at a failed step)."""
+        if step.launch.loop and self._queued:
+            raise RuntimeError(f"a loop on the device ran past step {step.new.step}, whose solve failed")
+        if not step.launch.loop:
+            self.drop_ahead()
         self._undo(step)
 
     def _after(self, state, dt, buffers=None):
@@ -473,68 +495,197 @@ class FractionalStep:
             self._last_key = key
         return self._last_key, (*buffers[1], state.step >= 2, len(self.watchers))
 
-    def _launch(self, state, dt, length, replayed_only=False):
-        """``length`` steps from ``state`` as one CUDA graph per arrangement of
-        the buffers (all dropped when the key changes), queued for the host to
-        take (Queued): their solves queued into it (graphcg's loops the
-        device ends), each new state's convective rate, change and watched
-        values computed in it, and everything the host reads of each step
-        copied after it (StepReadback); not waited for. The key is the first
-        step's _graph_key (r is 1 from the second step on: the same key).
-        The graphs that start from the first place in the pools are marked:
-        their own kernels stamp the device's clock around each phase of their
-        first step (GraphPhases; one launch in (2 + depth) / k, the samples
-        spread over Fischer's restarts), the others are captured without.
-        ``replayed_only``: launched only where the graph is captured (steps
-        launched ahead: none run eagerly or captured)."""
+    def _launch(self, state, dt, replayed_only=False):
+        """The step from ``state`` as one CUDA graph per arrangement of the
+        buffers (all dropped when the key changes), queued for the host to
+        take (Queued): its solves queued into it (graphcg's loops the device
+        ends), the new state's convective rate, change and watched values
+        computed in it, and everything the host reads of the step copied
+        after it (StepReadback); not waited for. The graphs that start from
+        the first place in the pools are marked: their own kernels stamp the
+        device's clock around each phase of the step (GraphPhases; one launch
+        in four, the samples spread over Fischer's restarts), the others are
+        captured without. ``replayed_only``: launched only where the graph is
+        captured (a step launched ahead: none run eagerly or captured)."""
         buffers = self._buffers(state)
         key, arrangement = self._graph_key(state, dt, buffers)
         marked = self.xp is not numpy and buffers[2] == 0
-        arrangement = (*arrangement, length, marked)
+        arrangement = (*arrangement, marked)
         replay = self.step_graphs.captured(key, arrangement)
         if replayed_only and not replay:
             return
         start = time.perf_counter()
-        marks = None
-        if marked:  # one GraphPhases an arrangement, under every key: a launch still running writes its memory
-            marks = self._graph_marks.get(arrangement)
-            if marks is None:
-                marks = self._graph_marks[arrangement] = GraphPhases(self.xp, PhaseTimer.PHASES[:6])  # .. CFL, Step
+        marks = self._phase_marks(arrangement) if marked else None
         if not replay:  # a new dt's momentum preconditioner set up before a capture, which cannot allocate
             for _, ksp, _ in self.solves:
                 ksp.setUp()
-        states = [state, self._after(state, dt, buffers)]
-        for _ in range(length - 1):
-            states.append(self._after(states[-1], dt))
+        new = self._after(state, dt, buffers)
 
-        def steps():  # run where the graph is captured or launched, not where it replays
-            for before in states[:-1]:
-                if marks is None or before is not state:
-                    self._advance(before, dt, queued=True)
-                    continue
-                marks.recorded.clear()
-                with marks("Step"):  # the same replay's whole step: the phases' share of it
-                    self._advance(state, dt, queued=True, marks=marks)
-        with self.phases("Step" if replay else "Capture", steps=length):
-            how = self.step_graphs.run(key, arrangement, steps)
+        def step():  # run where the graph is captured or launched, not where it replays
+            if marks is None:
+                self._advance(state, dt, queued=True)
+                return
+            marks.recorded.clear()
+            with marks("Step"):  # the same replay's whole step: the phases' share of it
+                self._advance(state, dt, queued=True, marks=marks)
+        with self.phases("Step" if replay else "Capture"):
+            how = self.step_graphs.run(key, arrangement, step)
+        self._count_first_run(replay, how, start)
+        readback = self.readbacks[id(new.u_s)]
+        readback.mark()
+        self._queued.append(Queued(state, dt, new, readback, marks if replay else None, Launch(readback)))
+
+    def _phase_marks(self, arrangement):
+        """The GraphPhases of a graph's arrangement: one an arrangement, under every key (a launch still running
+        writes its memory)."""
+        marks = self._graph_marks.get(arrangement)
+        if marks is None:
+            marks = self._graph_marks[arrangement] = GraphPhases(self.xp, PhaseTimer.PHASES[:6])  # .. CFL, Step
+        return marks
+
+    def _count_first_run(self, replay, how, start):
+        """Count a graph's run that was not a replay (from ``start``) among the first runs and captures."""
         if not replay:
             seconds = time.perf_counter() - start
             self.phases.first_runs += seconds
             if how == "captured":
                 self.phases.captures += 1
                 self.phases.capture_seconds += seconds
-        readbacks = [self.readbacks[id(new.u_s)] for new in states[1:]]
-        launch = Launch(readbacks[-1])
-        launch.readback.mark()
-        for k, (before, new, readback) in enumerate(zip(states[:-1], states[1:], readbacks)):
-            # only replays are sampled
-            self._queued.append(Queued(before, dt, new, readback, marks if replay and k == 0 else None, launch))
 
-    def _advance(self, state, dt, queued=False, marks=None):
+    # --- loops of steps the device ends -------------------------------------------
+
+    def _loops(self, state, dt):
+        """Whether a loop of steps of dt can start from ``state``: one whose
+        body repeats the same work (r = 1, the pressure extrapolated), with
+        the rule the device judges each step by."""
+        return (self.graph_steps > 1 and self.loop_rule is not None and self.step_graphs.refused is None
+                and state.dt_old == dt and state.step >= 2)
+
+    def _launch_loop(self, state, dt, limit, replayed_only=False):
+        """At most ``limit`` steps of dt from ``state`` as one launch of a CUDA
+        graph (one per arrangement of the buffers where it starts, all
+        dropped when the key changes): a conditional WHILE node whose body
+        is four steps, the pools' period, each after the first under an IF
+        node on the verdict of the step before (the flow family's
+        step_verdict under loop_rule, with each solve's convergence: pcg's
+        clear_unless_converged); each step's values gathered into a row of
+        its own, and the loop's status after it. Not waited for; returns
+        the Loop, or None where ``replayed_only`` and the graph is not
+        captured (a loop launched ahead)."""
+        buffers = self._buffers(state)
+        key, arrangement = self._graph_key(state, dt, buffers)
+        arrangement = (*arrangement, "loop", self.loop_rule)
+        replay = self.step_graphs.captured(key, arrangement)
+        if replayed_only and not replay:
+            return None
+        start = time.perf_counter()
+        if not replay:
+            for _, ksp, _ in self.solves:
+                ksp.setUp()
+            self.step_graphs.capture_first(arrangement)  # its steps' kernels have run in single steps
+        states = [state]
+        for _ in range(max(limit, len(self._velocity))):
+            states.append(self._after(states[-1], dt, buffers if len(states) == 1 else None))
+        if self._loop_status is None:
+            self._loop_status = self.xp.zeros(LOOP_SLOTS)
+        _, result = self._loop_readbacks()
+        marks = self._phase_marks(arrangement) if self.xp is not numpy else None
+        base = self._loop_base
+        self._loop_base = self.graph_steps - base
+        self.flow_kernels.loop_start(self._loop_status, limit, base)
+        with self.phases("Step" if replay else "Capture", steps=0):
+            how = self.step_graphs.run(key, arrangement, lambda: self._loop(states[:len(self._velocity)], dt, marks))
+        self._count_first_run(replay, how, start)
+        result.mark()
+        return _Loop(state, dt, states, limit, base, replay, marks if replay else None)
+
+    def _loop_readbacks(self):
+        """(the rows of a loop's steps, the copy of its status), made again where the sources changed (a
+        solve's first queue may make its records anew: on a run before a capture)."""
+        sources = self._readback_sources()
+        if self._loop_rows is None or not self._loop_rows.matches(sources):
+            self._loop_rows = StepReadback(self.xp, sources, 2 * self.graph_steps, self._loop_status)
+        if self._loop_result is None:
+            self._loop_result = StepReadback(self.xp, [self._loop_status])
+        return self._loop_rows, self._loop_result
+
+    def _loop(self, states, dt, marks=None):
+        """A loop's work: steps from the first of ``states`` (the pools'
+        period of them, the body; its later steps each where the step before
+        kept the loop going), for as long as the device's verdict says so;
+        captured as conditional nodes, and run on the host, reading each
+        verdict, where it is not (a first run; NumPy). ``marks``: the
+        GraphPhases that the body's first step stamps (its last run's read)."""
+        xp, k, status = self.xp, self.flow_kernels, self._loop_status
+        capturing = xp is not numpy and xp.cuda.get_current_stream().is_capturing()
+        if capturing:
+            from gpu_mats.kernels.cuda_graphs import if_then, while_loop
+        pcg = family("pcg", xp)
+        columns = [Verdicts(ksp).column for _, ksp, _ in self.solves]
+
+        def going():
+            return bool(to_host(xp, status[GO:GO + 1])[0])
+
+        def from_step(j):
+            if j or marks is None:
+                self._advance(states[j], dt, queued=True, loop=True)
+            else:
+                marks.recorded.clear()
+                with marks("Step"):
+                    self._advance(states[0], dt, queued=True, marks=marks, loop=True)
+            for (_, ksp, count), column in zip(self.solves, columns):
+                pcg.clear_unless_converged(status[FINE:FINE + 1], ksp.getPythonContext().records(count), column)
+
+            def verdict(handle):
+                k.step_verdict(status, self._largest_value, self._change_value, dt, self.loop_rule, handle)
+            if j == len(states) - 1:
+                verdict(0)
+            elif capturing:
+                if_then(verdict, lambda: from_step(j + 1))
+            else:
+                verdict(0)
+                if going():
+                    from_step(j + 1)
+
+        if capturing:
+            def body(handle):
+                from_step(0)
+                k.loop_go(status, handle)
+            while_loop(lambda handle: k.loop_go(status, handle), body)
+        else:
+            while going():
+                from_step(0)
+        self._loop_result.queue()
+
+    def _take_loop(self, loop, more):
+        """Wait for ``loop`` (a _Loop launched), queue the steps it ran for the
+        host to take (Queued, judged), and launch the next loop ahead where
+        this one ran all its steps and the last kept the loop going, and
+        ``more`` (advance's ``loop``) allows more."""
+        rows, result = self._loop_rows, self._loop_result
+        self._wait(result)
+        status = result.host[0]
+        count, keep = int(status[COUNT]), bool(status[KEEP])
+        self.phases.add_steps("Step" if loop.replayed else "Capture", count)
+        if loop.marks is not None:  # read before the next loop, which stamps the same memory, is launched
+            self.phases.add_graph(loop.marks)
+        launch = Launch(result, loop=True)
+        launch.waited = True
+        steps = [Queued(before, loop.dt, new, rows.row(loop.base + j), None, launch)
+                 for j, (before, new) in enumerate(zip(loop.states[:count], loop.states[1:count + 1]))]
+        self._queued.extend(steps)
+        self._judge(steps)
+        left = more - (count - 1)
+        if count == loop.limit and keep and left > 0:
+            self._ahead_loop = self._launch_loop(loop.states[count], loop.dt, min(self.graph_steps, left),
+                                                 replayed_only=True)
+
+    def _advance(self, state, dt, queued=False, marks=None, loop=False):
         """The step; ``queued``: its solves queued (graphcg.queue) for a CUDA
         graph that holds the whole step, and the new convective rate and the
-        watchers' values with them; ``marks``: a GraphPhases that the graph's
-        own events time its phases by."""
+        watchers' values with them, copied to the host (into a row of the
+        loop's readback where it is a ``loop``'s step); ``marks``: a
+        GraphPhases that the graph's own events time its phases by."""
         m, xp, k = self.matrices, self.xp, self.updates
         phase = (marks or untimed) if queued else self.phases  # a graph's phases are timed by its own events
         u_p, u_s, p = self._targets(state)
@@ -577,17 +728,25 @@ class FractionalStep:
                 k.max_abs(self._change_value, u_p.ravel(), state.u.ravel(), self._largest_scratch)
             for queue, _ in self.watchers:
                 queue(new)
-            self._queue_readback(u_s)
+            if loop:
+                self._loop_readbacks()[0].queue()
+            else:
+                self._queue_readback(u_s)
         return new
+
+    def _readback_sources(self):
+        """What the host reads of a step: the solves' records first, the convective rate, the change, the
+        watchers' values, the eddy viscosity's largest rate, the flow rate's added velocity."""
+        records = [ksp.getPythonContext().records(count) for _, ksp, count in self.solves]
+        return [*records, self._largest_value, self._change_value, *(out for _, out in self.watchers),
+                *(() if self.eddy is None else (self.eddy.largest,)),
+                *(() if self.forcing is None or self.forcing.kind != "flow_rate" else (self.forcing.delta,))]
 
     def _queue_readback(self, u_s):
         """The copies of the step's values to the host, into its graph, in the
         readback of the face buffer ``u_s`` it writes (a new StepReadback
         where the arrays are new: only on a run before a capture)."""
-        records = [ksp.getPythonContext().records(count) for _, ksp, count in self.solves]
-        sources = [*records, self._largest_value, self._change_value, *(out for _, out in self.watchers),
-                   *(() if self.eddy is None else (self.eddy.largest,)),
-                   *(() if self.forcing is None or self.forcing.kind != "flow_rate" else (self.forcing.delta,))]
+        sources = self._readback_sources()
         readback = self.readbacks.get(id(u_s))
         if readback is None or not readback.matches(sources):
             readback = self.readbacks[id(u_s)] = StepReadback(self.xp, sources)
@@ -920,6 +1079,22 @@ class FractionalStep:
         if self._made_by_graph(state) and self.track_change:
             return self._max(self._copied(self._change_value)[0]) / state.dt_old
         return self._largest(state.u.ravel(), state.u_old.ravel()) / state.dt_old
+
+
+@dataclass(eq=False)
+class _Loop:
+    """A loop of steps launched (FractionalStep._launch_loop): the state it
+    starts from and its dt, the states its steps would make (limit of them,
+    or the body's four where more), its first row in the loop's readback,
+    whether it was a replay, and the GraphPhases its replay stamped."""
+
+    state: FlowState
+    dt: float
+    states: list
+    limit: int
+    base: int
+    replayed: bool
+    marks: object = None
 
 
 def _check(ksp, name):

@@ -73,6 +73,13 @@ class PhaseTimer:
         phase.steps = steps
         return phase
 
+    def add_steps(self, name, steps):
+        """Count ``steps`` more in the last use of phase ``name`` (a loop's,
+        whose steps the device counts: known once it is done)."""
+        self.uses[name] += steps
+        if self._phases[name].timed_last:
+            self.timed[name] += steps
+
     def add_graph(self, marks):
         """Add the phases of one replay of a step's graph (its GraphPhases, the host past the replay)."""
         for name, seconds in marks.elapsed().items():
@@ -131,12 +138,14 @@ class _Phase:
         self.timer, self.name, self.event, self.every = timer, name, event, every
         self.steps, self._count = 1, 0  # the steps of the next use; the uses so far (one in ``every`` timed)
         self._marks = self._start = None
+        self.timed_last = False  # whether the last use was timed
 
     def __enter__(self):
         timer, name = self.timer, self.name
         self.event.begin()
         timer.uses[name] += self.steps
         self._count += 1
+        self.timed_last = timer.xp is numpy or self._count % self.every == 0
         if timer.xp is numpy:
             self._start = time.perf_counter()
         elif self._count % self.every == 0:

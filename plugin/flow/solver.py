@@ -393,13 +393,20 @@ class FlowSolver:
             limits.append(self.memory_fourier / self.diffusion_rate)
         return limits
 
-    def run(self, state, observe=None):
+    def run(self, state, observe=None, watched_only=False):
         """Step until t_end, max_steps or a steady state; returns the last state.
-        ``observe(state)``, where given, sees each new state (forces, probes)."""
+        ``observe(state)``, where given, sees each new state (forces, probes);
+        ``watched_only``: it reads nothing of a state but what its watchers
+        copied (FractionalStep.watch: GroupForce, PointPressure), so that
+        with -flow_graph_steps the device may run steps in loops past the
+        states it sees, whose fields the loops' later steps write over."""
         start, steps0 = time.perf_counter(), state.step
         rate = self.stepper.convective_rate(state)
         report = _Progress(self, state)
         first_dt = None
+        looped = ((observe is None or watched_only) and not self.monitor and self.stepper.eddy is None
+                  and self.stepper.graph_steps > 1)
+        self.stepper.loop_rule = self._loop_rule() if looped else None
 
         def going_on(step, t):
             return step - steps0 < self.max_steps and t < self._t_stop
@@ -411,8 +418,9 @@ class FlowSolver:
                 self._blow_up(state, dt, f"the time step fell to {dt:.4g}, below {COLLAPSE:g} of this run's first "
                                          f"({first_dt:.4g}): the velocity grows while the CFL limit holds its "
                                          "number down")
+            more = self._steps_after(state, dt, steps0)
             try:
-                new = self.stepper.advance(state, dt, more=self._steps_after(state, dt, steps0))
+                new = self.stepper.advance(state, dt, more=more, loop=self._looped(state, dt, more))
             except StepFailure as exc:
                 self._blow_up(state, dt, str(exc))
             self._notice_refused_capture()
@@ -488,6 +496,28 @@ class FlowSolver:
             limits = self._limits(self._diffusion_rate(state), numpy.where(keeps, rates, 1.0))
             keeps &= _holds(dt, functools.reduce(numpy.minimum, limits))
         return keeps & ~_near_the_end(self.t_end - times, dt)
+
+    def _loop_rule(self):
+        """The rule by which the device judges a step of a loop (the flow
+        family's step_verdict): _take_launched's and _keeps_dt's, the limits
+        other than the CFL number's those of explicit diffusion alone (no
+        subgrid model: its rate changes every step)."""
+        other = min(self._limits(self._diffusion_rate(None)), default=math.inf)
+        return (self.cfl, other, _BAND, self.cfl_max, self.steady_tol, bool(self.fixed_dt))
+
+    def _looped(self, state, dt, more):
+        """How many of the ``more`` steps of dt after the step from ``state`` a
+        loop on the device may take (none without stepper.loop_rule): those
+        the run takes with the others by count and time, none starting near
+        t_end, and none after a checkpoint's (whose state the host saves);
+        at most two loops' worth."""
+        if self.stepper.loop_rule is None:
+            return 0
+        t, step, count, every = state.t + dt, state.step + 1, 0, self.checkpoint_every
+        while (count < min(more, 2 * self.stepper.graph_steps) and not (every and step % every == 0)
+               and not _near_the_end(self.t_end - t, dt)):
+            count, t, step = count + 1, t + dt, step + 1
+        return count
 
     @property
     def _t_stop(self):

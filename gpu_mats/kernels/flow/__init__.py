@@ -1,5 +1,8 @@
 """The vector updates of the flow driver's fractional step (plugin.flow.integrator)."""
 
+BASE, COUNT, LIMIT, GO, KEEP, FINE = range(6)  # slots of a loop of steps' status array (float64)
+LOOP_SLOTS = 6
+
 
 def explicit_update(out, u, s, r, w):
     """out = u + w (s - r) for (dim, n) blocks and one weight per column:
@@ -23,11 +26,14 @@ def gather_plan(sources):
     the family's backend) one after another, made once, outside any capture."""
 
 
-def gather(out, plan):
+def gather(out, plan, at=None):
     """out = the plan's sources raveled one after another. On the GPU out
     is pinned host memory, which the kernel writes through unified
     addressing: a step's few values reach the host by one kernel of its
-    CUDA graph, where a copy a value cost the graph a memcpy node each."""
+    CUDA graph, where a copy a value cost the graph a memcpy node each.
+    ``at``: a loop's status array, whose BASE + COUNT, read by the kernel,
+    is the row of ``out`` (rows of the sources' total length) written: each
+    step of a loop the device runs into a row of its own."""
 
 
 def stamp(out, slot):
@@ -35,3 +41,29 @@ def stamp(out, slot):
     pinned host memory, written through unified addressing): two stamps
     time the work queued between them, inside a CUDA graph too, where an
     event record node costs the graph's launch several times a kernel's."""
+
+
+def loop_start(status, limit, base):
+    """status = BASE ``base``, COUNT 0, LIMIT ``limit``, GO 1 (0 where limit
+    is 0), KEEP and FINE 1: before a loop of at most ``limit`` time steps,
+    launched by the host ahead of the loop's CUDA graph, which then holds
+    no value that changes from one launch to the next."""
+
+
+def loop_go(status, handle):
+    """A CUDA graph's conditional ``handle`` (the host twin takes 0 only) = GO."""
+
+
+def step_verdict(status, rate, change, dt, rule, handle):
+    """After a step of ``dt`` in a loop: KEEP = 1 where the step's solves
+    converged (FINE, which pcg's clear_unless_converged clears) and the
+    step is one the host takes with the others and follows with another of
+    dt, else 0; COUNT + 1; GO = KEEP while COUNT < LIMIT; FINE = 1 again;
+    the conditional ``handle`` (of the node that runs the next step; 0:
+    none) = GO. ``rule``, (cfl, other_limit, band, cfl_max, steady_tol,
+    fixed): the step's CFL number dt rate[0] finite and at most cfl_max,
+    change[0] / dt (max |u^{n+1} - u^n| / dt) at least steady_tol (0: not
+    tested), and rate[0] > 0 with, unless ``fixed``, the next limit
+    min(cfl / rate[0], other_limit) within [dt, band dt): the flow solver's
+    held dt (FlowSolver._keeps_dt), in the same arithmetic, so that the
+    device stops where the host would."""

@@ -43,11 +43,13 @@ extern "C" __global__ void functional(const long long* starts, const int* which,
     if (t == 0) out[blockIdx.x] = cache[0];
 }
 
-// out[offsets[k] + i] = sources[k][i], i < lengths[k]: one block a source; out may be pinned host memory.
+// out[offsets[k] + i] = sources[k][i], i < lengths[k]: one block a source; out may be pinned host memory; where
+// at is given, out is row at[0] + at[1] of rows of length total.
 extern "C" __global__ void gather(const double* const* sources, const long long* lengths, const long long* offsets,
-                                  double* out)
+                                  double* out, const double* at, long long total)
 {
     const int k = blockIdx.x;
+    if (at) out += static_cast<long long>(at[0] + at[1]) * total;
     for (long long i = threadIdx.x; i < lengths[k]; i += blockDim.x)
         out[offsets[k] + i] = sources[k][i];
 }

@@ -1,8 +1,11 @@
 """The flow driver's vector updates on the host: NumPy twins of ``flow.cu``."""
 
+import math
 import time
 
 import numpy
+
+from . import BASE, COUNT, FINE, GO, KEEP, LIMIT
 
 
 def explicit_update(out, u, s, r, w):
@@ -32,8 +35,11 @@ def gather_plan(sources):
     return tuple(zip(sources, offsets[:-1].tolist(), offsets[1:].tolist()))
 
 
-def gather(out, plan):
+def gather(out, plan, at=None):
     """Twin of flow.cu's gather."""
+    out = out.reshape(-1)
+    if at is not None and plan:
+        out = out[int(at[BASE] + at[COUNT]) * plan[-1][2]:]
     for source, start, end in plan:
         out[start:end] = source.ravel()
 
@@ -41,3 +47,26 @@ def gather(out, plan):
 def stamp(out, slot):
     """Twin of flow.cu's stamp: the host's monotonic clock in nanoseconds."""
     out[slot] = time.perf_counter_ns()
+
+
+def loop_start(status, limit, base):
+    status[[BASE, COUNT, LIMIT, GO, KEEP, FINE]] = base, 0.0, limit, 1.0 if limit > 0 else 0.0, 1.0, 1.0
+
+
+def loop_go(status, handle):
+    if handle:
+        raise ValueError("the host twin sets no CUDA graph conditional handle: pass 0")
+
+
+def step_verdict(status, rate, change, dt, rule, handle):
+    loop_go(status, handle)
+    cfl, other_limit, band, cfl_max, steady_tol, fixed = rule
+    r = float(rate[0])
+    number = dt * r
+    keeps_dt = r > 0.0 and (fixed or dt <= min(cfl / r, other_limit) < band * dt)
+    unsteady = steady_tol == 0.0 or float(change[0]) / dt >= steady_tol
+    keep = status[FINE] != 0.0 and math.isfinite(number) and number <= cfl_max and unsteady and keeps_dt
+    status[COUNT] += 1.0
+    status[KEEP] = 1.0 if keep else 0.0
+    status[GO] = 1.0 if keep and status[COUNT] < status[LIMIT] else 0.0
+    status[FINE] = 1.0

@@ -127,3 +127,13 @@ def single_update(s, x, r, p, w, z, az):
 
 def update_direction(s, p, z):
     """p = z + beta p (p = z where beta is 0: p is not read); z float64 or float32."""
+
+
+def clear_unless_converged(flag, records, column):
+    """flag[0] = 0 unless every store in ``records`` (count, store length:
+    DeviceCG.store of solves that ended in a loop, one a row) converged by
+    that loop's own test in norm ``column``: FLAG 0, its last row finite and
+    that row's norm at most TARGET (the verdict the host's judge would give
+    CONVERGED_*). Left as it is otherwise, so that several calls clear one
+    flag: a loop of time steps that goes on only while each step's solves
+    converged."""

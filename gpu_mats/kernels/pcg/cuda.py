@@ -155,3 +155,9 @@ def update_direction(s, p, z):
     n = p.size
     if n:
         _kernel(f"update_direction<{_TYPES[z.dtype]}>")((-(-n // BLOCK),), (BLOCK,), (numpy.int64(n), s, p, z))
+
+
+def clear_unless_converged(flag, records, column):
+    count, stride = records.shape
+    _kernel("clear_unless_converged")((1,), (1,), (flag, records, numpy.int32(count), numpy.int64(stride),
+                                                   numpy.int32(column)))

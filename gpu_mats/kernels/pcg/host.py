@@ -3,7 +3,7 @@
 import numpy
 
 from . import (AFTER_ITERATION, ALPHA, BETA, DIVERGENCE, FLAG, GO, INDEFINITE_OPERATOR, INDEFINITE_PRECONDITIONER,
-               REFERENCE, RESUME, ROW, RZ, START, TARGET)
+               REFERENCE, RESUME, ROW, RZ, SLOTS, START, TARGET)
 
 
 def partial_count(n):
@@ -149,3 +149,10 @@ def loop_test(s, history, column, rtol, atol, dtol, limit, mode, handle):
     go = (s[FLAG] == 0.0 and numpy.isfinite(history[row]).all() and s[TARGET] < norm < s[DIVERGENCE]
           and row < limit)
     s[GO] = 1.0 if go else 0.0
+
+
+def clear_unless_converged(flag, records, column):
+    for store in records:
+        s, row = store[:SLOTS], store[SLOTS + 3 * int(store[ROW]):][:3]
+        if not (s[FLAG] == 0.0 and numpy.isfinite(row).all() and numpy.sqrt(max(row[column], 0.0)) <= s[TARGET]):
+            flag[0] = 0.0

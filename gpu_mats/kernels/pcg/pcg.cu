@@ -352,3 +352,16 @@ extern "C" __global__ void remove_mean(long long n, double total, const double* 
     if (i >= n) return;
     v[i] -= sums[0] / total;
 }
+
+// flag[0] = 0 unless each of the count stores (rows of records, each s then its history) ended converged by its
+// loop's own test: FLAG 0, its last row finite and its norm (the square root of column) at most TARGET
+extern "C" __global__ void clear_unless_converged(double* flag, const double* records, int count, long long stride,
+                                                  int column)
+{
+    for (int k = 0; k < count; ++k) {
+        const double* s = records + k * stride;
+        const double* h = s + 9 + 3 * static_cast<long long>(s[4]);
+        const bool finite = isfinite(h[0]) && isfinite(h[1]) && isfinite(h[2]);
+        if (!(s[3] == 0.0 && finite && sqrt(fmax(h[column], 0.0)) <= s[6])) flag[0] = 0.0;
+    }
+}
