@@ -21,7 +21,7 @@ levels' buffers).
 --spread reports how the host's own time is spread over the steps: for
 each step of the window the wall time from the end of the host's wait for
 one step to the start of its wait for the next (its launches, verdicts and
-readers), their mean, median and percentiles: a mean above the median by
+readers; with loops of steps, -flow_graph_steps above 1, one wait a loop), their mean, median and percentiles: a mean above the median by
 much is a few long steps (the interpreter's, the system's), not the
 step's own work.
 
