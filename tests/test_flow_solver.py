@@ -909,3 +909,23 @@ def test_the_ranks_take_one_choice_of_coarse_levels_where_some_hold_only_cells_a
         solver = FlowSolver(mine, comm, "gpusell", 0.01, {"lid": Wall((1.0, 0.0, 0.0)), "wall": Wall()})
     pc = solver.pressure_ksp.getPC()
     assert (pc.getType(), solver.solvers.isotropic, pc.getPythonContext().sparsify) == ("gpuamg", False, 0.0)
+
+
+def test_loops_end_at_checkpoints_whose_states_are_saved_whole():
+    """With -flow_checkpoint_every a loop of steps ends at each checkpoint's
+    step, so that the state saved is that step's, not written over by the
+    loop's later steps: the fields each save sees, as a run one step at a
+    time sees them."""
+    options = {"flow_diffusion": "implicit", "flow_dt": 0.002, "flow_max_steps": 17, "flow_checkpoint_every": 5,
+               "pressure_ksp_type": "graphcg", "pressure_pc_type": "jacobi"}
+    runs = []
+    for steps in (4, 1):
+        _, solver = make_solver((12, 10), (False, False), 0.01, options, walls=LID)
+        ran, saves = _looping(solver, steps), []
+        solver.save = lambda state, path=None, saves=saves: saves.append((state.step, state.u.copy(), state.p.copy()))
+        solver.run(solver.initial_state())
+        runs.append((ran, saves))
+    (ran, saves), (none, expected) = runs
+    assert not none and sum(ran) >= 10 and [step for step, *_ in saves] == [5, 10, 15, 17]
+    for (step, u, p), (_, u_one, p_one) in zip(saves, expected):
+        assert numpy.array_equal(u, u_one) and numpy.array_equal(p, p_one), step
