@@ -89,10 +89,10 @@ from petsc4py import PETSc
 
 from gpu_mats.backend import address, array_module, to_host
 from gpu_mats.kernels import family, keyed_graphs
+from gpu_mats.kernels.flow import COUNT, FINE, GO, KEEP, LOOP_SLOTS
 from petsc_ext.array_operators import mark_read, mark_written
 from petsc_ext.arrays import get_array, restore_array
 from petsc_ext.graphcg import Verdicts
-from gpu_mats.kernels.flow import COUNT, FINE, GO, KEEP, LOOP_SLOTS
 
 from .boundary_sources import BoundarySources
 from .phases import GraphPhases, PhaseTimer, untimed
@@ -588,7 +588,8 @@ class FractionalStep:
             states.append(self._after(states[-1], dt, buffers if len(states) == 1 else None))
         if self._loop_status is None:
             self._loop_status = self.xp.zeros(LOOP_SLOTS)
-        _, result = self._loop_readbacks()
+        if not replay:  # a replay's graph copies into the readbacks it was captured with
+            self._loop_readbacks()
         marks = self._phase_marks(arrangement) if self.xp is not numpy else None
         base = self._loop_base
         self._loop_base = self.graph_steps - base
@@ -596,8 +597,9 @@ class FractionalStep:
         with self.phases("Step" if replay else "Capture", steps=0):
             how = self.step_graphs.run(key, arrangement, lambda: self._loop(states[:len(self._velocity)], dt, marks))
         self._count_first_run(replay, how, start)
-        result.mark()
-        return _Loop(state, dt, states, limit, base, replay, marks if replay else None)
+        self._loop_result.mark()
+        # the rows its steps wrote: a first run may have made them anew (_advance)
+        return _Loop(state, dt, states, limit, base, replay, self._loop_rows, marks if replay else None)
 
     def _loop_readbacks(self):
         """(the rows of a loop's steps, the copy of its status), made again where the sources changed (a
@@ -662,7 +664,7 @@ class FractionalStep:
         host to take (Queued, judged), and launch the next loop ahead where
         this one ran all its steps and the last kept the loop going, and
         ``more`` (advance's ``loop``) allows more."""
-        rows, result = self._loop_rows, self._loop_result
+        rows, result = loop.rows, self._loop_result
         self._wait(result)
         status = result.host[0]
         count, keep = int(status[COUNT]), bool(status[KEEP])
@@ -1086,7 +1088,8 @@ class _Loop:
     """A loop of steps launched (FractionalStep._launch_loop): the state it
     starts from and its dt, the states its steps would make (limit of them,
     or the body's four where more), its first row in the loop's readback,
-    whether it was a replay, and the GraphPhases its replay stamped."""
+    whether it was a replay, the readback its steps' rows went to, and the
+    GraphPhases its replay stamped."""
 
     state: FlowState
     dt: float
@@ -1094,6 +1097,7 @@ class _Loop:
     limit: int
     base: int
     replayed: bool
+    rows: StepReadback
     marks: object = None
 
 
