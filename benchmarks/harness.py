@@ -235,23 +235,33 @@ def demo_window(demo, warmup, steps, enter, leave):
     ``leave(stepper)`` before its step warmup + steps + 1 (the demo's
     FractionalStep), so that what they measure covers ``steps`` steps; the
     demo must run at least warmup + steps + 1 steps (a SystemExit naming
-    how many it ran)."""
+    how many it ran). The steps are counted as the run takes them: one at
+    a time (FractionalStep.advance) or those launched together
+    (FractionalStep.take)."""
     from plugin.flow.integrator import FractionalStep
 
-    advance, count = FractionalStep.advance, [0]
+    advance, take, count = FractionalStep.advance, FractionalStep.take, [0]
 
-    def counted(stepper, state, dt, more=False, loop=0):
+    def tick(stepper):
         count[0] += 1
         if count[0] == warmup + 1:
             enter(stepper)
         elif count[0] == warmup + steps + 1:
             leave(stepper)
+
+    def counted(stepper, state, dt, more=False, loop=0):
+        tick(stepper)
         return advance(stepper, state, dt, more, loop)
 
-    FractionalStep.advance = counted
+    def counted_together(stepper, count):
+        for new in take(stepper, count):
+            tick(stepper)
+            yield new
+
+    FractionalStep.advance, FractionalStep.take = counted, counted_together
     try:
         run_demo(demo)
     finally:
-        FractionalStep.advance = advance
+        FractionalStep.advance, FractionalStep.take = advance, take
     if count[0] < warmup + steps + 1:
         sys.exit(f"the demo ran {count[0]} steps: fewer than --warmup + --steps + 1")

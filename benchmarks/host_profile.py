@@ -228,12 +228,13 @@ def step_graphs(demo, warmup, out, repeats=300):
             by_runtime = harness.launch_us(lambda: cupy.cuda.runtime.graphLaunch(graph.graphExec, stream.ptr), stream,
                                            repeats)
             nodes = node_types(graph, f"{out or 'step-graph'}.{k}.dot")
-            lines.append(f"graph {k} ({arrangement[-2]} steps, marked {arrangement[-1]}): launch {by_cupy:.1f} us, "
-                         f"{by_runtime:.1f} us; nodes {nodes}")
-        # the unmarked graphs launched in turn, as the steps take them, with and without host work between
-        # (8 MB read: a step's Python leaves the driver's data out of the CPU's caches)
-        turn, scratch = [g for a, g in graphs.items() if not a[-1]], numpy.ones(1 << 20)
-        for between in (None, scratch.sum):
+            what = "a loop of steps" if "loop" in arrangement else f"one step, marked {arrangement[-1]}"
+            lines.append(f"graph {k} ({what}): launch {by_cupy:.1f} us, {by_runtime:.1f} us; nodes {nodes}")
+        # the unmarked graphs of one step launched in turn, as the steps take them, with and without host work
+        # between (8 MB read: a step's Python leaves the driver's data out of the CPU's caches)
+        turn = [g for a, g in graphs.items() if "loop" not in a and not a[-1]]
+        scratch = numpy.ones(1 << 20)
+        for between in ((None, scratch.sum) if turn else ()):
             graph_in_turn = itertools.cycle(turn)
             us = harness.launch_us(lambda: next(graph_in_turn).launch(stream), stream, repeats, between)
             lines.append(f"the {len(turn)} unmarked graphs in turn{', 8 MB read between' if between else ''}: "

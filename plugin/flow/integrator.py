@@ -399,22 +399,22 @@ class FractionalStep:
         _UNFINISHED where a loop stopped short of max_it (the step is taken
         again as launched), or the name of a solve that failed; the judging
         stops at it, the steps after it being dropped when it is taken."""
-        judges = [Verdicts(ksp) for _, ksp, _ in self.solves]
+        judges = [(name, Verdicts(ksp)) for name, ksp, _ in self.solves]
         for step in steps:
-            iterations = {"momentum": 0}
-            for (name, _, _), judge, records in zip(self.solves, judges, step.readback.host):
-                results = judge(records)  # the readback's first arrays: the records
-                iterations[name] = sum(its for its, _ in results)
-                if any(reason == _ITERATING for _, reason in results):
-                    step.failure = _UNFINISHED
-                elif results[-1][1] < 0:
+            iterations = {"momentum": 0, "pressure": 0}
+            for (name, judge), records in zip(judges, step.readback.host):  # its first arrays: the records
+                for its, reason in judge(records):  # a step's hot loop: no generators
+                    iterations[name] += its
+                    if reason == _ITERATING:
+                        step.failure = _UNFINISHED
+                if step.failure is None and reason < 0:
                     step.failure = name
                 if step.failure is not None:
                     break
-            step.iterations = (iterations["momentum"], iterations.get("pressure", 0))
+            step.iterations = (iterations["momentum"], iterations["pressure"])
             if step.failure is not None:
                 break
-        for (_, ksp, _), context, judge in zip(self.solves, self._contexts, judges):
+        for (_, ksp, _), context, (_, judge) in zip(self.solves, self._contexts, judges):
             if judge.last is not None:
                 context.conclude(ksp, judge)
 
@@ -429,6 +429,23 @@ class FractionalStep:
             steps.append(step)
             state = step.new
         return steps
+
+    def take(self, count):
+        """The first ``count`` steps of launched(...) taken in turn, each as
+        advance(state, dt) would take it (judged, not failed): yields each
+        new state with the stepper's iterations and watched values its
+        step's, without advance's checks, which the caller made for all of
+        them at once (FlowSolver._take_launched)."""
+        queued, phases = self._queued, self.phases
+        for _ in range(count):
+            step = queued.popleft()
+            self.steps_ahead += 1
+            phases.waits += 1
+            if step.marks is not None:
+                phases.add_graph(step.marks)
+            self.momentum_iterations, self.pressure_iterations = step.iterations
+            self._graph_made, self._made_readback = step.new.u_s, step.readback
+            yield step.new
 
     def launched_rates(self, steps):
         """(convective rates, changes max |u^{n+1} - u^n|): arrays over the

@@ -475,8 +475,7 @@ class FlowSolver:
         if self.checkpoint_every:
             plain &= numpy.array([step.new.step % self.checkpoint_every for step in steps]) != 0
         count = len(steps) if plain.all() else int(plain.argmin())
-        for _ in range(count):
-            state = stepper.advance(state, dt, more=0)  # judged with its launch: it cannot fail
+        for state in stepper.take(count):  # judged with their launches: they cannot fail
             self.steps_run += 1
             self.pressure_iterations += stepper.pressure_iterations
             self.momentum_iterations += stepper.momentum_iterations
@@ -514,8 +513,8 @@ class FlowSolver:
         if self.stepper.loop_rule is None:
             return 0
         t, step, count, every = state.t + dt, state.step + 1, 0, self.checkpoint_every
-        while (count < min(more, 2 * self.stepper.graph_steps) and not (every and step % every == 0)
-               and not _near_the_end(self.t_end - t, dt)):
+        most, t_end = min(more, 2 * self.stepper.graph_steps), self.t_end
+        while count < most and not (every and step % every == 0) and not _near_the_end(t_end - t, dt):
             count, t, step = count + 1, t + dt, step + 1
         return count
 
@@ -645,14 +644,13 @@ class _Progress:
 
     def __init__(self, solver, state):
         self.solver, self.t0, self.step0, self.next = solver, state.t, state.step, 1
+        self.span, self.steps = max(solver.t_end - state.t, 1e-300), solver.max_steps  # the run's: fixed
 
     def __call__(self, state):
         s = self.solver
         if s.monitor:
             return
-        by_time = (state.t - self.t0) / max(s.t_end - self.t0, 1e-300)
-        by_steps = (state.step - self.step0) / s.max_steps
-        done = max(by_time, by_steps)
+        done = max((state.t - self.t0) / self.span, (state.step - self.step0) / self.steps)
         if done * 10 >= self.next:
             self.next = int(done * 10) + 1
             PETSc.Sys.Print(f"flow: {min(done, 1.0):4.0%} step {state.step}, t = {state.t:.6g}, "
