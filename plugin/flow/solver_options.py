@@ -136,12 +136,12 @@ OPTIONS = (
            "the next step launched before the host waits for this one: gpusell on one rank, boundary values steady "
            "in time; where a KSP is not graphcg, and on several ranks (gpusell's halos by NCCL), only the explicit "
            "part; work that cannot be captured runs as launched, with one notice"),
-    Option("flow_graph_steps", "graph_steps", 16, "the most steps one launch of -flow_cuda_graphs runs with "
+    Option("flow_graph_steps", "graph_steps", 64, "the most steps one launch of -flow_cuda_graphs runs with "
            "one dt, in a loop the device ends after any step the run would not take with the others (its solves "
            "not converged, its CFL number past -flow_cfl_max, a steady state, a new dt): the host launches, waits "
            "for and judges them together, the next loop launched as it takes one; no more time levels of the fields "
            "kept, one graph more to capture after each change of dt. Loops run where the run's observer reads only "
-           "watched values (forces, probes), without -flow_monitor or an LES model", low=1, high=64),
+           "watched values (forces, probes), without -flow_monitor or an LES model", low=1, high=256),
     Option("flow_assembly", "assembly", "auto", "where the operators are assembled: on the host (NumPy, "
            "scipy), on the GPU (CuPy, cupyx), or auto: where gpusell keeps its matrices (-gpu_backend), on the GPU for "
            "PETSc's cusparse types where one is usable",
