@@ -14,7 +14,7 @@ from mpi4py import MPI
 from petsc4py import PETSc
 
 import plugin  # noqa: F401
-from gpu_mats.backend import to_host
+from gpu_mats.backend import address, to_host
 from gpu_mats.kernels.flow import COUNT, GO, KEEP
 from meshes import MESHES, unit_mesh
 from petsc_ext.options import OptionError, option_defaults
@@ -567,6 +567,30 @@ def test_a_loop_ends_after_the_first_step_its_rule_would_not_take():
     stepper.loop_rule = (solver.cfl, numpy.inf, 1.25, 10.0, 0.0, True)  # a CFL number of 10: four steps a loop
     state = stepper.advance(state, 0.002, more=10, loop=10)
     assert ran[-1] == 4 and len(stepper._queued) == 3 and stepper._ahead_loop is not None
+
+
+def test_a_loops_first_run_finds_room_for_every_save_of_fischers_basis():
+    """A loop's graph, captured at its first run, writes every pressure
+    buffer of the pool, which the single steps before it need not have
+    written: Fischer's basis has room for each of its steps' saves before
+    it runs (a capture cannot allocate; where it fails, the loop runs
+    kernel by kernel), and makes none inside."""
+    options = {"flow_diffusion": "implicit", "flow_dt": 0.002, "flow_max_steps": 9, "pressure_ksp_type": "graphcg",
+               "pressure_pc_type": "jacobi"}
+    _, solver = make_solver((12, 10), (False, False), 0.01, options, walls=LID)
+    _looping(solver, 4)
+    stepper, seen = solver.stepper, []
+    run = stepper.step_graphs.run
+
+    def watched(key, arrangement, fn):
+        before = set(stepper.fischer._saved)
+        run(key, arrangement, fn)
+        if "loop" in arrangement:
+            seen.append((before, set(stepper.fischer._saved)))
+    stepper.step_graphs.run = watched
+    solver.run(solver.initial_state())
+    pool = {address(p) for p in stepper._pressure}
+    assert len(pool) == 4 and seen and all(before >= pool and after == before for before, after in seen)
 
 
 def test_other_krylov_types_take_the_place_of_graphcg_in_both_solves():

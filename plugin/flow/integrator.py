@@ -600,6 +600,8 @@ class FractionalStep:
             for _, ksp, _ in self.solves:
                 ksp.setUp()
             self.step_graphs.capture_first(arrangement)  # its steps' kernels have run in single steps
+            if self.fischer is not None:  # its steps write pressure buffers no single step may have written yet
+                self.fischer.reserve(address(p) for p in self._pressure)
         states = [state]
         for _ in range(max(limit, len(self._velocity))):
             states.append(self._after(states[-1], dt, buffers if len(states) == 1 else None))

@@ -44,12 +44,19 @@ class FischerGuess:
         """q = the guess for the pressure system A q = b."""
         self.basis.guess(b, q)
 
+    def reserve(self, keys):
+        """Room for the saves of the steps under ``keys`` (update's), made
+        now: a graph captured at its first run, a loop of steps whose
+        pressure takes every buffer of its pool, cannot allocate it."""
+        for key in keys:
+            if key not in self._saved:
+                self._saved[key] = self.basis.saved()
+
     def update(self, q, key=None):
         """Add the solution q of the last guessed system; ``key``: the step's,
         under which what it changes is kept first, for undo(key)."""
         if key is not None:
-            if key not in self._saved:  # on a run before a capture: a graph cannot allocate
-                self._saved[key] = self.basis.saved()
+            self.reserve((key,))  # on a run before a capture: a graph cannot allocate
             self.basis.keep(self._saved[key])
         self.basis.update(q, self.multiply, self.w, self.aw)
 
