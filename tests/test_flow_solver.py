@@ -519,7 +519,7 @@ def _looping(solver, graph_steps):
     return ran
 
 
-@pytest.mark.parametrize("graph_steps, dt", [(3, 0.0), (5, 0.0), (5, 0.004)])
+@pytest.mark.parametrize("graph_steps, dt", [(3, 0.0), (5, 0.0), (5, 0.004), (64, 0.004)])
 def test_steps_in_loops_the_device_ends_are_the_steps_waited_for(graph_steps, dt):
     """A run (``dt`` fixed, or 0: adaptive to t_end, the held dt changing)
     whose steps run in loops of up to ``graph_steps``, each ended by the
