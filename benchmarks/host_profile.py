@@ -19,11 +19,12 @@ idle before each), then stops the demo (the launches rewrite the time
 levels' buffers).
 
 --spread reports how the host's own time is spread over the steps: for
-each step of the window the wall time from the end of the host's wait for
-one step to the start of its wait for the next (its launches, verdicts and
-readers; with loops of steps, -flow_graph_steps above 1, one wait a loop), their mean, median and percentiles: a mean above the median by
-much is a few long steps (the interpreter's, the system's), not the
-step's own work.
+each interval of the window from the end of one of the host's waits for
+the device to the start of the next (its launches, verdicts and readers;
+with loops of steps, -flow_graph_steps above 1, one wait a loop), its
+wall time over the steps the host took in it; their mean, median and
+percentiles: a mean above the median by much is a few long intervals (the
+interpreter's, the system's), not the steps' own work.
 
 --split times the functions named instead (module:qualified name; the
 default list follows a replayed step's host path) by the wall clock, each
@@ -157,7 +158,9 @@ def split(demo, warmup, steps, names):
 
 
 def spread(demo, warmup, steps):
-    """The report of --spread: the host's own time between its waits for successive steps."""
+    """The report of --spread: the host's own time between its waits for the
+    device, each interval's over the steps the host took in it (with loops of
+    steps, one wait a loop)."""
     import numpy
 
     from plugin.flow.integrator import FractionalStep
@@ -169,20 +172,34 @@ def spread(demo, warmup, steps):
             window["on"] = on
         return to
 
-    FractionalStep._wait = _timed_calls(wait, window, lambda start, end: waits.append((start, end)))
+    @functools.wraps(wait)
+    def timed(stepper, readback):  # (start, end, steps taken by then: phases.waits counts each step taken)
+        start, taken = time.perf_counter(), stepper.phases.waits
+        try:
+            return wait(stepper, readback)
+        finally:
+            if window["on"]:
+                waits.append((start, time.perf_counter(), taken))
+
+    FractionalStep._wait = timed
     try:
         harness.demo_window(demo, warmup, steps, switch(True), switch(False))
     finally:
         FractionalStep._wait = wait
-    own = numpy.array([start - end for (_, end), (start, _) in zip(waits, waits[1:])]) * 1e6
-    if not len(own):
+    # interval i: from the end of wait i to the start of wait i + 1, and the steps taken in it
+    intervals = [(start - end, taken - taken_before) for (_, end, taken_before), (start, _, taken)
+                 in zip(waits, waits[1:])]
+    own = numpy.array([seconds for seconds, _ in intervals]) * 1e6
+    taken = numpy.array([count for _, count in intervals])
+    if not taken.sum():
         return f"{' '.join(demo)}: no waits in the window (no step graphs?)\n"
-    p10, median, p90, p99 = numpy.percentile(own, (10, 50, 90, 99))
-    long = own > 2 * median
-    return (f"{' '.join(demo)}: steps {warmup + 1} to {warmup + steps}, {len(waits)} waits; the host's own "
-            f"between them, us a step: mean {own.mean():.1f}, median {median:.1f}, 10% {p10:.1f}, 90% {p90:.1f}, "
-            f"99% {p99:.1f}, largest {own.max():.1f}; {int(long.sum())} steps above twice the median, "
-            f"{own[long].sum() / len(own):.1f} us of the mean\n")
+    a_step = own[taken > 0] / taken[taken > 0]
+    p10, median, p90, p99 = numpy.percentile(a_step, (10, 50, 90, 99))
+    long = a_step > 2 * median
+    return (f"{' '.join(demo)}: steps {warmup + 1} to {warmup + steps}, {len(waits)} waits, {taken.mean():.1f} "
+            f"steps taken between two; the host's own between them, us a step: mean {own.sum() / taken.sum():.1f}, "
+            f"of the intervals median {median:.1f}, 10% {p10:.1f}, 90% {p90:.1f}, 99% {p99:.1f}, largest "
+            f"{a_step.max():.1f}; {int(long.sum())} intervals above twice the median\n")
 
 
 class _Stop(BaseException):
