@@ -31,7 +31,7 @@ def after_waits(wait_ms, how, repeats):
     done = cupy.cuda.Event(block=False, disable_timing=True)
     first, second, host = [], [], []
     for _ in range(repeats):
-        harness._SPIN((1,), (1,), (numpy.int64(int(wait_ms * _CYCLES_PER_MS)),))
+        harness.spin(int(wait_ms * _CYCLES_PER_MS))
         done.record()
         if how == "poll":
             while not done.done:

@@ -92,6 +92,11 @@ extern "C" __global__ void spin(long long cycles)
 }""", "spin")
 
 
+def spin(cycles):
+    """Hold the device for about ``cycles`` of its clock (one thread on the current stream); the host goes on."""
+    _SPIN((1,), (1,), (numpy.int64(cycles),))
+
+
 def event_us(fn, repeats=15, batch=20, warmup=3, spin_cycles=8_000_000):
     """Median device time of one call (us) between CUDA events on the current stream.
 
@@ -103,7 +108,7 @@ def event_us(fn, repeats=15, batch=20, warmup=3, spin_cycles=8_000_000):
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
     times = []
     for _ in range(repeats):
-        _SPIN((1,), (1,), (numpy.int64(spin_cycles),))
+        spin(spin_cycles)
         start.record()
         for _ in range(batch):
             fn()

@@ -53,7 +53,8 @@ SPLIT = ["plugin.flow.solver:FlowSolver._time_step", "plugin.flow.integrator:Fra
          "plugin.flow.integrator:FractionalStep._launch_loop", "plugin.flow.integrator:FractionalStep._take_loop",
          "plugin.flow.integrator:FractionalStep._judge", "plugin.flow.solver:FlowSolver._take_launched",
          "gpu_mats.kernels.cuda_graphs:replay", "plugin.flow.phases:PhaseTimer._read",
-         "plugin.flow.readback:StepReadback.mark",          "plugin.flow.integrator:_check", "plugin.flow.integrator:FractionalStep.convective_rate",
+         "plugin.flow.readback:StepReadback.mark", "plugin.flow.integrator:_check",
+         "plugin.flow.integrator:FractionalStep.convective_rate",
          "plugin.flow.integrator:FractionalStep.change_rate", "plugin.flow.forces:GroupForce.__call__",
          "plugin.flow.forces:PointPressure.__call__", "plugin.flow.solver:_Progress.__call__"]
 
