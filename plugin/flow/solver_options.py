@@ -136,7 +136,7 @@ OPTIONS = (
            "the next step launched before the host waits for this one: gpusell on one rank, boundary values steady "
            "in time; where a KSP is not graphcg, and on several ranks (gpusell's halos by NCCL), only the explicit "
            "part; work that cannot be captured runs as launched, with one notice"),
-    Option("flow_graph_steps", "graph_steps", 16, "the most steps one launch of -flow_cuda_graphs runs with "
+    Option("flow_graph_steps", "graph_steps", 64, "the most steps one launch of -flow_cuda_graphs runs with "
            "one dt, in a loop the device ends after any step the run would not take with the others (its solves "
            "not converged, its CFL number past -flow_cfl_max, a steady state, a new dt): the host launches, waits "
            "for and judges them together, the next loop launched as it takes one; no more time levels of the fields "
