@@ -835,6 +835,11 @@ def test_phase_times_on_the_gpu_come_from_events_without_waiting():
             a *= 2.0
     timer.settle()
     assert (timer.uses["Step"], timer.timed["Step"]) == (2 * every + 1, 2) and timer.seconds["Step"] > 0.0
+    with timer("Step", steps=0):  # a loop's launch, its steps counted once it is done: timed every time
+        a *= 2.0
+    timer.add_steps("Step", 5)
+    timer.settle()
+    assert (timer.uses["Step"], timer.timed["Step"]) == (2 * every + 6, 7)
     for graphs in (False, True):  # the whole step as one graph, the CFL number's reduction in it, and the first
         # step's from the start's rate; one dt, so that the graphs of each arrangement are captured and replayed
         # (loops of up to 4 steps, each loop's first step stamped: 120 steps replay them many times)

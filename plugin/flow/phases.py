@@ -23,8 +23,10 @@ class PhaseTimer:
     phase's uses are counted in steps: a step graph replayed (Step) and one
     run eagerly or captured (Capture, a one-off of each new graph) apart. A
     replay repeats the same work but for its iterations, so CUDA events time
-    one launch in EVERY["Step"] (``timed`` counts the steps they held): the
-    events' host calls are a good part of a replayed step's host time. A
+    one launch of a step in EVERY["Step"] (``timed`` counts the steps they
+    held): the events' host calls are a good part of a replayed step's host
+    time. A loop's launch (of steps counted once it is done) is timed every
+    time: its events' cost is spread over its steps, and a run has few. A
     prime, so that the samples take the arrangements of the buffers in turn,
     and the steps of Fischer's basis between its restarts (every 16 or 8
     solves) alike."""
@@ -68,7 +70,8 @@ class PhaseTimer:
     def __call__(self, name, steps=1):
         """The context of one use of phase ``name`` (one object a phase: phases
         do not nest in themselves) for ``steps`` steps (a graph of several:
-        counted as that many uses, and where timed as that many timed)."""
+        counted as that many uses, and where timed as that many timed; 0: a
+        loop's, counted by add_steps once it is done, always timed)."""
         phase = self._phases[name]
         phase.steps = steps
         return phase
@@ -145,10 +148,10 @@ class _Phase:
         self.event.begin()
         timer.uses[name] += self.steps
         self._count += 1
-        self.timed_last = timer.xp is numpy or self._count % self.every == 0
+        self.timed_last = timer.xp is numpy or self.steps == 0 or self._count % self.every == 0
         if timer.xp is numpy:
             self._start = time.perf_counter()
-        elif self._count % self.every == 0:
+        elif self.timed_last:
             timer._read(name)
             self._marks = timer._spare.pop() if timer._spare else (timer.xp.cuda.Event(), timer.xp.cuda.Event())
             self._marks[0].record()

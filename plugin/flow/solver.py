@@ -604,11 +604,11 @@ class FlowSolver:
             inside = ", ".join(f"{name.lower()} {1e3 * s:.3f}" for name, s in inside.items())
             phases.append(f"a replayed step's graph {1e3 * t['phases']['Step']:.3f}" +
                           ("" if whole is None else f" (by its own events {1e3 * whole:.3f}: {inside})"))
-        phases = ", ".join(phases)
+        phases = ", ".join(phases) + " ms" if phases else ""
         host = ""
         if t["host_seconds_per_step"] is not None:
             captured = t["captured_steps"]
-            host = (f"; the host's own {1e3 * t['host_seconds_per_step']:.2f} ms, "
+            host = (f"{'; ' if phases else ''}the host's own {1e3 * t['host_seconds_per_step']:.2f} ms, "
                     f"{1e3 * t['host_seconds_per_step_replayed']:.3f} ms past the graphs' first runs and captures "
                     f"({captured['steps']} steps: {t['first_run_seconds']:.2f} s, of it {captured['captures']} "
                     f"captures {captured['capture_seconds']:.2f} s; on the GPU {captured['seconds']:.2f} s)")
@@ -616,7 +616,7 @@ class FlowSolver:
         momentum = t["momentum_iterations_per_step"]
         momentum = "" if momentum is None else f", {momentum:.1f} momentum"
         PETSc.Sys.Print(f"flow: {t['steps']} steps of {t['cells']} cells: {1e3 * t['seconds_per_step']:.2f} ms per step "
-                        f"({phases} ms{host}), {t['pressure_iterations_per_step']:.1f} pressure{momentum} iterations "
+                        f"({phases}{host}), {t['pressure_iterations_per_step']:.1f} pressure{momentum} iterations "
                         f"per step, {t['million_cell_steps_per_second']:.1f} million cell-steps per second{ahead}",
                         comm=self.comm)
 
