@@ -1232,7 +1232,7 @@ def test_the_stamp_kernel_and_its_twin_count_nanoseconds_into_pinned_memory_from
     """Two clock stamps around a sleep of the host (the device waiting on
     it, a replayed graph's stamps between), launched and replayed: both
     twins count at least the sleep's nanoseconds, in order, the device's
-    into pinned host memory."""
+    into pinned host memory; with a loop's status, only in its first step."""
     import time
 
     import cupy
@@ -1240,6 +1240,7 @@ def test_the_stamp_kernel_and_its_twin_count_nanoseconds_into_pinned_memory_from
 
     from gpu_mats.kernels import family
     from gpu_mats.kernels.cuda_graphs import capture
+    from gpu_mats.kernels.flow import COUNT, LOOP_SLOTS
 
     pause = 20_000_000  # ns
     for xp in (numpy, cupy):
@@ -1260,6 +1261,13 @@ def test_the_stamp_kernel_and_its_twin_count_nanoseconds_into_pinned_memory_from
         stream.synchronize()
         stamps = clock.tolist()
         assert stamps[1] - stamps[0] >= pause and 0 <= stamps[2] - stamps[1] <= stamps[3] - stamps[1], (xp, stamps)
+        status = xp.zeros(LOOP_SLOTS)
+        status[COUNT] = 1.0  # a loop's second step: no stamp
+        kernels.stamp(clock, 0, status)
+        status[COUNT] = 0.0  # its first
+        kernels.stamp(clock, 1, status)
+        stream.synchronize()
+        assert clock[0] == stamps[0] and clock[1] > stamps[3], (xp, clock.tolist(), stamps)
 
 
 @pytest.mark.parametrize("levels", ["auto", "algebraic"])

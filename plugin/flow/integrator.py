@@ -552,12 +552,12 @@ class FractionalStep:
         readback.mark()
         self._queued.append(Queued(state, dt, new, readback, marks if replay else None, Launch(readback)))
 
-    def _phase_marks(self, arrangement):
+    def _phase_marks(self, arrangement, at=None):
         """The GraphPhases of a graph's arrangement: one an arrangement, under every key (a launch still running
-        writes its memory)."""
-        marks = self._graph_marks.get(arrangement)
-        if marks is None:
-            marks = self._graph_marks[arrangement] = GraphPhases(self.xp, PhaseTimer.PHASES[:6])  # .. CFL, Step
+        writes its memory), and another for its loops, whose status ``at`` keeps them to a loop's first step."""
+        marks = self._graph_marks.get((arrangement, at is None))
+        if marks is None:  # .. CFL, Step
+            marks = self._graph_marks[arrangement, at is None] = GraphPhases(self.xp, PhaseTimer.PHASES[:6], at)
         return marks
 
     def _count_first_run(self, replay, how, start):
@@ -609,7 +609,7 @@ class FractionalStep:
             self._loop_status = self.xp.zeros(LOOP_SLOTS)
         if not replay:  # a replay's graph copies into the readbacks it was captured with
             self._loop_readbacks()
-        marks = self._phase_marks(arrangement) if self.xp is not numpy else None
+        marks = self._phase_marks(arrangement, self._loop_status) if self.xp is not numpy else None
         base = self._loop_base
         self._loop_base = self.graph_steps - base
         self.flow_kernels.loop_start(self._loop_status, limit, base)
@@ -636,7 +636,8 @@ class FractionalStep:
         kept the loop going), for as long as the device's verdict says so;
         captured as conditional nodes, and run on the host, reading each
         verdict, where it is not (a first run; NumPy). ``marks``: the
-        GraphPhases that the body's first step stamps (its last run's read)."""
+        GraphPhases that the loop's first step stamps (of the body's first
+        pass: the loop's status keeps the later passes' stamps out)."""
         xp, k, status = self.xp, self.flow_kernels, self._loop_status
         capturing = xp is not numpy and xp.cuda.get_current_stream().is_capturing()
         if capturing:

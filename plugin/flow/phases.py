@@ -101,9 +101,10 @@ class GraphPhases:
     Made outside the capture (its memory), its stamps queued by the run that
     captures the graph."""
 
-    def __init__(self, xp, names):
+    def __init__(self, xp, names, at=None):
         import cupyx  # only where there is a GPU: the marked graphs are the GPU's
 
+        self.at = at  # a loop's status: the stamps of its first step only (flow family's stamp)
         self.clock = cupyx.zeros_pinned(2 * len(names), numpy.int64)
         self.stamp = family("flow", xp).stamp
         self.recorded = []  # the phases the last run stamped, in order
@@ -125,11 +126,11 @@ class _GraphPhase:
         self.marks, self.name, self.slot = marks, name, slot
 
     def __enter__(self):
-        self.marks.stamp(self.marks.clock, self.slot)
+        self.marks.stamp(self.marks.clock, self.slot, self.marks.at)
         return self
 
     def __exit__(self, *exc):
-        self.marks.stamp(self.marks.clock, self.slot + 1)
+        self.marks.stamp(self.marks.clock, self.slot + 1, self.marks.at)
         self.marks.recorded.append(self)
 
 

@@ -74,10 +74,10 @@ def gather(out, plan, at=None):
                                                     numpy.int64(total)))
 
 
-def stamp(out, slot):
+def stamp(out, slot, at=None):
     """The device's %globaltimer into out[slot], one thread (flow.cu)."""
     address = out.data.ptr if isinstance(out, cupy.ndarray) else out.ctypes.data
-    _kernel("stamp")((1,), (1,), (numpy.uint64(address), numpy.int64(slot)))
+    _kernel("stamp")((1,), (1,), (numpy.uint64(address), numpy.int64(slot), _NULL if at is None else at[BASE:]))
 
 
 def loop_start(status, limit, base):

@@ -54,8 +54,9 @@ extern "C" __global__ void gather(const double* const* sources, const long long*
         out[offsets[k] + i] = sources[k][i];
 }
 
-extern "C" __global__ void stamp(long long* out, long long slot)
+extern "C" __global__ void stamp(long long* out, long long slot, const double* at)
 {
+    if (at && at[1] != 0.0) return;  // a loop's status (BASE, COUNT, ...): its first step only
     unsigned long long now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));  // nanoseconds (PTX ISA)
     out[slot] = (long long)now;

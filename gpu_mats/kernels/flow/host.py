@@ -44,9 +44,10 @@ def gather(out, plan, at=None):
         out[start:end] = source.ravel()
 
 
-def stamp(out, slot):
+def stamp(out, slot, at=None):
     """Twin of flow.cu's stamp: the host's monotonic clock in nanoseconds."""
-    out[slot] = time.perf_counter_ns()
+    if at is None or not at[COUNT]:
+        out[slot] = time.perf_counter_ns()
 
 
 def loop_start(status, limit, base):
