@@ -552,12 +552,12 @@ class FractionalStep:
         readback.mark()
         self._queued.append(Queued(state, dt, new, readback, marks if replay else None, Launch(readback)))
 
-    def _phase_marks(self, arrangement, at=None):
+    def _phase_marks(self, arrangement, loop=False):
         """The GraphPhases of a graph's arrangement: one an arrangement, under every key (a launch still running
-        writes its memory), and another for its loops, whose status ``at`` keeps them to a loop's first step."""
-        marks = self._graph_marks.get((arrangement, at is None))
+        writes its memory); a ``loop``'s sum their body's passes."""
+        marks = self._graph_marks.get(arrangement)
         if marks is None:  # .. CFL, Step
-            marks = self._graph_marks[arrangement, at is None] = GraphPhases(self.xp, PhaseTimer.PHASES[:6], at)
+            marks = self._graph_marks[arrangement] = GraphPhases(self.xp, PhaseTimer.PHASES[:6], summed=loop)
         return marks
 
     def _count_first_run(self, replay, how, start):
@@ -609,7 +609,9 @@ class FractionalStep:
             self._loop_status = self.xp.zeros(LOOP_SLOTS)
         if not replay:  # a replay's graph copies into the readbacks it was captured with
             self._loop_readbacks()
-        marks = self._phase_marks(arrangement, self._loop_status) if self.xp is not numpy else None
+        marks = self._phase_marks(arrangement, loop=True) if self.xp is not numpy else None
+        if replay and marks is not None:
+            marks.clear()
         base = self._loop_base
         self._loop_base = self.graph_steps - base
         self.flow_kernels.loop_start(self._loop_status, limit, base)
@@ -636,8 +638,8 @@ class FractionalStep:
         kept the loop going), for as long as the device's verdict says so;
         captured as conditional nodes, and run on the host, reading each
         verdict, where it is not (a first run; NumPy). ``marks``: the
-        GraphPhases that the loop's first step stamps (of the body's first
-        pass: the loop's status keeps the later passes' stamps out)."""
+        GraphPhases that the body's first step stamps, summed over the
+        loop's passes."""
         xp, k, status = self.xp, self.flow_kernels, self._loop_status
         capturing = xp is not numpy and xp.cuda.get_current_stream().is_capturing()
         if capturing:
@@ -690,7 +692,7 @@ class FractionalStep:
         count, keep = int(status[COUNT]), bool(status[KEEP])
         self.phases.add_steps("Step" if loop.replayed else "Capture", count)
         if loop.marks is not None:  # read before the next loop, which stamps the same memory, is launched
-            self.phases.add_graph(loop.marks)
+            self.phases.add_graph(loop.marks, steps=-(-count // len(self._velocity)))  # its body's passes
         launch = Launch(result, loop=True)
         launch.waited = True
         steps = [Queued(before, loop.dt, new, rows.row(loop.base + j), None, launch)

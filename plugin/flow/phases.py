@@ -83,11 +83,13 @@ class PhaseTimer:
         if self._phases[name].timed_last:
             self.timed[name] += steps
 
-    def add_graph(self, marks):
-        """Add the phases of one replay of a step's graph (its GraphPhases, the host past the replay)."""
+    def add_graph(self, marks, steps=1):
+        """Add the phases of one replay of a step's graph (its GraphPhases, the
+        host past the replay): of ``steps`` steps where the GraphPhases sums a
+        loop's."""
         for name, seconds in marks.elapsed().items():
             self.graph_seconds[name] = self.graph_seconds.get(name, 0.0) + seconds
-        self.graph_timed += 1
+        self.graph_timed += steps
 
 
 class GraphPhases:
@@ -99,24 +101,33 @@ class GraphPhases:
     event record nodes, each of which costs every launch of the graph more
     than a kernel node does (BENCHMARKS.md, "What a graph's launch costs").
     Made outside the capture (its memory), its stamps queued by the run that
-    captures the graph."""
+    captures the graph. In a loop of steps (``summed``) each phase's end adds
+    the time since its start (the flow family's lap), summed over every pass
+    of the loop's body; clear() before each launch: the loop's marked steps
+    together, not one of them, which would be the same step of Fischer's
+    restarts in each loop of a multiple of their period."""
 
-    def __init__(self, xp, names, at=None):
+    def __init__(self, xp, names, summed=False):
         import cupyx  # only where there is a GPU: the marked graphs are the GPU's
 
-        self.at = at  # a loop's status: the stamps of its first step only (flow family's stamp)
+        kernels = family("flow", xp)
         self.clock = cupyx.zeros_pinned(2 * len(names), numpy.int64)
-        self.stamp = family("flow", xp).stamp
+        self.stamp, self.lap, self.summed = kernels.stamp, kernels.lap, summed
         self.recorded = []  # the phases the last run stamped, in order
         self._phases = {name: _GraphPhase(self, name, 2 * k) for k, name in enumerate(names)}
 
     def __call__(self, name):
         return self._phases[name]
 
+    def clear(self):
+        """No time summed yet (before a loop's launch; the device is not running one that stamps here)."""
+        self.clock[:] = 0
+
     def elapsed(self):
-        """Seconds of each phase stamped, in its last run (the host past it)."""
+        """Seconds of each phase stamped, in its last run (the host past it): summed over a loop's passes."""
         clock = self.clock.tolist()
-        return {phase.name: 1e-9 * (clock[phase.slot + 1] - clock[phase.slot]) for phase in self.recorded}
+        return {phase.name: 1e-9 * (clock[phase.slot + 1] - (0 if self.summed else clock[phase.slot]))
+                for phase in self.recorded}
 
 
 class _GraphPhase:
@@ -126,12 +137,16 @@ class _GraphPhase:
         self.marks, self.name, self.slot = marks, name, slot
 
     def __enter__(self):
-        self.marks.stamp(self.marks.clock, self.slot, self.marks.at)
+        self.marks.stamp(self.marks.clock, self.slot)
         return self
 
     def __exit__(self, *exc):
-        self.marks.stamp(self.marks.clock, self.slot + 1, self.marks.at)
-        self.marks.recorded.append(self)
+        marks = self.marks
+        if marks.summed:
+            marks.lap(marks.clock, self.slot + 1, self.slot)
+        else:
+            marks.stamp(marks.clock, self.slot + 1)
+        marks.recorded.append(self)
 
 
 class _Phase:

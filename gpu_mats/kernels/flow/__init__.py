@@ -36,14 +36,16 @@ def gather(out, plan, at=None):
     step of a loop the device runs into a row of its own."""
 
 
-def stamp(out, slot, at=None):
+def stamp(out, slot):
     """out[slot] = the device's clock in nanoseconds (int64; out may be
     pinned host memory, written through unified addressing): two stamps
     time the work queued between them, inside a CUDA graph too, where an
-    event record node costs the graph's launch several times a kernel's.
-    ``at``: a loop's status array: only while its COUNT is 0, so that the
-    stamps of a loop's body time the loop's first step, not whichever step
-    its last pass began with (next to the step that ended the loop)."""
+    event record node costs the graph's launch several times a kernel's."""
+
+
+def lap(out, slot, since):
+    """out[slot] += the device's clock - out[since] (nanoseconds, int64, as
+    stamp's): the time since a stamp, summed over the runs of a loop's body."""
 
 
 def loop_start(status, limit, base):

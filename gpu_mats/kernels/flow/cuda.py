@@ -74,10 +74,16 @@ def gather(out, plan, at=None):
                                                     numpy.int64(total)))
 
 
-def stamp(out, slot, at=None):
+def stamp(out, slot):
     """The device's %globaltimer into out[slot], one thread (flow.cu)."""
     address = out.data.ptr if isinstance(out, cupy.ndarray) else out.ctypes.data
-    _kernel("stamp")((1,), (1,), (numpy.uint64(address), numpy.int64(slot), _NULL if at is None else at[BASE:]))
+    _kernel("stamp")((1,), (1,), (numpy.uint64(address), numpy.int64(slot)))
+
+
+def lap(out, slot, since):
+    """out[slot] += the device's %globaltimer - out[since], one thread (flow.cu)."""
+    address = out.data.ptr if isinstance(out, cupy.ndarray) else out.ctypes.data
+    _kernel("lap")((1,), (1,), (numpy.uint64(address), numpy.int64(slot), numpy.int64(since)))
 
 
 def loop_start(status, limit, base):

@@ -44,10 +44,14 @@ def gather(out, plan, at=None):
         out[start:end] = source.ravel()
 
 
-def stamp(out, slot, at=None):
+def stamp(out, slot):
     """Twin of flow.cu's stamp: the host's monotonic clock in nanoseconds."""
-    if at is None or not at[COUNT]:
-        out[slot] = time.perf_counter_ns()
+    out[slot] = time.perf_counter_ns()
+
+
+def lap(out, slot, since):
+    """Twin of flow.cu's lap on the host's monotonic clock."""
+    out[slot] += time.perf_counter_ns() - out[since]
 
 
 def loop_start(status, limit, base):
