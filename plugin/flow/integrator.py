@@ -521,9 +521,11 @@ class FractionalStep:
         after it (StepReadback); not waited for. The graphs that start from
         the first place in the pools are marked: their own kernels stamp the
         device's clock around each phase of the step (GraphPhases; one launch
-        in four, the samples spread over Fischer's restarts), the others are
-        captured without. ``replayed_only``: launched only where the graph is
-        captured (a step launched ahead: none run eagerly or captured)."""
+        in four, which meets four of the sixteen steps between Fischer's
+        restarts: the phases are a sample, the step's time the events'), the
+        others are captured without. ``replayed_only``: launched only where
+        the graph is captured (a step launched ahead: none run eagerly or
+        captured)."""
         buffers = self._buffers(state)
         key, arrangement = self._graph_key(state, dt, buffers)
         marked = self.xp is not numpy and buffers[2] == 0
