@@ -104,8 +104,9 @@ class GraphPhases:
     captures the graph. In a loop of steps (``summed``) each phase's end adds
     the time since its start (the flow family's lap), summed over every pass
     of the loop's body; clear() before each launch: the loop's marked steps
-    together, not one of them, which would be the same step of Fischer's
-    restarts in each loop of a multiple of their period."""
+    together (a quarter of its steps), not one of them, which would be the
+    same step of Fischer's restarts in each loop of a multiple of their
+    period."""
 
     def __init__(self, xp, names, summed=False):
         import cupyx  # only where there is a GPU: the marked graphs are the GPU's
