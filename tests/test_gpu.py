@@ -842,7 +842,7 @@ def test_phase_times_on_the_gpu_come_from_events_without_waiting():
     assert (timer.uses["Step"], timer.timed["Step"]) == (2 * every + 6, 7)
     for graphs in (False, True):  # the whole step as one graph, the CFL number's reduction in it, and the first
         # step's from the start's rate; one dt, so that the graphs of each arrangement are captured and replayed
-        # (loops of up to 4 steps, each loop's first step stamped: 120 steps replay them many times)
+        # (loops of up to 4 steps, each pass's first step stamped: 120 steps replay them many times)
         solver, _, _ = _cavity_steps("cupy", "implicit", flow_cuda_graphs=graphs, flow_dt=0.01, flow_max_steps=120,
                                      flow_graph_steps=4)
         timing = solver.timing()
