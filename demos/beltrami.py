@@ -41,10 +41,11 @@ from petsc4py import PETSc  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, gpuamg, ...)
 from gpu_mats.backend import to_host  # noqa: E402
-from petsc_ext.options import OptionsReader, help_requested, option_defaults  # noqa: E402
+from petsc_ext.options import OptionError, OptionsReader, help_requested, option_defaults  # noqa: E402
 from plugin.flow.boundary import Inflow  # noqa: E402
 from plugin.flow.collective import RankZeroError, exit_with, on_rank_zero  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
+from plugin.flow.mesh import MeshError  # noqa: E402
 from plugin.flow.solver import FlowBlowUp, FlowSolver, program_mat_type  # noqa: E402
 
 A, D = math.pi / 4, math.pi / 2
@@ -124,6 +125,13 @@ def run_level(path, exact, mat_type, comm):
 
 
 def main():
+    try:
+        return _main()
+    except (OptionError, MeshError) as exc:
+        exit_with(PETSc.COMM_WORLD.tompi4py(), f"beltrami: {exc}")
+
+
+def _main():
     reader = OptionsReader("", "Ethier-Steinman Beltrami flow")
     size = reader.real("beltrami_size", 0.2, "cell size of the first mesh", low=1e-3, high=1.0)
     levels = reader.int("beltrami_levels", 3, "meshes, each with cells half the size of the last", low=1, high=6)

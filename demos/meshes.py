@@ -7,7 +7,8 @@ gives second-order cells (triangle6, quad9, tetra10) whose edge nodes lie on
 curved boundaries. ``--domain`` makes the plane kinds on the rectangles of
 demos/channel.py instead: ``channel`` (0, 4) x (0, 1) with the groups
 "inlet" (x = 0), "outlet" (x = 4) and "wall"; ``kovasznay`` (-0.5, 1) x
-(-0.5, 1.5) with the group "boundary".
+(-0.5, 1.5) with the group "boundary"; ``hiemenz`` (-1, 1) x (0, 1) with
+the groups "wall" (y = 0) and "inflow" (demos/hiemenz.py).
 
     python demos/meshes.py --kind triangles --size 0.02 --out square-tri.msh
     python demos/cavity.py -flow_mesh square-tri.msh -flow_re 100
@@ -28,6 +29,7 @@ DOMAINS = {
     "channel": ((0.0, 0.0, 4.0, 1.0),
                 lambda x, y: "inlet" if abs(x) < 1e-9 else "outlet" if abs(x - 4) < 1e-9 else "wall"),
     "kovasznay": ((-0.5, -0.5, 1.5, 2.0), lambda x, y: "boundary"),
+    "hiemenz": ((-1.0, 0.0, 2.0, 1.0), lambda x, y: "wall" if abs(y) < 1e-9 else "inflow"),
 }
 
 
@@ -98,7 +100,7 @@ def main():
     parser.add_argument("--size", type=float, default=0.05, help="cell size")
     parser.add_argument("--order", type=int, choices=(1, 2), default=1, help="geometry order of the cells")
     parser.add_argument("--domain", choices=tuple(DOMAINS), default="unit",
-                        help="the unit square or cube, or a rectangle of demos/channel.py (plane kinds)")
+                        help="the unit square or cube, or a rectangle of demos/channel.py or demos/hiemenz.py (plane kinds)")
     parser.add_argument("--out", required=True, help="the .msh file to write")
     args = parser.parse_args()
     cells = make(args.kind, args.size, args.out, args.order, args.domain)

@@ -195,6 +195,15 @@ def test_the_cylinder_demo_checks_the_meshs_dimension(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize("demo, option", [("beltrami.py", "-beltrami_nu"), ("hiemenz.py", "-hiemenz_nu")])
+def test_an_exact_solution_demo_refuses_a_viscosity_out_of_range_in_one_line(tmp_path, demo, option):
+    """It was a traceback."""
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "demos", demo), option, "-1"], capture_output=True,
+                         text=True, cwd=tmp_path)
+    assert out.returncode == 1
+    assert f"{demo[:-3]}: {option} -1 is out of range" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_an_unknown_subgrid_model_or_a_negative_constant_is_refused_before_the_first_step():
     with pytest.raises(OptionError, match="-flow_les vreman is not valid: choose one of none, smagorinsky, wale, sigma"):
         make_solver((4, 4), (False, False), 0.01, {"flow_les": "vreman"})

@@ -1,0 +1,230 @@
+"""Hiemenz's plane stagnation-point flow on gmsh triangles: the errors of
+velocity and pressure, in the cells and on the no-slip wall, against an
+exact steady Navier-Stokes solution, on several meshes, and the observed
+orders (Hiemenz, "Die Grenzschicht an einem in den gleichförmigen
+Flüssigkeitsstrom eingetauchten geraden Kreiszylinder", Dinglers
+Polytechnisches Journal 326, 1911; Schlichting and Gersten, "Boundary-Layer
+Theory", 2017, section 5.2). With strain rate a = 1:
+
+    u = x f'(eta), v = -sqrt(nu) f(eta), eta = y / sqrt(nu),
+    p = -x^2 / 2 - nu (f^2 / 2 + f'),
+    f''' + f f'' - f'^2 + 1 = 0, f(0) = f'(0) = 0, f'(inf) = 1
+
+in (-1, 1) x (0, 1) (demos/meshes.py's domain "hiemenz"), the wall y = 0
+(group "wall"), the exact velocity held on the other sides (group
+"inflow"; the exact values at the faces' centroids less their net flux,
+spread along the sides' normals). The flow starts from the exact velocity,
+made discretely divergence-free, and runs to its steady state.
+
+It is the one exact solution here with a no-slip wall and a stagnation
+point, where the DFG cylinders' delta_p is read (Kovasznay's and
+Beltrami's boundaries hold the velocity everywhere): its pressure's
+normal gradient at the wall, -sqrt(nu) f''(0), is not zero. Besides the
+cells' errors it reports the wall's pressure as plugin.flow.forces reads it
+(the wall cell's pressure carried to the face's centroid along the cell
+gradient, up to its mean) and the wall's shear nu du/dy (the two-point
+flux, as the forces take it), each an L2 error over the wall.
+
+    python demos/hiemenz.py -hiemenz_levels 4 -flow_output_dir out    (-flow_scheme symmetric: the other scheme)
+
+Prints, per mesh, the errors and the orders between successive meshes; with
+-flow_output_dir DIR writes them to DIR/summary.json. -help lists every
+option.
+"""
+
+import json
+import math
+import os
+import sys
+import tempfile
+
+import numpy
+import petsc4py
+
+petsc4py.init(sys.argv)
+
+from petsc4py import PETSc  # noqa: E402
+from scipy.integrate import solve_bvp  # noqa: E402
+
+import plugin  # noqa: E402,F401  (registers gpusell, gpuamg, ...)
+from gpu_mats.backend import to_host  # noqa: E402
+from petsc_ext.options import OptionError, OptionsReader, help_requested, option_defaults  # noqa: E402
+from plugin.flow.boundary import Inflow, Wall  # noqa: E402
+from plugin.flow.collective import RankZeroError, exit_with, on_rank_zero  # noqa: E402
+from plugin.flow.distribution import distribute  # noqa: E402
+from plugin.flow.mesh import MeshError  # noqa: E402
+from plugin.flow.solver import FlowBlowUp, FlowSolver, program_mat_type  # noqa: E402
+
+DEFAULTS = {"flow_t_end": 20.0, "flow_steady_tol": 1e-6, "flow_diffusion": "implicit", "pressure_ksp_rtol": 1e-11,
+            "flow_velocity_scale": 1.0, "flow_scheme": "consistent"}
+ETA_END = 12.0  # f' is 1 to 1e-12 past it; f grows as eta there
+ERRORS = ("u", "p", "p_wall", "shear")
+
+
+class Hiemenz:
+    """The exact solution for viscosity nu: f from its boundary-value problem, solved to 1e-10."""
+
+    def __init__(self, nu):
+        self.nu, self.scale = nu, math.sqrt(nu)
+        eta = numpy.linspace(0.0, ETA_END, 1201)
+        guess = numpy.vstack([eta - 1 + numpy.exp(-eta), 1 - numpy.exp(-eta), numpy.exp(-eta)])
+        solution = solve_bvp(lambda e, f: numpy.vstack([f[1], f[2], -f[0] * f[2] + f[1] ** 2 - 1]),
+                             lambda f0, f1: numpy.array([f0[0], f0[1], f1[1] - 1.0]), eta, guess, tol=1e-10,
+                             max_nodes=100000)
+        if not solution.success:
+            raise RuntimeError(f"hiemenz: f's boundary-value problem: {solution.message}")
+        self.f = solution.sol
+        self.wall_curvature = float(self.f(0.0)[2])  # f''(0)
+
+    def profile(self, y):
+        """f and f' at heights y."""
+        eta = numpy.asarray(y) / self.scale
+        inside = numpy.minimum(eta, ETA_END)
+        f = self.f(inside)
+        return f[0] + (eta - inside), f[1]
+
+    def velocity(self, x, t=0.0):
+        f, df = self.profile(x[:, 1])
+        return numpy.column_stack([x[:, 0] * df, -self.scale * f])
+
+    def pressure(self, x):
+        f, df = self.profile(x[:, 1])
+        return -0.5 * x[:, 0] ** 2 - self.nu * (0.5 * f * f + df)
+
+    def wall_shear(self, x):
+        """nu du/dy at the wall points x."""
+        return self.scale * self.wall_curvature * x[:, 0]
+
+
+def box_normals(x):
+    """The outward normals of the sides x = -1, x = 1 and y = 1 at points x on them."""
+    normals = numpy.zeros_like(x)
+    normals[x[:, 0] < -1 + 1e-9, 0] = -1.0
+    normals[x[:, 0] > 1 - 1e-9, 0] = 1.0
+    normals[x[:, 1] > 1 - 1e-9, 1] = 1.0
+    return normals
+
+
+def held_inflow(exact, g, mpi):
+    """The held velocity: the exact one less the net flux of its values at the sides' faces."""
+    sides = g.boundary_tags == g.boundary_names["inflow"]
+    area = mpi.allreduce(float(g.boundary_areas[sides].sum()))
+    local = float(((exact.velocity(g.boundary_centroids[sides]) * g.boundary_normals[sides]).sum(axis=1)
+                   * g.boundary_areas[sides]).sum())
+    net = mpi.allreduce(local)
+
+    def velocity(x, t):
+        return exact.velocity(x) - net / area * box_normals(x)
+
+    return Inflow(velocity, steady=True)
+
+
+def _l2(weights, values, mpi):
+    """The weighted L2 norm of values (rows: points) over every rank."""
+    sums = mpi.allreduce(numpy.array([float((weights * (values**2).reshape(len(weights), -1).sum(axis=1)).sum()),
+                                      float(weights.sum())]))
+    return math.sqrt(sums[0] / sums[1])
+
+
+def _less_mean(weights, values, mpi):
+    sums = mpi.allreduce(numpy.array([float((weights * values).sum()), float(weights.sum())]))
+    return values - sums[0] / sums[1]
+
+
+def errors(exact, solver, state, mpi):
+    """The L2 errors of the cells' u and p (p up to its mean), and of the wall's pressure (up to its mean) and shear."""
+    g, xp = solver.geometry, solver.xp
+    u, p = to_host(xp, state.u), to_host(xp, state.p)
+    v = g.volumes
+    result = {"u": _l2(v, (u - exact.velocity(g.centroids).T).T, mpi),
+              "p": _l2(v, _less_mean(v, p - exact.pressure(g.centroids), mpi), mpi)}
+    wall = numpy.flatnonzero(g.boundary_tags == g.boundary_names["wall"])
+    rows = g.boundary_cells[wall] - g.cell_start
+    area, normal, delta = g.boundary_areas[wall], g.boundary_normals[wall], g.boundary_distances[wall]
+    centres = g.boundary_centroids[wall]
+    reach = centres - g.centroids[rows]
+    gradient = to_host(xp, solver.stepper.pressure_gradient(state.p))
+    p_wall = p[rows] + numpy.einsum("fe,ef->f", reach, gradient[:, rows])
+    result["p_wall"] = _l2(area, _less_mean(area, p_wall - exact.pressure(centres), mpi), mpi)
+    tangential = u[0, rows]  # the wall is y = 0: u is its tangential velocity
+    if solver.operators.diffusion_correction is not None:  # the forces' flux: to the foot of the centroid
+        grad_u = to_host(xp, solver.stepper.velocity_gradients(state.u, state.t)).reshape(g.dim, g.dim, -1)
+        tangential = tangential + numpy.einsum("fe,ef->f", reach - delta[:, None] * normal, grad_u[0][:, rows])
+    result["shear"] = _l2(area, exact.nu * tangential / delta - exact.wall_shear(centres), mpi)
+    return result
+
+
+def run_level(path, exact, mat_type, comm):
+    mpi = comm.tompi4py()
+    g = distribute(path, mpi, "metis").geometry
+    with option_defaults("", DEFAULTS):
+        solver = FlowSolver(g, comm, mat_type, exact.nu, {"wall": Wall(), "inflow": held_inflow(exact, g, mpi)})
+    if help_requested():
+        raise SystemExit(0)  # the options are listed: nothing to run
+    state = solver.run(solver.initial_state(exact.velocity(g.centroids).T, project=True))
+    solver.print_timing()
+    cells = g.num_global_cells
+    return {"cells": cells, "h": (2.0 / cells) ** 0.5, "steps": state.step, "t": state.t,
+            **{f"{key}_error": value for key, value in errors(exact, solver, state, mpi).items()}}
+
+
+def main():
+    try:
+        return _main()
+    except (OptionError, MeshError) as exc:
+        exit_with(PETSc.COMM_WORLD.tompi4py(), f"hiemenz: {exc}")
+
+
+def _main():
+    reader = OptionsReader("", "Hiemenz's stagnation-point flow")
+    size = reader.real("hiemenz_size", 0.1, "cell size of the first mesh", low=1e-3, high=1.0)
+    levels = reader.int("hiemenz_levels", 3, "meshes, each with cells half the size of the last", low=1, high=7)
+    nu = reader.real("hiemenz_nu", 0.01, "viscosity (the strain rate is 1: the boundary layer is 2.4 sqrt(nu) "
+                     "thick, the box 1 high)", low=1e-5, high=0.1)
+    directory = reader.string("flow_output_dir", "", "directory for summary.json (none: no file)")
+    mesh_dir = reader.string("hiemenz_mesh_dir", "", "keep the meshes hiemenz-SIZE.msh here and read those already here "
+                             "(made where gmsh is, run where it is not); none: made afresh in a scratch directory")
+    comm = PETSc.COMM_WORLD
+    mpi = comm.tompi4py()
+    mat_type = program_mat_type("hiemenz")
+    exact, rows = Hiemenz(nu), []
+    with tempfile.TemporaryDirectory() as scratch:
+        for level in range(levels):
+            path = os.path.join(mesh_dir or scratch, f"hiemenz-{size / 2**level:g}.msh")
+            try:
+                on_rank_zero(mpi, lambda: os.path.exists(path) or _mesh(size / 2**level, path))
+            except RankZeroError as exc:
+                exit_with(mpi, f"hiemenz: cannot make the gmsh mesh ({exc})")
+            try:
+                rows.append(run_level(path, exact, mat_type, comm))
+            except FlowBlowUp as exc:
+                exit_with(mpi, str(exc))
+    for previous, row in zip([None] + rows[:-1], rows, strict=True):
+        for key in ERRORS:
+            row[f"{key}_order"] = (math.log(previous[f"{key}_error"] / row[f"{key}_error"])
+                                   / math.log(previous["h"] / row["h"]) if previous else None)
+    if mpi.rank == 0:
+        print(f"hiemenz: nu {nu:g}, f''(0) {exact.wall_curvature:.6f}: cells, L2 errors (orders) of the cells' u and p, "
+              "the wall's p and shear")
+        for row in rows:
+            print(f"hiemenz: {row['cells']:8d}  " + "  ".join(
+                f"{row[key + '_error']:.4e}" + (f" ({row[key + '_order']:.2f})" if row[key + "_order"] is not None
+                                                 else "") for key in ERRORS))
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+            with open(os.path.join(directory, "summary.json"), "w") as stream:
+                json.dump({"nu": nu, "size": size, "wall_curvature": exact.wall_curvature, "levels": rows},
+                          stream, indent=1)
+    return 0
+
+
+def _mesh(h, path):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import meshes  # gmsh: an optional extra
+
+    meshes.make("triangles", h, path, domain="hiemenz")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
