@@ -21,16 +21,14 @@ velocities are the exact ones at the faces' centroids less their net flux
 The defaults are the consistent scheme with -flow_wall_pressure_gradient interior
 and -flow_convection_skewness 1 (each can be turned off).
 
-Prints, per mesh, the L2 errors of velocity and pressure (pressure up to its
-mean) and the orders between successive meshes; with -flow_output_dir DIR
-writes them to DIR/summary.json. -help lists every option.
+Prints, as each mesh is done, the L2 errors of velocity and pressure
+(pressure up to its mean) and the orders against the mesh before; with
+-flow_output_dir DIR writes them to DIR/summary.json (demos/convergence.py).
+-help lists every option.
 """
 
-import json
 import math
-import os
 import sys
-import tempfile
 
 import numpy
 import petsc4py
@@ -41,12 +39,11 @@ from petsc4py import PETSc  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, gpuamg, ...)
 from gpu_mats.backend import to_host  # noqa: E402
-from petsc_ext.options import OptionError, OptionsReader, help_requested, option_defaults  # noqa: E402
+from convergence import gmsh_meshes, level_options, observed_orders, refuse_bad_input  # noqa: E402
+from petsc_ext.options import OptionsReader, help_requested, option_defaults  # noqa: E402
 from plugin.flow.boundary import Inflow  # noqa: E402
-from plugin.flow.collective import RankZeroError, exit_with, on_rank_zero  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
-from plugin.flow.mesh import MeshError  # noqa: E402
-from plugin.flow.solver import FlowBlowUp, FlowSolver, program_mat_type  # noqa: E402
+from plugin.flow.solver import FlowSolver, program_mat_type  # noqa: E402
 
 A, D = math.pi / 4, math.pi / 2
 # The consistent scheme (second order on tetrahedra, where the symmetric scheme is not) with the pressure's
@@ -125,55 +122,21 @@ def run_level(path, exact, mat_type, comm):
 
 
 def main():
-    try:
-        return _main()
-    except (OptionError, MeshError) as exc:
-        exit_with(PETSc.COMM_WORLD.tompi4py(), f"beltrami: {exc}")
-
-
-def _main():
     reader = OptionsReader("", "Ethier-Steinman Beltrami flow")
-    size = reader.real("beltrami_size", 0.2, "cell size of the first mesh", low=1e-3, high=1.0)
-    levels = reader.int("beltrami_levels", 3, "meshes, each with cells half the size of the last", low=1, high=6)
+    size, levels, directory, mesh_dir = level_options(reader, "beltrami", 0.2, 6)
     nu = reader.real("beltrami_nu", 0.1, "viscosity (the velocity is about 1, the cube's side 1)", low=1e-6)
-    directory = reader.string("flow_output_dir", "", "directory for summary.json (none: no file)")
     comm = PETSc.COMM_WORLD
-    mpi = comm.tompi4py()
     mat_type = program_mat_type("beltrami")
-    exact, rows = Beltrami(nu), []
-    with tempfile.TemporaryDirectory() as scratch:
-        for level in range(levels):
-            path = os.path.join(scratch, f"cube-{level}.msh")
-            try:
-                on_rank_zero(mpi, lambda: _mesh(size / 2**level, path))
-            except RankZeroError as exc:
-                exit_with(mpi, f"beltrami: cannot make the gmsh mesh ({exc})")
-            try:
-                rows.append(run_level(path, exact, mat_type, comm))
-            except FlowBlowUp as exc:
-                exit_with(mpi, str(exc))
-    for previous, row in zip([None] + rows[:-1], rows, strict=True):
-        for key in ("u", "p"):
-            row[f"{key}_order"] = (math.log(previous[f"{key}_error"] / row[f"{key}_error"])
-                                   / math.log(previous["h"] / row["h"]) if previous else None)
-    if mpi.rank == 0:
-        print(f"beltrami: nu {nu:g}, t = {rows[-1]['t']:g}: cells, L2 error of u (order), of p (order)")
-        for row in rows:
-            orders = [f"({row[k]:.2f})" if row[k] is not None else "" for k in ("u_order", "p_order")]
-            print(f"beltrami: {row['cells']:8d}  {row['u_error']:.4e} {orders[0]:7s} {row['p_error']:.4e} {orders[1]}")
-        if directory:
-            os.makedirs(directory, exist_ok=True)
-            with open(os.path.join(directory, "summary.json"), "w") as stream:
-                json.dump({"nu": nu, "size": size, "levels": rows}, stream, indent=1)
+    exact = Beltrami(nu)
+    PETSc.Sys.Print(f"beltrami: nu {nu:g}: cells, L2 errors (orders) of u and p at the end of each run")
+    observed_orders("beltrami", levels, size, _mesh, lambda path: run_level(path, exact, mat_type, comm), ("u", "p"),
+                    directory, mesh_dir, {"nu": nu, "size": size})
     return 0
 
 
 def _mesh(h, path):
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import meshes  # gmsh: an optional extra
-
-    meshes.make("tetrahedra", h, path)
+    gmsh_meshes().make("tetrahedra", h, path)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(refuse_bad_input("beltrami", main))

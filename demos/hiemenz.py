@@ -30,15 +30,13 @@ flux, as the forces take it), each an L2 error over the wall.
     python demos/hiemenz.py -hiemenz_levels 4 -flow_output_dir out    (-flow_scheme symmetric: the other scheme)
 
 Prints, as each mesh is done, its errors and the orders against the mesh
-before; with -flow_output_dir DIR writes them to DIR/summary.json. -help lists every
+before; with -flow_output_dir DIR writes them to DIR/summary.json
+(demos/convergence.py). -help lists every
 option.
 """
 
-import json
 import math
-import os
 import sys
-import tempfile
 
 import numpy
 import petsc4py
@@ -50,12 +48,11 @@ from scipy.integrate import solve_bvp  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, gpuamg, ...)
 from gpu_mats.backend import to_host  # noqa: E402
-from petsc_ext.options import OptionError, OptionsReader, help_requested, option_defaults  # noqa: E402
+from convergence import gmsh_meshes, level_options, observed_orders, refuse_bad_input  # noqa: E402
+from petsc_ext.options import OptionsReader, help_requested, option_defaults  # noqa: E402
 from plugin.flow.boundary import Inflow, Wall  # noqa: E402
-from plugin.flow.collective import RankZeroError, exit_with, on_rank_zero  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
-from plugin.flow.mesh import MeshError  # noqa: E402
-from plugin.flow.solver import FlowBlowUp, FlowSolver, program_mat_type  # noqa: E402
+from plugin.flow.solver import FlowSolver, program_mat_type  # noqa: E402
 
 DEFAULTS = {"flow_t_end": 6.0, "flow_steady_tol": 1e-6, "flow_diffusion": "implicit", "pressure_ksp_rtol": 1e-11,
             "flow_velocity_scale": 1.0, "flow_scheme": "consistent"}
@@ -171,68 +168,23 @@ def run_level(path, exact, mat_type, comm):
 
 
 def main():
-    try:
-        return _main()
-    except (OptionError, MeshError) as exc:
-        exit_with(PETSc.COMM_WORLD.tompi4py(), f"hiemenz: {exc}")
-
-
-def _main():
     reader = OptionsReader("", "Hiemenz's stagnation-point flow")
-    size = reader.real("hiemenz_size", 0.1, "cell size of the first mesh", low=1e-3, high=1.0)
-    levels = reader.int("hiemenz_levels", 3, "meshes, each with cells half the size of the last", low=1, high=7)
+    size, levels, directory, mesh_dir = level_options(reader, "hiemenz", 0.1, 7)
     nu = reader.real("hiemenz_nu", 0.01, "viscosity (the strain rate is 1: the boundary layer is 2.4 sqrt(nu) "
                      "thick, the box 1 high)", low=1e-5, high=0.1)
-    directory = reader.string("flow_output_dir", "", "directory for summary.json (none: no file)")
-    mesh_dir = reader.string("hiemenz_mesh_dir", "", "keep the meshes hiemenz-SIZE.msh here and read those already here "
-                             "(made where gmsh is, run where it is not); none: made afresh in a scratch directory")
     comm = PETSc.COMM_WORLD
-    mpi = comm.tompi4py()
     mat_type = program_mat_type("hiemenz")
-    exact, rows = Hiemenz(nu), []
-    if mpi.rank == 0:
-        print(f"hiemenz: nu {nu:g}, f''(0) {exact.wall_curvature:.6f}: cells, L2 errors (orders) of the cells' u and p, "
-              "the wall's p and shear", flush=True)
-    with tempfile.TemporaryDirectory() as scratch:
-        for level in range(levels):
-            path = os.path.join(mesh_dir or scratch, f"hiemenz-{size / 2**level:g}.msh")
-            try:
-                on_rank_zero(mpi, lambda: os.path.exists(path) or _mesh(size / 2**level, path))
-            except RankZeroError as exc:
-                exit_with(mpi, f"hiemenz: cannot make the gmsh mesh ({exc})")
-            try:
-                rows.append(run_level(path, exact, mat_type, comm))
-            except FlowBlowUp as exc:
-                exit_with(mpi, str(exc))
-            _report(rows, mpi, directory, {"nu": nu, "size": size, "wall_curvature": exact.wall_curvature})
+    exact = Hiemenz(nu)
+    PETSc.Sys.Print(f"hiemenz: nu {nu:g}, f''(0) {exact.wall_curvature:.6f}: cells, L2 errors (orders) of the cells' "
+                    "u and p, the wall's p and shear")
+    observed_orders("hiemenz", levels, size, _mesh, lambda path: run_level(path, exact, mat_type, comm), ERRORS,
+                    directory, mesh_dir, {"nu": nu, "size": size, "wall_curvature": exact.wall_curvature})
     return 0
 
 
-def _report(rows, mpi, directory, header):
-    """The last mesh's errors and orders against the one before, printed as each mesh is done (and
-    DIR/summary.json rewritten), so that a run stopped on a fine mesh keeps the coarser ones."""
-    row, previous = rows[-1], rows[-2] if len(rows) > 1 else None
-    for key in ERRORS:
-        row[f"{key}_order"] = (math.log(previous[f"{key}_error"] / row[f"{key}_error"])
-                               / math.log(previous["h"] / row["h"]) if previous else None)
-    if mpi.rank != 0:
-        return
-    print(f"hiemenz: {row['cells']:8d}  " + "  ".join(
-        f"{row[key + '_error']:.4e}" + (f" ({row[key + '_order']:.2f})" if previous else "") for key in ERRORS),
-        flush=True)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
-        with open(os.path.join(directory, "summary.json"), "w") as stream:
-            json.dump({**header, "levels": rows}, stream, indent=1)
-
-
 def _mesh(h, path):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import meshes  # gmsh: an optional extra
-
-    meshes.make("triangles", h, path, domain="hiemenz")
+    gmsh_meshes().make("triangles", h, path, domain="hiemenz")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(refuse_bad_input("hiemenz", main))

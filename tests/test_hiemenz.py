@@ -17,6 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def exact_solution(nu):
+    sys.path.insert(0, os.path.join(ROOT, "demos"))  # the demo imports demos/convergence.py
     spec = importlib.util.spec_from_file_location("hiemenz_demo", os.path.join(ROOT, "demos", "hiemenz.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
