@@ -22,17 +22,18 @@ It is the one exact solution here with a no-slip wall and a stagnation
 point, where the DFG cylinders' delta_p is read (Kovasznay's and
 Beltrami's boundaries hold the velocity everywhere): its pressure's
 normal gradient at the wall, -sqrt(nu) f''(0), is not zero. Besides the
-cells' errors it reports the wall's pressure as plugin.flow.forces reads it
-(the wall cell's pressure carried to the face's centroid along the cell
-gradient, up to its mean) and the wall's shear nu du/dy (the two-point
-flux, as the forces take it), each an L2 error over the wall.
+cells' errors it reports, each as an L2 error over the wall, the wall's
+pressure (the wall cell's pressure carried to the face's centroid along
+its cell gradient, as plugin.flow.forces reads it with the least-squares
+gradient; up to its mean) and the wall's shear nu du/dy (the two-point
+flux, to the centroid's foot on the face's normal where the scheme
+corrects the diffusion, as the forces take it).
 
     python demos/hiemenz.py -hiemenz_levels 4 -flow_output_dir out    (-flow_scheme symmetric: the other scheme)
 
 Prints, as each mesh is done, its errors and the orders against the mesh
 before; with -flow_output_dir DIR writes them to DIR/summary.json
-(demos/convergence.py). -help lists every
-option.
+(demos/convergence.py). -help lists every option.
 """
 
 import math
