@@ -8,7 +8,6 @@ ones."""
 import json
 import math
 import os
-import sys
 import tempfile
 
 from petsc4py import PETSc
@@ -61,8 +60,7 @@ def observed_orders(program, levels, size, make_mesh, run, keys, directory="", m
 
 
 def gmsh_meshes():
-    """demos/meshes.py (gmsh: an optional extra), imported where the demos are."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    """demos/meshes.py, beside this module: imported only where meshes are made (gmsh is an optional extra)."""
     import meshes
 
     return meshes
