@@ -48,7 +48,7 @@ def observed_orders(program, levels, size, make_mesh, run, keys, directory="", m
             h = size / 2**level
             path = os.path.join(mesh_dir or scratch, f"{program}-{h:g}.msh")
             try:
-                on_rank_zero(mpi, lambda: os.path.exists(path) or make_mesh(h, path))
+                on_rank_zero(mpi, lambda: _made(path, h, make_mesh))
             except RankZeroError as exc:
                 exit_with(mpi, f"{program}: cannot make the gmsh mesh ({exc})")
             try:
@@ -64,6 +64,13 @@ def gmsh_meshes():
     import meshes
 
     return meshes
+
+
+def _made(path, h, make_mesh):
+    """The mesh at ``path``, made there (its directory too) unless it is."""
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        make_mesh(h, path)
 
 
 def _report(program, rows, keys, mpi, directory, header):
