@@ -39,7 +39,8 @@ from petsc4py import PETSc  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, gpuamg, ...)
 from gpu_mats.backend import to_host  # noqa: E402
-from convergence import gmsh_meshes, level_options, observed_orders, refuse_bad_input  # noqa: E402
+from convergence import (balanced_velocity, gmsh_meshes, l2, less_mean, level_options,  # noqa: E402
+                         observed_orders, refuse_bad_input)  # noqa: E402
 from petsc_ext.options import OptionsReader, help_requested, option_defaults  # noqa: E402
 from plugin.flow.boundary import Inflow  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
@@ -81,26 +82,11 @@ def cube_normals(x):
     return normals
 
 
-def balanced_inflow(exact, g, mpi):
-    """The held velocity: the exact one less the net flux of its values at the geometry's boundary faces."""
-    area = mpi.allreduce(float(g.boundary_areas.sum()))
-
-    def velocity(x, t):
-        local = float(((exact.velocity(g.boundary_centroids, t) * g.boundary_normals).sum(axis=1)
-                       * g.boundary_areas).sum())
-        return exact.velocity(x, t) - mpi.allreduce(local) / area * cube_normals(x)
-
-    return Inflow(velocity, steady=False)
-
-
 def errors(exact, g, u, p, t, mpi):
     """(L2 error of u, L2 error of p up to its mean) at time t, volume-weighted over the whole mesh."""
-    u_error = u - exact.velocity(g.centroids, t).T
-    p_exact, v = exact.pressure(g.centroids, t), g.volumes
-    volume, means = mpi.allreduce(float(v.sum())), mpi.allreduce(numpy.array([(v * p).sum(), (v * p_exact).sum()]))
-    p_error = p - p_exact - (means[0] - means[1]) / volume
-    sums = mpi.allreduce(numpy.array([(v * (u_error**2).sum(axis=0)).sum(), (v * p_error**2).sum()]))
-    return float(math.sqrt(sums[0] / volume)), float(math.sqrt(sums[1] / volume))
+    v = g.volumes
+    return (l2(v, (u - exact.velocity(g.centroids, t).T).T, mpi),
+            l2(v, less_mean(v, p - exact.pressure(g.centroids, t), mpi), mpi))
 
 
 def run_level(path, exact, mat_type, comm):
@@ -108,8 +94,9 @@ def run_level(path, exact, mat_type, comm):
     parts = distribute(path, mpi, "metis")
     g = parts.geometry
     with option_defaults("", DEFAULTS):
-        solver = FlowSolver(g, comm, mat_type, exact.nu, {name: balanced_inflow(exact, g, mpi)
-                                                          for name in g.boundary_names})
+        held = Inflow(balanced_velocity(exact.velocity, g, mpi, numpy.ones(len(g.boundary_tags), bool), cube_normals),
+                      steady=False)
+        solver = FlowSolver(g, comm, mat_type, exact.nu, {name: held for name in g.boundary_names})
     if help_requested():
         raise SystemExit(0)  # the options are listed: nothing to run
     state = solver.initial_state(exact.velocity(g.centroids, 0.0).T, project=True)

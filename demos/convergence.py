@@ -10,6 +10,7 @@ import math
 import os
 import tempfile
 
+import numpy
 from petsc4py import PETSc
 
 from petsc_ext.options import OptionError
@@ -57,6 +58,34 @@ def observed_orders(program, levels, size, make_mesh, run, keys, directory="", m
                 exit_with(mpi, str(exc))
             _report(program, rows, keys, mpi, directory, header or {})
     return rows
+
+
+def balanced_velocity(velocity, g, mpi, held, normals):
+    """``velocity(x, t)`` less the net flux of its values at the boundary faces ``held`` (a mask of g's),
+    spread over their area along ``normals(x)``: held velocities that balance, the exact ones' net flux at the
+    faces' centroids being O(h^2). Every rank takes all those faces once, so that a call, which a rank makes
+    only for the groups it has faces of, is not collective."""
+    centres, outward, areas = (numpy.concatenate(mpi.allgather(a[held]))
+                               for a in (g.boundary_centroids, g.boundary_normals, g.boundary_areas))
+
+    def balanced(x, t):
+        net = float(((velocity(centres, t) * outward).sum(axis=1) * areas).sum())
+        return velocity(x, t) - net / areas.sum() * normals(x)
+
+    return balanced
+
+
+def l2(weights, values, mpi):
+    """The ``weights``-weighted L2 norm of ``values`` (a row a point) over every rank."""
+    sums = mpi.allreduce(numpy.array([float((weights * (values**2).reshape(len(weights), -1).sum(axis=1)).sum()),
+                                      float(weights.sum())]))
+    return math.sqrt(sums[0] / sums[1])
+
+
+def less_mean(weights, values, mpi):
+    """``values`` less their ``weights``-weighted mean over every rank."""
+    sums = mpi.allreduce(numpy.array([float((weights * values).sum()), float(weights.sum())]))
+    return values - sums[0] / sums[1]
 
 
 def gmsh_meshes():

@@ -49,7 +49,8 @@ from scipy.integrate import solve_bvp  # noqa: E402
 
 import plugin  # noqa: E402,F401  (registers gpusell, gpuamg, ...)
 from gpu_mats.backend import to_host  # noqa: E402
-from convergence import gmsh_meshes, level_options, observed_orders, refuse_bad_input  # noqa: E402
+from convergence import (balanced_velocity, gmsh_meshes, l2, less_mean, level_options,  # noqa: E402
+                         observed_orders, refuse_bad_input)
 from petsc_ext.options import OptionsReader, help_requested, option_defaults  # noqa: E402
 from plugin.flow.boundary import Inflow, Wall  # noqa: E402
 from plugin.flow.distribution import distribute  # noqa: E402
@@ -105,39 +106,13 @@ def box_normals(x):
     return normals
 
 
-def held_inflow(exact, g, mpi):
-    """The held velocity: the exact one less the net flux of its values at the sides' faces."""
-    sides = g.boundary_tags == g.boundary_names["inflow"]
-    area = mpi.allreduce(float(g.boundary_areas[sides].sum()))
-    local = float(((exact.velocity(g.boundary_centroids[sides]) * g.boundary_normals[sides]).sum(axis=1)
-                   * g.boundary_areas[sides]).sum())
-    net = mpi.allreduce(local)
-
-    def velocity(x, t):
-        return exact.velocity(x) - net / area * box_normals(x)
-
-    return Inflow(velocity, steady=True)
-
-
-def _l2(weights, values, mpi):
-    """The weighted L2 norm of values (rows: points) over every rank."""
-    sums = mpi.allreduce(numpy.array([float((weights * (values**2).reshape(len(weights), -1).sum(axis=1)).sum()),
-                                      float(weights.sum())]))
-    return math.sqrt(sums[0] / sums[1])
-
-
-def _less_mean(weights, values, mpi):
-    sums = mpi.allreduce(numpy.array([float((weights * values).sum()), float(weights.sum())]))
-    return values - sums[0] / sums[1]
-
-
 def errors(exact, solver, state, mpi):
     """The L2 errors of the cells' u and p (p up to its mean), and of the wall's pressure (up to its mean) and shear."""
     g, xp = solver.geometry, solver.xp
     u, p = to_host(xp, state.u), to_host(xp, state.p)
     v = g.volumes
-    result = {"u": _l2(v, (u - exact.velocity(g.centroids).T).T, mpi),
-              "p": _l2(v, _less_mean(v, p - exact.pressure(g.centroids), mpi), mpi)}
+    result = {"u": l2(v, (u - exact.velocity(g.centroids).T).T, mpi),
+              "p": l2(v, less_mean(v, p - exact.pressure(g.centroids), mpi), mpi)}
     wall = numpy.flatnonzero(g.boundary_tags == g.boundary_names["wall"])
     rows = g.boundary_cells[wall] - g.cell_start
     area, normal, delta = g.boundary_areas[wall], g.boundary_normals[wall], g.boundary_distances[wall]
@@ -145,12 +120,12 @@ def errors(exact, solver, state, mpi):
     reach = centres - g.centroids[rows]
     gradient = to_host(xp, solver.stepper.pressure_gradient(state.p))
     p_wall = p[rows] + numpy.einsum("fe,ef->f", reach, gradient[:, rows])
-    result["p_wall"] = _l2(area, _less_mean(area, p_wall - exact.pressure(centres), mpi), mpi)
+    result["p_wall"] = l2(area, less_mean(area, p_wall - exact.pressure(centres), mpi), mpi)
     tangential = u[0, rows]  # the wall is y = 0: u is its tangential velocity
     if solver.operators.diffusion_correction is not None:  # the forces' flux: to the foot of the centroid
         grad_u = to_host(xp, solver.stepper.velocity_gradients(state.u, state.t)).reshape(g.dim, g.dim, -1)
         tangential = tangential + numpy.einsum("fe,ef->f", reach - delta[:, None] * normal, grad_u[0][:, rows])
-    result["shear"] = _l2(area, exact.nu * tangential / delta - exact.wall_shear(centres), mpi)
+    result["shear"] = l2(area, exact.nu * tangential / delta - exact.wall_shear(centres), mpi)
     return result
 
 
@@ -158,7 +133,8 @@ def run_level(path, exact, mat_type, comm):
     mpi = comm.tompi4py()
     g = distribute(path, mpi, "metis").geometry
     with option_defaults("", DEFAULTS):
-        solver = FlowSolver(g, comm, mat_type, exact.nu, {"wall": Wall(), "inflow": held_inflow(exact, g, mpi)})
+        held = balanced_velocity(exact.velocity, g, mpi, g.boundary_tags == g.boundary_names["inflow"], box_normals)
+        solver = FlowSolver(g, comm, mat_type, exact.nu, {"wall": Wall(), "inflow": Inflow(held, steady=True)})
     if help_requested():
         raise SystemExit(0)  # the options are listed: nothing to run
     state = solver.run(solver.initial_state(exact.velocity(g.centroids).T, project=True))

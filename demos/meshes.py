@@ -100,7 +100,8 @@ def main():
     parser.add_argument("--size", type=float, default=0.05, help="cell size")
     parser.add_argument("--order", type=int, choices=(1, 2), default=1, help="geometry order of the cells")
     parser.add_argument("--domain", choices=tuple(DOMAINS), default="unit",
-                        help="the unit square or cube, or a rectangle of demos/channel.py or demos/hiemenz.py (plane kinds)")
+                        help="the unit square or cube, or a rectangle of demos/channel.py or demos/hiemenz.py "
+                        "(plane kinds)")
     parser.add_argument("--out", required=True, help="the .msh file to write")
     args = parser.parse_args()
     cells = make(args.kind, args.size, args.out, args.order, args.domain)

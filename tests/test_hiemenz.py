@@ -41,7 +41,8 @@ def test_the_exact_solution_solves_the_steady_navier_stokes_equations():
     momentum = (u[:, :1] * d(exact.velocity, 0) + u[:, 1:] * d(exact.velocity, 1)
                 + numpy.column_stack([d(exact.pressure, a) for a in range(2)]) - exact.nu * laplacian(exact.velocity))
     divergence = d(exact.velocity, 0)[:, 0] + d(exact.velocity, 1)[:, 1]
-    assert abs(momentum).max() < 1e-6 and abs(divergence).max() < 1e-6, (momentum, divergence)  # central differences: h^2
+    # central differences are exact to O(h^2)
+    assert abs(momentum).max() < 1e-6 and abs(divergence).max() < 1e-6, (momentum, divergence)
     assert exact.wall_curvature == pytest.approx(1.2326, abs=1e-4)
 
 
