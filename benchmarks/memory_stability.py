@@ -77,6 +77,8 @@ def main():
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
+    if any("=" not in option for option in args.extra):
+        parser.error(f"--with takes OPTION=VALUE, not {' '.join(o for o in args.extra if '=' not in o)}")
     extra = dict(option.split("=", 1) for option in args.extra)
     if args.mesh:
         g = mesh_geometry(read_mesh(args.mesh))
